@@ -1,0 +1,153 @@
+// Package store holds mailsink's domain: the Email and Account types, the
+// ListQuery and Update that select and change emails, the Store interface
+// every backend implements, and the error codes shared by all layers.
+//
+// It has no dependencies on any backend; store/boltstore (embedded, default)
+// and store/redisstore implement Store, and store/storetest is the
+// conformance suite both must pass.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Status is the processing state of an email.
+type Status string
+
+// The three states an email can be in (SPEC.md section 3).
+const (
+	StatusReceived  Status = "received"
+	StatusProcessed Status = "processed"
+	StatusArchived  Status = "archived"
+)
+
+// Valid reports whether s is one of the three known states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusReceived, StatusProcessed, StatusArchived:
+		return true
+	}
+	return false
+}
+
+// Account owns emails and API keys. Every email belongs to exactly one.
+type Account struct {
+	ID   string
+	Slug string
+	Name string
+}
+
+// Email is the metadata of one stored email: everything but its body. It is
+// what listing returns, so a backend must be able to load it without loading
+// the raw message.
+type Email struct {
+	ID        string // UUID, lower case
+	AccountID string
+	MessageID *string
+	Sender    string // as received; filters compare case-insensitively
+	Recipient string
+	Subject   *string
+	Status    Status
+	Notes     *string
+	Labels    []string // never nil once stored
+	RawSize   int64
+
+	// Timestamps are UTC with millisecond precision; backends keep them exactly.
+	ReceivedAt time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Attachment is the metadata of one attachment; Size counts decoded bytes.
+type Attachment struct {
+	ContentID   *string
+	ContentType *string
+	Disposition *string
+	Filename    *string
+	Size        int64
+}
+
+// Body is the stored content of an email: the raw source, byte-exact, and what
+// was parsed from it. Several emails (the recipients of one message) may share
+// one Body; a backend stores it once.
+type Body struct {
+	Raw         []byte
+	Text        *string
+	HTML        *string
+	Headers     map[string]string // lower-case keys; never nil once stored
+	Attachments []Attachment      // never nil once stored
+}
+
+// ListQuery selects a page of one account's emails, newest first: by
+// ReceivedAt descending, then ID descending. Zero-valued filters do not
+// filter; set filters combine with AND.
+type ListQuery struct {
+	AccountID string
+	Recipient string // exact address, case-insensitive
+	Sender    string // exact address, case-insensitive
+	Status    Status
+	Subject   string // substring, case-insensitive, literal
+	// Since, when not zero, keeps only emails with ReceivedAt strictly after it.
+	Since  time.Time
+	Limit  int   // 1..100
+	Offset int64 // number of matching emails skipped
+}
+
+// Update changes the mutable fields of an email. A nil field is left as it is.
+type Update struct {
+	Labels  *[]string
+	Notes   *Nullable // Notes.Value nil sets notes to null
+	Status  *Status
+	Subject *Nullable // Subject.Value nil sets subject to null
+	// UpdatedAt is the new value of Email.UpdatedAt; the caller owns the clock.
+	UpdatedAt time.Time
+}
+
+// Nullable is a new value for a nullable string field.
+type Nullable struct {
+	Value *string
+}
+
+// Store keeps emails per account. Implementations are safe for concurrent use.
+// Every method returns an error with code Unavailable when the backend cannot
+// be reached, so callers can answer 503 / SMTP 451 and let clients retry.
+type Store interface {
+	// CreateEmails stores emails that all belong to one account and share
+	// one body, atomically: afterwards all of them are visible with their
+	// indexes, or none is. When it returns nil the emails are durable. The
+	// body is stored once however many emails share it, and removed with the
+	// last of them. Emails must have IDs, timestamps, a status and non-nil
+	// labels already; it returns Invalid when they do not belong to one
+	// account or the slice is empty.
+	CreateEmails(ctx context.Context, body *Body, emails []*Email) error
+
+	// GetEmail returns the email with id in the account. It returns NotFound
+	// when there is none, including when it belongs to another account.
+	GetEmail(ctx context.Context, accountID, id string) (*Email, error)
+
+	// GetBody returns the body of the email with id in the account, with its
+	// raw source. It returns NotFound like GetEmail.
+	GetBody(ctx context.Context, accountID, id string) (*Body, error)
+
+	// ListEmails returns at most q.Limit emails of q.AccountID matching q, in
+	// list order (see ListQuery). Its cost grows with Offset+Limit, not with
+	// the size of the account, except for the Subject filter, which may scan
+	// the account's emails.
+	ListEmails(ctx context.Context, q ListQuery) ([]*Email, error)
+
+	// UpdateEmail applies u to the email with id in the account atomically
+	// and returns the result. It returns NotFound like GetEmail.
+	UpdateEmail(ctx context.Context, accountID, id string, u Update) (*Email, error)
+
+	// DeleteEmail removes the email with id in the account, its indexes and,
+	// when no other email shares it, its body. It returns NotFound like
+	// GetEmail.
+	DeleteEmail(ctx context.Context, accountID, id string) error
+
+	// Ping returns nil when the backend answers.
+	Ping(ctx context.Context) error
+
+	// Close releases the backend. The Store must not be used afterwards.
+	Close() error
+}
