@@ -1,0 +1,128 @@
+package boltstore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// BenchmarkCreate stores one email with a 2 KB body per operation, from
+// 1×GOMAXPROCS and 16×GOMAXPROCS goroutines: the second shows how much
+// batching lets concurrent writers share commits and fsyncs.
+func BenchmarkCreate(b *testing.B) {
+	raw := []byte("Subject: benchmark\r\n\r\n" + strings.Repeat("0123456789abcdef", 2048/16))
+	text := string(raw[22:])
+	for _, par := range []int{1, 16} {
+		b.Run(fmt.Sprintf("parallelism=%d", par), func(b *testing.B) {
+			s := openTemp(b, filepath.Join(b.TempDir(), "bench.db"))
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			var n atomic.Int64
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			b.SetParallelism(par)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					e := &store.Email{
+						ID: store.NewID(), AccountID: "acct", Sender: "sender@example.com",
+						Recipient: fmt.Sprintf("user%d@example.com", i%100), Subject: ptr("benchmark"),
+						Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)),
+						ReceivedAt: now, CreatedAt: now, UpdatedAt: now,
+					}
+					body := &store.Body{Raw: raw, Text: &text, Headers: map[string]string{"subject": "benchmark"}}
+					if err := s.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkListByRecipient lists pages of one recipient's emails in an
+// account of 100,000 (and, for comparison, 1,000): the cost should depend on
+// offset+limit, not on the size of the account.
+func BenchmarkListByRecipient(b *testing.B) {
+	for _, size := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("emails=%d", size), func(b *testing.B) {
+			s := openTemp(b, filepath.Join(b.TempDir(), "bench.db"))
+			bulkLoad(b, s, size)
+			ctx := context.Background()
+			// Recipient user0 has one email in ten.
+			queries := []struct {
+				name string
+				q    store.ListQuery
+			}{
+				{"recipient/offset=0", store.ListQuery{Recipient: "USER0@example.com"}},
+				{"recipient/offset=50", store.ListQuery{Recipient: "user0@example.com", Offset: 50}},
+				{"recipient+status/offset=0", store.ListQuery{Recipient: "user0@example.com", Status: store.StatusArchived}},
+				{"all/offset=0", store.ListQuery{}},
+				{"all/offset=500", store.ListQuery{Offset: 500}},
+			}
+			for _, qq := range queries {
+				q := qq.q
+				q.AccountID, q.Limit = "acct", 25
+				b.Run(qq.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						got, err := s.ListEmails(ctx, q)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if len(got) != 25 {
+							b.Fatalf("ListEmails(%+v): got %d emails, want 25", q, len(got))
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// bulkLoad stores n emails in account "acct" in a few large transactions,
+// through the same createOp that CreateEmails uses: email i goes to
+// user(i%10)@example.com, with one status in three archived, and is received
+// i milliseconds after a fixed time.
+func bulkLoad(b *testing.B, s *Store, n int) {
+	b.Helper()
+	const perTx = 10_000
+	start := time.UnixMilli(1_767_225_600_000).UTC()
+	body := &store.Body{Raw: []byte("Subject: bulk\r\n\r\nbody\r\n"), Headers: map[string]string{"subject": "bulk"}}
+	for lo := 0; lo < n; lo += perTx {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i := lo; i < min(lo+perTx, n); i++ {
+				at := start.Add(time.Duration(i) * time.Millisecond)
+				st := store.StatusReceived
+				if i%3 == 0 {
+					st = store.StatusArchived
+				}
+				e := &store.Email{
+					ID: fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012x", i), AccountID: "acct",
+					Sender: "sender@example.com", Recipient: fmt.Sprintf("user%d@example.com", i%10),
+					Subject: ptr(fmt.Sprintf("bulk %d", i)), Status: st, Labels: []string{},
+					ReceivedAt: at, CreatedAt: at, UpdatedAt: at,
+				}
+				if err := newCreateOp(body, []*store.Email{e}).apply(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,629 @@
+// Package boltstore is mailsink's embedded default store: every email, its
+// indexes and its body live in one bbolt file under the data directory.
+//
+// Writes are durable when they return (bbolt commits with fsync), and
+// concurrent writers share commits through bbolt's batching, so an SMTP burst
+// is not serialised on fsync. Listing walks an index whose key order is list
+// order, so a page costs Offset+Limit cursor steps however large the account
+// is; see keys.go for the layout.
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// schemaVersion is written to a new file and checked on open.
+const schemaVersion = "1"
+
+// Store is a store.Store kept in one bbolt file. It is safe for concurrent
+// use.
+type Store struct {
+	db *bolt.DB
+	// writers counts write calls in progress: a lone writer commits at once,
+	// and only writers that overlap another join a batch.
+	writers atomic.Int64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option changes how Open opens the file.
+type Option func(*options)
+
+type options struct {
+	lockTimeout   time.Duration
+	maxBatchDelay time.Duration
+	maxBatchSize  int
+}
+
+// WithLockTimeout sets how long Open waits for the file lock that another
+// process may hold before it fails. The default is one second.
+func WithLockTimeout(d time.Duration) Option {
+	return func(o *options) { o.lockTimeout = d }
+}
+
+// WithMaxBatchDelay sets how long a write that overlaps another waits for
+// more writes to share its commit. The default, 1ms, is about the time of one
+// commit with fsync on an SSD: bbolt's own default of 10ms left 32 concurrent
+// writers idle most of the time (see BenchmarkCreate).
+func WithMaxBatchDelay(d time.Duration) Option {
+	return func(o *options) { o.maxBatchDelay = d }
+}
+
+// WithMaxBatchSize sets how many writes at most share one commit. The default
+// is bbolt's, 1000.
+func WithMaxBatchSize(n int) Option {
+	return func(o *options) { o.maxBatchSize = n }
+}
+
+// Open opens the store file at path, creating it if it does not exist. The
+// directory must exist. When another process holds the file, Open fails after
+// the lock timeout with an error with code Unavailable. Its errors are for
+// the operator, not a client: they name the file.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{lockTimeout: time.Second, maxBatchDelay: time.Millisecond}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      o.lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, store.Wrap(store.Unavailable, err,
+			fmt.Sprintf("open %s: the file is locked by another process (waited %s)", path, o.lockTimeout))
+	}
+	if err != nil {
+		return nil, store.Wrap(codeOfDBError(err), err, "open "+path)
+	}
+	if o.maxBatchDelay > 0 {
+		db.MaxBatchDelay = o.maxBatchDelay
+	}
+	if o.maxBatchSize > 0 {
+		db.MaxBatchSize = o.maxBatchSize
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		switch v := meta.Get([]byte("version")); {
+		case v == nil:
+			return meta.Put([]byte("version"), []byte(schemaVersion))
+		case string(v) != schemaVersion:
+			return internalf("open %s: schema version %q, this build reads %q", path, v, schemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, wrap(err, "open "+path)
+	}
+	return &Store{db: db}, nil
+}
+
+// CreateEmails implements store.Store. It returns Invalid for an empty slice,
+// a nil body or email, an email without id, account or valid status, emails
+// of different accounts or a repeated id, and Conflict when an id already
+// exists in the account.
+func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "create emails")
+	}
+	if err := validateCreate(body, emails); err != nil {
+		return err
+	}
+	return wrap(s.write(newCreateOp(body, emails).apply), "create emails")
+}
+
+// createOp is one validated CreateEmails call. Everything that does not
+// depend on the transaction is computed once, in newCreateOp: Batch may call
+// apply more than once.
+type createOp struct {
+	emails  []*store.Email
+	body    []byte
+	keys    [][]byte
+	indexes [][4][]byte
+}
+
+func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
+	op := &createOp{
+		emails:  emails,
+		body:    encodeBody(body),
+		keys:    make([][]byte, len(emails)),
+		indexes: make([][4][]byte, len(emails)),
+	}
+	for i, e := range emails {
+		op.keys[i] = emailKey(e.AccountID, e.ID)
+		op.indexes[i] = indexKeys(e)
+	}
+	return op
+}
+
+// apply writes the body, the emails and their indexes in tx.
+func (op *createOp) apply(tx *bolt.Tx) error {
+	eb, ib := tx.Bucket(bucketEmails), tx.Bucket(bucketIndex)
+	bodies, refs := tx.Bucket(bucketBodies), tx.Bucket(bucketRefs)
+	for i, e := range op.emails {
+		if eb.Get(op.keys[i]) != nil {
+			return store.Errorf(store.Conflict, "email %s already exists", e.ID)
+		}
+	}
+	seq, err := bodies.NextSequence()
+	if err != nil {
+		return err
+	}
+	bk := bodyKey(seq)
+	if err := bodies.Put(bk, op.body); err != nil {
+		return err
+	}
+	if err := refs.Put(bk, binary.AppendUvarint(nil, uint64(len(op.emails)))); err != nil {
+		return err
+	}
+	for i, e := range op.emails {
+		r := emailRecord{Email: *e, BodyID: seq}
+		if r.Labels == nil {
+			r.Labels = []string{}
+		}
+		if err := eb.Put(op.keys[i], encodeEmail(&r)); err != nil {
+			return err
+		}
+		for _, k := range op.indexes[i] {
+			if err := ib.Put(k, []byte{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func validateCreate(body *store.Body, emails []*store.Email) error {
+	if len(emails) == 0 {
+		return store.Errorf(store.Invalid, "no emails to create")
+	}
+	if body == nil {
+		return store.Errorf(store.Invalid, "no body")
+	}
+	seen := make(map[string]bool, len(emails))
+	for _, e := range emails {
+		switch {
+		case e == nil:
+			return store.Errorf(store.Invalid, "nil email")
+		case e.ID == "":
+			return store.Errorf(store.Invalid, "email without id")
+		case e.AccountID == "":
+			return store.Errorf(store.Invalid, "email %s without account", e.ID)
+		case e.AccountID != emails[0].AccountID:
+			return store.Errorf(store.Invalid, "emails of more than one account")
+		case !e.Status.Valid():
+			return store.Errorf(store.Invalid, "email %s has status %q", e.ID, e.Status)
+		case seen[e.ID]:
+			return store.Errorf(store.Invalid, "email %s given twice", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	return nil
+}
+
+// GetEmail implements store.Store.
+func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Email, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err, "get email")
+	}
+	var r *emailRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = getRecord(tx, accountID, id)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(err, "get email")
+	}
+	return &r.Email, nil
+}
+
+// GetBody implements store.Store.
+func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err, "get body")
+	}
+	var body *store.Body
+	err := s.db.View(func(tx *bolt.Tx) error {
+		r, err := getRecord(tx, accountID, id)
+		if err != nil {
+			return err
+		}
+		v := tx.Bucket(bucketBodies).Get(bodyKey(r.BodyID))
+		if v == nil {
+			return internalf("email %s: body %d is missing", id, r.BodyID)
+		}
+		body, err = decodeBody(v)
+		return err
+	})
+	if err != nil {
+		return nil, wrap(err, "get body")
+	}
+	return body, nil
+}
+
+func getRecord(tx *bolt.Tx, accountID, id string) (*emailRecord, error) {
+	v := tx.Bucket(bucketEmails).Get(emailKey(accountID, id))
+	if v == nil {
+		return nil, store.ErrNotFound
+	}
+	return decodeEmail(v)
+}
+
+// ListEmails implements store.Store. It returns Invalid when the query has no
+// account, a Limit below 1 or a negative Offset.
+//
+// It walks the most selective index the query allows (recipient, then sender,
+// then status, then all of the account's emails) from newest to oldest and
+// checks the other filters on each email's metadata. Since ends the walk at
+// the first email not after it. Bodies are never read.
+func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err, "list emails")
+	}
+	switch {
+	case q.AccountID == "":
+		return nil, store.Errorf(store.Invalid, "list: no account")
+	case q.Limit < 1:
+		return nil, store.Errorf(store.Invalid, "list: limit %d is below 1", q.Limit)
+	case q.Offset < 0:
+		return nil, store.Errorf(store.Invalid, "list: negative offset %d", q.Offset)
+	}
+	prefix, residual := plan(q)
+	m := newMatcher(q)
+	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
+	out := make([]*store.Email, 0, min(q.Limit, 100))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		emails := tx.Bucket(bucketEmails)
+		c := tx.Bucket(bucketIndex).Cursor()
+		key := appendAccount(nil, q.AccountID)
+		acctLen := len(key)
+		skip := q.Offset
+		steps := 0
+		for k, _ := seekLast(c, prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+			if steps++; steps%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if len(k) < len(prefix)+timeLen {
+				return internalf("list: short index key %x", k)
+			}
+			if hasSince && decodeTime(k[len(prefix):]) <= since {
+				break
+			}
+			if !residual && skip > 0 {
+				skip--
+				continue
+			}
+			key = append(key[:acctLen], k[len(prefix)+timeLen:]...)
+			v := emails.Get(key)
+			if v == nil {
+				return internalf("list: index entry %x has no email", k)
+			}
+			r, err := decodeEmail(v)
+			if err != nil {
+				return err
+			}
+			if residual && !m.match(&r.Email) {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			out = append(out, &r.Email)
+			if len(out) == q.Limit {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err, "list emails")
+	}
+	return out, nil
+}
+
+// plan picks the index for q and reports whether filters other than the
+// index's remain to be checked on each email.
+func plan(q store.ListQuery) (prefix []byte, residual bool) {
+	n := 0
+	for _, set := range []bool{q.Recipient != "", q.Sender != "", q.Status != "", q.Subject != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case q.Recipient != "":
+		return indexPrefix(q.AccountID, kindRecipient, store.NormalizeAddress(q.Recipient)), n > 1
+	case q.Sender != "":
+		return indexPrefix(q.AccountID, kindSender, store.NormalizeAddress(q.Sender)), n > 1
+	case q.Status != "":
+		return indexPrefix(q.AccountID, kindStatus, string(q.Status)), n > 1
+	}
+	return indexPrefix(q.AccountID, kindAll, ""), n > 0
+}
+
+// matcher checks a query's filters, other than Since, on one email.
+type matcher struct {
+	recipient, sender, subject string
+	status                     store.Status
+}
+
+func newMatcher(q store.ListQuery) matcher {
+	return matcher{
+		recipient: store.NormalizeAddress(q.Recipient),
+		sender:    store.NormalizeAddress(q.Sender),
+		subject:   strings.ToLower(q.Subject),
+		status:    q.Status,
+	}
+}
+
+func (m *matcher) match(e *store.Email) bool {
+	switch {
+	case m.recipient != "" && store.NormalizeAddress(e.Recipient) != m.recipient,
+		m.sender != "" && store.NormalizeAddress(e.Sender) != m.sender,
+		m.status != "" && e.Status != m.status,
+		m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)):
+		return false
+	}
+	return true
+}
+
+// seekLast moves c to the last key that starts with prefix, or to the key
+// before where it would be.
+func seekLast(c *bolt.Cursor, prefix []byte) ([]byte, []byte) {
+	end := prefixEnd(prefix)
+	if end == nil {
+		return c.Last()
+	}
+	if k, _ := c.Seek(end); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}
+
+// UpdateEmail implements store.Store. A zero u.UpdatedAt leaves UpdatedAt as
+// it is. It returns Invalid for an unknown status.
+func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (*store.Email, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err, "update email")
+	}
+	if u.Status != nil && !u.Status.Valid() {
+		return nil, store.Errorf(store.Invalid, "unknown status %q", *u.Status)
+	}
+	key := emailKey(accountID, id)
+	var result *store.Email
+	fn := func(tx *bolt.Tx) error {
+		result = nil
+		eb := tx.Bucket(bucketEmails)
+		v := eb.Get(key)
+		if v == nil {
+			// Not an error for the transaction: returning one would make
+			// Batch roll back and re-run every other write sharing it.
+			return nil
+		}
+		r, err := decodeEmail(v)
+		if err != nil {
+			return err
+		}
+		old := r.Status
+		apply(&r.Email, u)
+		if r.Status != old {
+			ib := tx.Bucket(bucketIndex)
+			if err := ib.Delete(statusKey(&r.Email, old)); err != nil {
+				return err
+			}
+			if err := ib.Put(statusKey(&r.Email, r.Status), []byte{}); err != nil {
+				return err
+			}
+		}
+		if err := eb.Put(key, encodeEmail(r)); err != nil {
+			return err
+		}
+		result = &r.Email
+		return nil
+	}
+	if err := s.write(fn); err != nil {
+		return nil, wrap(err, "update email")
+	}
+	if result == nil {
+		return nil, store.ErrNotFound
+	}
+	return result, nil
+}
+
+func apply(e *store.Email, u store.Update) {
+	if u.Labels != nil {
+		e.Labels = append(make([]string, 0, len(*u.Labels)), *u.Labels...)
+	}
+	if u.Notes != nil {
+		e.Notes = cloneString(u.Notes.Value)
+	}
+	if u.Status != nil {
+		e.Status = *u.Status
+	}
+	if u.Subject != nil {
+		e.Subject = cloneString(u.Subject.Value)
+	}
+	if !u.UpdatedAt.IsZero() {
+		e.UpdatedAt = time.UnixMilli(u.UpdatedAt.UnixMilli()).UTC()
+	}
+}
+
+func cloneString(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	s := *p
+	return &s
+}
+
+// DeleteEmail implements store.Store.
+func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "delete email")
+	}
+	key := emailKey(accountID, id)
+	var found bool
+	fn := func(tx *bolt.Tx) error {
+		found = false
+		eb := tx.Bucket(bucketEmails)
+		v := eb.Get(key)
+		if v == nil {
+			return nil // see UpdateEmail
+		}
+		r, err := decodeEmail(v)
+		if err != nil {
+			return err
+		}
+		if err := eb.Delete(key); err != nil {
+			return err
+		}
+		ib := tx.Bucket(bucketIndex)
+		for _, k := range indexKeys(&r.Email) {
+			if err := ib.Delete(k); err != nil {
+				return err
+			}
+		}
+		if err := release(tx, r.BodyID); err != nil {
+			return err
+		}
+		found = true
+		return nil
+	}
+	if err := s.write(fn); err != nil {
+		return wrap(err, "delete email")
+	}
+	if !found {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// release drops one reference to a body and deletes it with the last one.
+func release(tx *bolt.Tx, bodyID uint64) error {
+	refs, bk := tx.Bucket(bucketRefs), bodyKey(bodyID)
+	n, size := binary.Uvarint(refs.Get(bk))
+	if size <= 0 {
+		return internalf("body %d has no reference count", bodyID)
+	}
+	if n > 1 {
+		return refs.Put(bk, binary.AppendUvarint(nil, n-1))
+	}
+	if err := refs.Delete(bk); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketBodies).Delete(bk)
+}
+
+// BodyCount returns the number of stored bodies. The conformance suite uses
+// it to check that a body is removed with the last email that shares it.
+func (s *Store) BodyCount(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrap(err, "count bodies")
+	}
+	var n int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketBodies).Stats().KeyN
+		return nil
+	})
+	return n, wrap(err, "count bodies")
+}
+
+// Ping implements store.Store: it returns Unavailable once the store is
+// closed.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "ping")
+	}
+	return wrap(s.db.View(func(*bolt.Tx) error { return nil }), "ping")
+}
+
+// Close implements store.Store. It waits for transactions in progress.
+func (s *Store) Close() error {
+	return wrap(s.db.Close(), "close")
+}
+
+// write runs fn in a read-write transaction that is committed and synced
+// when it returns nil. A writer alone commits at once; writers that overlap
+// go through Batch, which may run fn more than once, so fn must reset any
+// result it reports.
+func (s *Store) write(fn func(*bolt.Tx) error) error {
+	defer s.writers.Add(-1)
+	if s.writers.Add(1) == 1 {
+		return s.db.Update(fn)
+	}
+	return s.db.Batch(fn)
+}
+
+// wrap gives err a store code unless it has one, and nil for nil. The
+// client-safe message names only the kind of failure; op and the cause go to
+// the log.
+func wrap(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var se *store.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	cause := fmt.Errorf("boltstore: %s: %w", op, err)
+	if errors.Is(err, errCorrupt) {
+		return store.Wrap(store.Internal, cause, "store error")
+	}
+	switch code := codeOfDBError(err); code {
+	case store.Unavailable:
+		return store.Wrap(code, cause, "store unavailable")
+	case store.TooLarge:
+		return store.Wrap(code, cause, "email too large for the store")
+	default:
+		return store.Wrap(code, cause, "store error")
+	}
+}
+
+// internalf returns an Internal error: the store holds something it did not
+// expect, and only the log should say what.
+func internalf(format string, args ...any) error {
+	return store.Wrap(store.Internal, fmt.Errorf("boltstore: "+format, args...), "store error")
+}
+
+func codeOfDBError(err error) store.Code {
+	var errno syscall.Errno
+	var pathErr *fs.PathError
+	switch {
+	case errors.Is(err, berrors.ErrDatabaseNotOpen),
+		errors.Is(err, context.Canceled),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, berrors.ErrMaxSizeReached),
+		errors.Is(err, berrors.ErrTimeout),
+		errors.Is(err, os.ErrPermission),
+		errors.As(err, &pathErr),
+		errors.As(err, &errno):
+		return store.Unavailable
+	case errors.Is(err, berrors.ErrValueTooLarge), errors.Is(err, berrors.ErrKeyTooLarge):
+		return store.TooLarge
+	}
+	return store.Internal
+}

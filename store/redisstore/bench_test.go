@@ -1,0 +1,111 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// benchStore returns a Store on the test Redis under a fresh prefix whose
+// keys are deleted after the benchmark.
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	return newTestStore(b, backends[0])
+}
+
+// BenchmarkCreate stores emails with a 2 KB raw body, one per operation,
+// from parallel goroutines.
+func BenchmarkCreate(b *testing.B) {
+	s := benchStore(b)
+	raw := strings.Repeat("x", 2048)
+	body := testBody(raw)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		i := 0
+		for pb.Next() {
+			i++
+			e := testEmail(acct, fmt.Sprintf("r%d@example.com", i%10), "s@example.com", 1700000000000+int64(i))
+			if err := s.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkListByRecipient lists pages of one recipient's emails in an
+// account of 100,000 (10,000 per recipient), and for comparison in an
+// account of 1,000: the cost of a page must not depend on the account's
+// size.
+func BenchmarkListByRecipient(b *testing.B) {
+	s := benchStore(b)
+	const big, small = "big-account", "small-account"
+	start := time.Now()
+	loadAccount(b, s, big, 100_000)
+	b.Logf("loaded 100,000 emails in %v", time.Since(start).Round(time.Millisecond))
+	loadAccount(b, s, small, 1_000)
+
+	rcpt := "r0@example.com"
+	for _, bm := range []struct {
+		name string
+		q    store.ListQuery
+	}{
+		{"small/first page", store.ListQuery{AccountID: small, Recipient: rcpt, Limit: 25}},
+		{"first page", store.ListQuery{AccountID: big, Recipient: rcpt, Limit: 25}},
+		{"page of 100", store.ListQuery{AccountID: big, Recipient: rcpt, Limit: 100}},
+		{"offset 5000", store.ListQuery{AccountID: big, Recipient: rcpt, Offset: 5000, Limit: 25}},
+		{"since", store.ListQuery{AccountID: big, Recipient: rcpt, Since: time.UnixMilli(1700000000000 + 50_000), Limit: 25}},
+		{"and status", store.ListQuery{AccountID: big, Recipient: rcpt, Status: store.StatusArchived, Limit: 25}},
+		{"and status offset 1000", store.ListQuery{AccountID: big, Recipient: rcpt, Status: store.StatusArchived, Offset: 1000, Limit: 25}},
+		{"and subject 1 in 7", store.ListQuery{AccountID: big, Recipient: rcpt, Subject: "SEVENTH", Limit: 25}},
+		{"and subject none", store.ListQuery{AccountID: big, Recipient: rcpt, Subject: "nowhere", Limit: 25}},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.ListEmails(ctx, bm.q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// loadAccount stores n emails in account through pipelined create scripts:
+// 10 recipients in turn, every third email archived, every seventh with
+// "seventh" in its subject.
+func loadAccount(b *testing.B, s *Store, account string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	if err := createScript.Load(ctx, s.client).Err(); err != nil {
+		b.Fatal(err)
+	}
+	const chunk = 1000
+	for lo := 0; lo < n; lo += chunk {
+		pipe := s.client.Pipeline()
+		for i := lo; i < min(lo+chunk, n); i++ {
+			e := testEmail(account, fmt.Sprintf("r%d@example.com", i%10), "s@example.com", 1700000000000+int64(i))
+			if i%3 == 0 {
+				e.Status = store.StatusArchived
+			}
+			if i%7 == 0 {
+				e.Subject = ptr("every seventh email")
+			}
+			keys, args, err := s.createArgs(testBody("Subject: Hello\r\n\r\nhi\r\n"), []*store.Email{e})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pipe.EvalSha(ctx, createScript.Hash(), keys, args...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package redisstore
+
+import (
+	"encoding/hex"
+	"strings"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// accountKeys names the keys of one account. Every name starts with base,
+// "<prefix>{<tag>}:", so all of an account's keys hash to one cluster slot.
+type accountKeys struct {
+	base string
+}
+
+func (s *Store) account(accountID string) accountKeys {
+	return accountKeys{base: s.prefix + "{" + accountTag(accountID) + "}:"}
+}
+
+// emailPrefix is the part of an email's metadata key before its id; the Lua
+// scripts that load pages append ids to it.
+func (k accountKeys) emailPrefix() string { return k.base + "e:" }
+
+func (k accountKeys) email(id string) string { return k.base + "e:" + id }
+
+func (k accountKeys) body(bodyID string) string { return k.base + "b:" + bodyID }
+
+func (k accountKeys) all() string { return k.base + "all" }
+
+func (k accountKeys) recipient(addr string) string {
+	return k.base + "r:" + store.NormalizeAddress(addr)
+}
+
+func (k accountKeys) sender(addr string) string {
+	return k.base + "s:" + store.NormalizeAddress(addr)
+}
+
+func (k accountKeys) status(st store.Status) string { return k.base + "st:" + string(st) }
+
+// statuses returns the status indexes in the order the scripts expect them:
+// received, processed, archived.
+func (k accountKeys) statuses() []string {
+	return []string{k.status(store.StatusReceived), k.status(store.StatusProcessed), k.status(store.StatusArchived)}
+}
+
+// accountTag returns the hash tag of an account: the id itself when it is
+// made of letters, digits, '.', '_' and '-' (UUIDs and slugs are), otherwise
+// "~" and the hex of its bytes. The escape keeps '{', '}' and ':' out of the
+// tag, so every key of the account carries exactly the same tag and no two
+// accounts share one.
+func accountTag(id string) string {
+	if id != "" && strings.IndexFunc(id, func(r rune) bool { return !isTagRune(r) }) < 0 {
+		return id
+	}
+	return "~" + hex.EncodeToString([]byte(id))
+}
+
+func isTagRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// escapeGlob quotes the characters SCAN MATCH treats specially.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\', '^':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

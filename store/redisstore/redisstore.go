@@ -1,0 +1,576 @@
+// Package redisstore keeps mailsink's emails in Redis or Redis Cluster; it
+// implements store.Store on a go-redis UniversalClient.
+//
+// # Key layout
+//
+// Every key of an account carries the account's hash tag, so in a cluster
+// all of them live in one slot and each create, update and delete is one
+// atomic Lua script. With P the prefix (default "mailsink:") and T the
+// account id (escaped as "~" and hex when it holds characters other than
+// letters, digits, '.', '_' and '-'):
+//
+//	P{T}:e:<id>          hash    the email's metadata: m, what never changes
+//	                             (ids, addresses, sizes, times) as compact
+//	                             JSON; st, subj, notes, labels, upd, the
+//	                             fields an update may change, one each
+//	P{T}:b:<bodyid>      hash    raw: the raw source, byte-exact; meta: parsed
+//	                             text, HTML, headers and attachments as JSON;
+//	                             refs: how many emails share the body
+//	P{T}:all             zset    every email of the account
+//	P{T}:r:<recipient>   zset    emails by recipient, lower case
+//	P{T}:s:<sender>      zset    emails by sender, lower case
+//	P{T}:st:<status>     zset    emails by status
+//
+// Index members are email ids (lower-case UUIDs) scored by ReceivedAt in Unix
+// milliseconds. Redis orders equal scores by member, so reading an index
+// backwards gives list order, ReceivedAt then id descending, and a page is a
+// rank range whose cost does not depend on the size of the account. Listing
+// reads metadata only, never bodies. A body written by CreateEmails for
+// several recipients is stored once and removed with the last email that
+// refers to it.
+//
+// A query with at most one of the recipient, sender and status filters and
+// no subject filter is answered from one index (Since is a score bound).
+// With more, the smallest of their indexes is walked in bounded batches
+// behind a (score, id) cursor, testing membership in the others; a subject
+// filter is tested here on the metadata of each batch. Pages and batches are
+// read by Lua scripts, so they never see an index entry without its email.
+//
+// Durability is Redis's: with appendonly yes and appendfsync always (as in
+// the docker-compose file) Redis writes the append-only file to disk before
+// it answers, so an email is on disk when CreateEmails returns; with the
+// default appendfsync everysec, about a second later.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// DefaultPrefix starts every key when Options.Prefix is empty.
+const DefaultPrefix = "mailsink:"
+
+const (
+	// maxLimit is the largest page ListEmails returns (store.ListQuery).
+	maxLimit = 100
+	// scanBatch is how many index entries one scan script examines: it
+	// bounds both the time Redis spends in one script and the memory of a
+	// batch here.
+	scanBatch = 500
+	// casAttempts bounds the retries of a delete whose email keeps being
+	// deleted and created again with the same id.
+	casAttempts = 16
+	// itemLen is the number of values per email in a list script's answer:
+	// the id and the metadata fields.
+	itemLen = 1 + 6
+)
+
+// Options configure a Store.
+type Options struct {
+	// Prefix starts every key, so that several stores (or tests) can share
+	// one Redis. It must not contain '{' or '}', which would change the hash
+	// tag. Empty means DefaultPrefix.
+	Prefix string
+}
+
+// Store is a store.Store in Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	batch  int
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on client. It does not contact Redis: go-redis
+// connects on first use and reconnects after an outage, so the Store can be
+// created before Redis is up. The Store owns client: Close closes it. New
+// panics if opts.Prefix contains '{' or '}'.
+func New(client redis.UniversalClient, opts Options) *Store {
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		panic(fmt.Sprintf("redisstore: prefix %q contains a brace", prefix))
+	}
+	return &Store{client: client, prefix: prefix, batch: scanBatch}
+}
+
+// NewClient returns a client for the server at url
+// (redis://[user:pass@]host:port/db, or rediss:// for TLS, with go-redis's
+// optional query parameters such as dial_timeout), or, when clusterSeeds is
+// not empty, a Redis Cluster client that discovers the cluster from those
+// host:port seeds and takes credentials, TLS and timeouts from url when url
+// is set. It does not connect. Request contexts bound every call.
+func NewClient(url string, clusterSeeds []string) (redis.UniversalClient, error) {
+	var seeds []string
+	for _, s := range clusterSeeds {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	var opt *redis.Options
+	if url != "" {
+		var err error
+		if opt, err = parseURL(url); err != nil {
+			return nil, err
+		}
+	}
+	if len(seeds) == 0 {
+		if opt == nil {
+			return nil, errors.New("redisstore: neither a redis URL nor cluster seeds given")
+		}
+		opt.ContextTimeoutEnabled = true
+		return redis.NewClient(opt), nil
+	}
+	copt := &redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true}
+	if opt != nil {
+		copt.Protocol = opt.Protocol
+		copt.Username = opt.Username
+		copt.Password = opt.Password
+		copt.TLSConfig = opt.TLSConfig
+		copt.MaxRetries = opt.MaxRetries
+		copt.MinRetryBackoff = opt.MinRetryBackoff
+		copt.MaxRetryBackoff = opt.MaxRetryBackoff
+		copt.DialTimeout = opt.DialTimeout
+		copt.ReadTimeout = opt.ReadTimeout
+		copt.WriteTimeout = opt.WriteTimeout
+		copt.PoolSize = opt.PoolSize
+	}
+	return redis.NewClusterClient(copt), nil
+}
+
+// parseURL is redis.ParseURL with errors that never repeat the URL, which
+// may hold a password.
+func parseURL(s string) (*redis.Options, error) {
+	if _, err := url.Parse(s); err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("redisstore: invalid redis URL: %v", err)
+	}
+	opt, err := redis.ParseURL(s)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: invalid redis URL: %v", err)
+	}
+	return opt, nil
+}
+
+// CreateEmails stores body once and emails referring to it, with their
+// indexes, in one atomic script. It returns Invalid when emails is empty,
+// body is nil, the emails do not all belong to one account, or one lacks an
+// id or a valid status or repeats another's id; Conflict when an email with
+// one of the ids already exists in the account (nothing is written then);
+// Unavailable when Redis cannot be reached. Timestamps are kept to the
+// millisecond and ids in lower case. When it returns nil the emails are as
+// durable as the server's persistence settings make them (see the package
+// comment).
+func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
+	keys, args, err := s.createArgs(body, emails)
+	if err != nil {
+		return err
+	}
+	pos, err := createScript.Run(ctx, s.client, keys, args...).Int()
+	if err != nil {
+		return classify(err)
+	}
+	if pos != 0 {
+		if pos < 1 || pos > len(emails) {
+			return store.Errorf(store.Internal, "create script answered %d", pos)
+		}
+		return store.Errorf(store.Conflict, "email %s already exists", store.NormalizeID(emails[pos-1].ID))
+	}
+	return nil
+}
+
+// createArgs checks the arguments of CreateEmails and returns the keys and
+// arguments of createScript.
+func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, []any, error) {
+	if len(emails) == 0 {
+		return nil, nil, store.Errorf(store.Invalid, "no emails to create")
+	}
+	if body == nil {
+		return nil, nil, store.Errorf(store.Invalid, "email body is missing")
+	}
+	accountID := emails[0].AccountID
+	bodyID := store.NewID()
+	k := s.account(accountID)
+	keys := make([]string, 0, 2+4*len(emails))
+	keys = append(keys, k.all(), k.body(bodyID))
+	args := make([]any, 0, 2+(2+len(fields))*len(emails))
+	bodyMeta, err := encodeBody(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	args = append(args, bodyMeta, body.Raw)
+	seen := make(map[string]bool, len(emails))
+	for _, e := range emails {
+		switch {
+		case e == nil:
+			return nil, nil, store.Errorf(store.Invalid, "nil email")
+		case e.AccountID == "":
+			return nil, nil, store.Errorf(store.Invalid, "email has no account")
+		case e.AccountID != accountID:
+			return nil, nil, store.Errorf(store.Invalid, "emails belong to different accounts")
+		case e.ID == "":
+			return nil, nil, store.Errorf(store.Invalid, "email has no id")
+		case !e.Status.Valid():
+			return nil, nil, store.Errorf(store.Invalid, "email has invalid status %q", e.Status)
+		}
+		id := store.NormalizeID(e.ID)
+		if seen[id] {
+			return nil, nil, store.Errorf(store.Invalid, "email id %s given twice", id)
+		}
+		seen[id] = true
+		r := newRecord(e, id, bodyID)
+		vals, err := r.values()
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, k.email(id), k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
+		args = append(args, id, r.score())
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	return keys, args, nil
+}
+
+// GetEmail returns the email with id in the account. It returns NotFound when
+// there is none (also when the id belongs to another account's email) and
+// Unavailable when Redis cannot be reached.
+func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Email, error) {
+	v, err := s.client.HMGet(ctx, s.account(accountID).email(store.NormalizeID(id)), fields...).Result()
+	if err != nil {
+		return nil, classify(err)
+	}
+	if len(v) == 0 || v[0] == nil {
+		return nil, store.ErrNotFound
+	}
+	r, err := decodeFields(v)
+	if err != nil {
+		return nil, err
+	}
+	return r.email(), nil
+}
+
+// GetBody returns the body of the email with id in the account, raw source
+// included, read atomically with the email. It returns NotFound like GetEmail
+// and Unavailable when Redis cannot be reached.
+func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
+	k := s.account(accountID)
+	v, err := bodyScript.Run(ctx, s.client, []string{k.email(store.NormalizeID(id))}, k.body("")).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	if len(v) != 2 {
+		return nil, store.Errorf(store.Internal, "body script answered %d values", len(v))
+	}
+	raw, ok1 := v[0].(string)
+	meta, ok2 := v[1].(string)
+	if !ok1 || !ok2 {
+		return nil, store.Errorf(store.Internal, "body script answered %T, %T", v[0], v[1])
+	}
+	return decodeBody(raw, meta)
+}
+
+// ListEmails returns a page of q.AccountID's emails matching q, newest first
+// (ReceivedAt, then id, descending). Without a subject filter and with at
+// most one of the recipient, sender and status filters it reads one index
+// page, at a cost that grows with the offset's logarithm and the limit. With
+// more filters it walks the smallest matching index in bounded batches, and
+// the subject filter is tested on the metadata of each batch, so the cost
+// grows with the number of emails examined; memory stays bounded by the
+// batch size and the limit. It returns Invalid when q.Limit is not in
+// 1..100, q.Offset is negative or q.Status is not a known status, and
+// Unavailable when Redis cannot be reached.
+func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
+	switch {
+	case q.Limit < 1 || q.Limit > maxLimit:
+		return nil, store.Errorf(store.Invalid, "limit must be between 1 and %d", maxLimit)
+	case q.Offset < 0:
+		return nil, store.Errorf(store.Invalid, "offset must not be negative")
+	case q.Status != "" && !q.Status.Valid():
+		return nil, store.Errorf(store.Invalid, "unknown status %q", q.Status)
+	}
+	k := s.account(q.AccountID)
+	var indexes []string
+	if q.Recipient != "" {
+		indexes = append(indexes, k.recipient(q.Recipient))
+	}
+	if q.Sender != "" {
+		indexes = append(indexes, k.sender(q.Sender))
+	}
+	if q.Status != "" {
+		indexes = append(indexes, k.status(q.Status))
+	}
+	if len(indexes) == 0 {
+		indexes = append(indexes, k.all())
+	}
+	// Scores are whole milliseconds, so "after Since" is "score above
+	// Since's millisecond" even when Since has a finer part.
+	since := "-inf"
+	if !q.Since.IsZero() {
+		since = formatInt(q.Since.UnixMilli())
+	}
+	if len(indexes) == 1 && q.Subject == "" {
+		return s.page(ctx, k, indexes[0], since, q.Offset, q.Limit)
+	}
+	return s.scan(ctx, k, indexes, since, strings.ToLower(q.Subject), q.Offset, q.Limit)
+}
+
+// page reads ranks offset..offset+limit-1 of one index.
+func (s *Store) page(ctx context.Context, k accountKeys, index, since string, offset int64, limit int) ([]*store.Email, error) {
+	v, err := pageScript.Run(ctx, s.client, []string{index}, k.emailPrefix(), since, formatInt(offset), limit).Slice()
+	if err != nil {
+		return nil, classify(err)
+	}
+	if len(v)%itemLen != 0 {
+		return nil, store.Errorf(store.Internal, "page script answered %d values", len(v))
+	}
+	out := make([]*store.Email, 0, len(v)/itemLen)
+	for i := 0; i < len(v); i += itemLen {
+		r, err := decodeFields(v[i+1 : i+itemLen])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.email())
+	}
+	return out, nil
+}
+
+// scan walks the smallest of indexes in batches, keeping the emails that are
+// in all of them and whose subject contains subject (already lower case).
+// Without a subject filter the script skips and counts matches itself, so a
+// large offset costs no metadata transfer; with one, the script drops the
+// emails that certainly do not match and the rest are tested and skipped
+// here, where lower-casing is Unicode's.
+func (s *Store) scan(ctx context.Context, k accountKeys, indexes []string, since, subject string, offset int64, limit int) ([]*store.Email, error) {
+	out := make([]*store.Email, 0, limit)
+	pos, cursorScore, cursorID := int64(0), "", ""
+	skip := offset
+	for {
+		skipArg, want := skip, limit-len(out)
+		if subject != "" {
+			skipArg, want = 0, s.batch
+		}
+		v, err := scanScript.Run(ctx, s.client, indexes,
+			k.emailPrefix(), pos, cursorScore, cursorID, since, s.batch, formatInt(skipArg), want, subject).Slice()
+		if err != nil {
+			return nil, classify(err)
+		}
+		if len(v) < 5 || (len(v)-5)%itemLen != 0 {
+			return nil, store.Errorf(store.Internal, "scan script answered %d values", len(v))
+		}
+		var (
+			done, skipped int64
+			ok            [5]bool
+		)
+		pos, ok[0] = v[0].(int64)
+		done, ok[1] = v[1].(int64)
+		cursorScore, ok[2] = v[2].(string)
+		cursorID, ok[3] = v[3].(string)
+		skipped, ok[4] = v[4].(int64)
+		if ok != [5]bool{true, true, true, true, true} {
+			return nil, store.Errorf(store.Internal, "scan script answered %v", v[:5])
+		}
+		skip -= skipped
+		for i := 5; i < len(v); i += itemLen {
+			r, err := decodeFields(v[i+1 : i+itemLen])
+			if err != nil {
+				return nil, err
+			}
+			if subject != "" {
+				if r.Subject == nil || !strings.Contains(strings.ToLower(*r.Subject), subject) {
+					continue
+				}
+				if skip > 0 {
+					skip--
+					continue
+				}
+			}
+			out = append(out, r.email())
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+		if done == 1 {
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, classify(err)
+		}
+	}
+}
+
+// UpdateEmail applies u to the email with id in the account atomically, the
+// move between status indexes included, and returns the result. It returns
+// NotFound like GetEmail, Invalid when u.Status is not a known status, and
+// Unavailable when Redis cannot be reached. A zero u.UpdatedAt leaves
+// UpdatedAt as it is.
+func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (*store.Email, error) {
+	id = store.NormalizeID(id)
+	args := []any{id}
+	if u.Labels != nil {
+		labels := *u.Labels
+		if labels == nil {
+			labels = []string{}
+		}
+		v, err := encodeJSON(labels)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, fieldLabels, v)
+	}
+	if u.Notes != nil {
+		v, err := encodeJSON(u.Notes.Value)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, fieldNotes, v)
+	}
+	if u.Status != nil {
+		if !u.Status.Valid() {
+			return nil, store.Errorf(store.Invalid, "unknown status %q", *u.Status)
+		}
+		args = append(args, fieldStatus, string(*u.Status))
+	}
+	if u.Subject != nil {
+		v, err := encodeJSON(u.Subject.Value)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, fieldSubject, v)
+	}
+	if !u.UpdatedAt.IsZero() {
+		args = append(args, fieldUpdated, formatInt(u.UpdatedAt.UnixMilli()))
+	}
+	k := s.account(accountID)
+	keys := append([]string{k.email(id), k.all()}, k.statuses()...)
+	v, err := updateScript.Run(ctx, s.client, keys, args...).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	r, err := decodeFields(v)
+	if err != nil {
+		return nil, err
+	}
+	return r.email(), nil
+}
+
+// DeleteEmail removes the email with id in the account, its index entries
+// and, when it was the last email referring to it, its body, atomically. It
+// returns NotFound like GetEmail and Unavailable when Redis cannot be
+// reached.
+func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
+	k := s.account(accountID)
+	id = store.NormalizeID(id)
+	// The recipient, sender and body never change, so the keys they name
+	// can be read first; the script checks that the email is still the one
+	// read, which only a delete and re-create with the same id could change.
+	for range casAttempts {
+		m, err := s.client.HGet(ctx, k.email(id), fieldFixed).Result()
+		if errors.Is(err, redis.Nil) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return classify(err)
+		}
+		var f fixed
+		if err := decodeJSON(m, &f); err != nil {
+			return err
+		}
+		keys := append([]string{k.email(id), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
+		keys = append(keys, k.body(f.Body))
+		res, err := deleteScript.Run(ctx, s.client, keys, m, id).Int()
+		if err != nil {
+			return classify(err)
+		}
+		switch res {
+		case 1:
+			return nil
+		case 0:
+			return store.ErrNotFound
+		}
+	}
+	return store.Errorf(store.Unavailable, "email %s keeps being replaced; try again", id)
+}
+
+// Ping returns nil when Redis answers, and an Unavailable error otherwise.
+// For a cluster it asks every master, since each holds part of the accounts.
+func (s *Store) Ping(ctx context.Context) error {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return classify(cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		}))
+	}
+	return classify(s.client.Ping(ctx).Err())
+}
+
+// Close closes the Redis client. The Store must not be used afterwards.
+func (s *Store) Close() error {
+	return s.client.Close()
+}
+
+// BodyCount returns how many bodies are stored under the Store's prefix, in
+// all accounts. It scans the key space (every master of a cluster), so it is
+// meant for tests and diagnostics. It returns Unavailable when Redis cannot
+// be reached.
+func (s *Store) BodyCount(ctx context.Context) (int, error) {
+	var n atomic.Int64
+	err := s.scanKeys(ctx, escapeGlob(s.prefix)+"{*}:b:*", func(_ context.Context, _ *redis.Client, keys []string) error {
+		n.Add(int64(len(keys)))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n.Load()), nil
+}
+
+// scanKeys calls fn with batches of the keys matching pattern and the client
+// of the node that holds them, on every node that holds data: the server, or
+// each master of a cluster, concurrently.
+func (s *Store) scanKeys(ctx context.Context, pattern string, fn func(ctx context.Context, node *redis.Client, keys []string) error) error {
+	scan := func(ctx context.Context, node *redis.Client) error {
+		var cursor uint64
+		for {
+			keys, next, err := node.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				if err := fn(ctx, node, keys); err != nil {
+					return err
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return classify(c.ForEachMaster(ctx, scan))
+	case *redis.Client:
+		return classify(scan(ctx, c))
+	default:
+		return store.Errorf(store.Internal, "cannot scan the keys of a %T", s.client)
+	}
+}

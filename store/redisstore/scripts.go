@@ -1,0 +1,267 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts below run atomically on the node that owns the account's
+// slot. Redis does not undo the writes of a script that fails halfway, so
+// each write script checks everything it depends on before its first write
+// and cannot fail after it: a reader sees either all of a change or none of
+// it. Keys a script computes (metadata and body keys named after ids)
+// carry the account's hash tag like the declared KEYS, so they live in the
+// same slot.
+
+// Every script that reads an email's metadata hash reads these fields, in
+// this order, which is the order of fields in record.go:
+//
+//	HMGET key m st subj notes labels upd
+//
+// Status indexes are passed as three KEYS, for received, processed and
+// archived, and picked by the stored status.
+
+// createScript stores a body and the emails sharing it.
+//
+// KEYS[1] the account's "all" index, KEYS[2] the body key, then for email i
+// (from 0) KEYS[3+4i] its metadata key and KEYS[4+4i], KEYS[5+4i], KEYS[6+4i]
+// its recipient, sender and status indexes.
+// ARGV[1] the body's parsed-content JSON, ARGV[2] the raw source, then for
+// email i ARGV[3+8i] its id, ARGV[4+8i] its score and ARGV[5+8i..10+8i] the
+// values of its metadata fields.
+//
+// It returns 0, or the 1-based position of an email whose id already exists,
+// in which case nothing was written.
+var createScript = redis.NewScript(`
+local n = (#KEYS - 2) / 4
+for i = 0, n - 1 do
+  if redis.call('EXISTS', KEYS[3 + 4 * i]) == 1 then
+    return i + 1
+  end
+end
+redis.call('HSET', KEYS[2], 'raw', ARGV[2], 'meta', ARGV[1], 'refs', n)
+for i = 0, n - 1 do
+  local a = 3 + 8 * i
+  local id, score = ARGV[a], ARGV[a + 1]
+  redis.call('HSET', KEYS[3 + 4 * i], 'm', ARGV[a + 2], 'st', ARGV[a + 3], 'subj', ARGV[a + 4],
+    'notes', ARGV[a + 5], 'labels', ARGV[a + 6], 'upd', ARGV[a + 7])
+  redis.call('ZADD', KEYS[1], score, id)
+  redis.call('ZADD', KEYS[4 + 4 * i], score, id)
+  redis.call('ZADD', KEYS[5 + 4 * i], score, id)
+  redis.call('ZADD', KEYS[6 + 4 * i], score, id)
+end
+return 0
+`)
+
+// updateScript sets some of an email's mutable fields and, when the status
+// changes, moves the id between status indexes.
+//
+// KEYS[1] the metadata key, KEYS[2] the "all" index, KEYS[3..5] the status
+// indexes. ARGV[1] the id, then field and value pairs to set.
+//
+// It returns the email's fields after the update, or nil when it does not
+// exist.
+var updateScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local st = {received = KEYS[3], processed = KEYS[4], archived = KEYS[5]}
+for i = 2, #ARGV, 2 do
+  if ARGV[i] == 'st' then
+    local old, new = redis.call('HGET', KEYS[1], 'st'), ARGV[i + 1]
+    if old ~= new then
+      local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+      if not st[old] or not st[new] or not score then
+        return redis.error_reply('ERR email ' .. ARGV[1] .. ' has an unknown status or no index entry')
+      end
+      redis.call('ZREM', st[old], ARGV[1])
+      redis.call('ZADD', st[new], score, ARGV[1])
+    end
+  end
+end
+if #ARGV > 1 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+end
+return redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+`)
+
+// deleteScript removes an email with its index entries, and its body when no
+// other email refers to it.
+//
+// KEYS[1] the metadata key, KEYS[2..4] the all, recipient and sender
+// indexes, KEYS[5..7] the status indexes, KEYS[8] the body key. ARGV[1] the
+// fixed metadata the caller read to name the keys, ARGV[2] the id.
+//
+// It returns 1 when done, 0 when the email does not exist, and -1 when it is
+// no longer the email the caller read (deleted and created again).
+var deleteScript = redis.NewScript(`
+local m = redis.call('HGET', KEYS[1], 'm')
+if not m then return 0 end
+if m ~= ARGV[1] then return -1 end
+local st = {received = KEYS[5], processed = KEYS[6], archived = KEYS[7]}
+local sk = st[redis.call('HGET', KEYS[1], 'st')]
+redis.call('DEL', KEYS[1])
+for i = 2, 4 do
+  redis.call('ZREM', KEYS[i], ARGV[2])
+end
+if sk then
+  redis.call('ZREM', sk, ARGV[2])
+end
+if redis.call('HINCRBY', KEYS[8], 'refs', -1) <= 0 then
+  redis.call('UNLINK', KEYS[8])
+end
+return 1
+`)
+
+// bodyScript loads the body of an email.
+//
+// KEYS[1] the metadata key. ARGV[1] the account's body key prefix.
+//
+// It returns {raw, parsed-content JSON}, or nil when the email does not exist.
+var bodyScript = redis.NewScript(`
+local m = redis.call('HGET', KEYS[1], 'm')
+if not m then return false end
+local b = cjson.decode(m).b
+local v = redis.call('HMGET', ARGV[1] .. b, 'raw', 'meta')
+if not v[1] or not v[2] then return false end
+return v
+`)
+
+// pageScript loads one page of an index: the ids at ranks offset to
+// offset+limit-1, newest first, among those with a score above a bound, with
+// their metadata. Ranks make its cost O(log N + limit).
+//
+// KEYS[1] the index. ARGV[1] the account's metadata key prefix, ARGV[2] the
+// exclusive lower score bound or "-inf", ARGV[3] the offset, ARGV[4] the limit.
+//
+// It returns {id1, the 6 metadata fields of id1, id2, ...}.
+var pageScript = redis.NewScript(`
+local total
+if ARGV[2] == '-inf' then
+  total = redis.call('ZCARD', KEYS[1])
+else
+  total = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[2], '+inf')
+end
+local off, lim = tonumber(ARGV[3]), tonumber(ARGV[4])
+if off >= total then return {} end
+local last = math.min(off + lim, total) - 1
+local ids = redis.call('ZREVRANGE', KEYS[1], string.format('%d', off), string.format('%d', last))
+local res = {}
+for _, id in ipairs(ids) do
+  local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+  if v[1] then
+    res[#res + 1] = id
+    for j = 1, 6 do res[#res + 1] = v[j] end
+  end
+end
+return res
+`)
+
+// scanScript examines one bounded batch of an index, newest first, starting
+// after a cursor, and keeps the ids that are also members of every other
+// index given (the AND of the filters that have indexes) and, when a subject
+// filter is given, may match it.
+//
+// KEYS[1..n] the indexes. ARGV[1] the account's metadata key prefix, ARGV[2]
+// the position in KEYS of the index to walk, or 0 to pick the smallest,
+// ARGV[3] and ARGV[4] the score and id of the cursor (both "" to start at the
+// newest), ARGV[5] the exclusive lower score bound or "-inf", ARGV[6] the
+// batch size, ARGV[7] how many matches to skip, ARGV[8] how many to return,
+// ARGV[9] the subject filter in lower case, or "".
+//
+// The subject test here only drops emails that certainly do not match: those
+// without a subject, and those whose subject is ASCII and, lower-cased, does
+// not contain the filter. Lua's lower-casing is ASCII only, so a subject with
+// other characters is kept for the caller to test; the caller tests every
+// email it gets and does the skipping itself when a subject filter is given.
+//
+// It returns {position walked, done (1 when the index is exhausted), cursor
+// score, cursor id, matches skipped, id1, the 6 metadata fields of id1,
+// id2, ...}.
+// The cursor is the last id examined; passing it back continues after it even
+// if it has been deleted meanwhile, so concurrent writes never make a caller
+// see an email twice.
+var scanScript = redis.NewScript(`
+-- after reports whether a sorts after b byte by byte, as sorted sets order
+-- members with equal scores (Lua's < follows the server's locale).
+local function after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+local pos = tonumber(ARGV[2])
+if pos == 0 then
+  pos = 1
+  local best = -1
+  if #KEYS > 1 then
+    for i = 1, #KEYS do
+      local c = redis.call('ZCARD', KEYS[i])
+      if best < 0 or c < best then
+        best, pos = c, i
+      end
+    end
+  end
+end
+local idx = KEYS[pos]
+local cs, cid = ARGV[3], ARGV[4]
+local start = 0
+if cid ~= '' then
+  local r = redis.call('ZREVRANK', idx, cid)
+  local sc = r and redis.call('ZSCORE', idx, cid)
+  if r and tonumber(sc) == tonumber(cs) then
+    start = r + 1
+  else
+    start = redis.call('ZCOUNT', idx, '(' .. cs, '+inf')
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', idx, cs, cs)) do
+      if after(m, cid) then start = start + 1 end
+    end
+  end
+end
+local n = tonumber(ARGV[6])
+local bound = nil
+if ARGV[5] ~= '-inf' then bound = tonumber(ARGV[5]) end
+local skip, want, needle = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+local items = redis.call('ZREVRANGE', idx, start, start + n - 1, 'WITHSCORES')
+local done = 0
+if #items < 2 * n then done = 1 end
+local skipped, found = 0, 0
+local res = {pos, 0, cs, cid, 0}
+for i = 1, #items, 2 do
+  local id, score = items[i], items[i + 1]
+  if bound and tonumber(score) <= bound then
+    done = 1
+    break
+  end
+  res[3], res[4] = score, id
+  local ok = true
+  for j = 1, #KEYS do
+    if j ~= pos and not redis.call('ZSCORE', KEYS[j], id) then
+      ok = false
+      break
+    end
+  end
+  if ok and needle ~= '' then
+    local subj = cjson.decode(redis.call('HGET', ARGV[1] .. id, 'subj') or 'null')
+    if subj == cjson.null then
+      ok = false
+    elseif not string.find(subj, '[\128-\255]') and not string.find(string.lower(subj), needle, 1, true) then
+      ok = false
+    end
+  end
+  if ok then
+    if skipped < skip then
+      skipped = skipped + 1
+    else
+      local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+      if v[1] then
+        res[#res + 1] = id
+        for j = 1, 6 do res[#res + 1] = v[j] end
+        found = found + 1
+      end
+      if found >= want then
+        if i + 1 < #items then done = 0 end
+        break
+      end
+    end
+  end
+end
+res[2], res[5] = done, skipped
+return res
+`)
