@@ -1,0 +1,157 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"gopkg.in/yaml.v3"
+)
+
+// Account is one account of the accounts file.
+type Account struct {
+	ID   string
+	Slug string
+	Name string
+	// KeyDigests are the SHA-256 digests of the account's API keys; plain
+	// keys are never kept.
+	KeyDigests [][32]byte
+	// Domains route SMTP recipients at these domains, and their subdomains,
+	// to this account. Lower case.
+	Domains []string
+}
+
+// accountsFile is the YAML (or JSON) shape of MAILSINK_ACCOUNTS_FILE.
+type accountsFile struct {
+	Accounts []struct {
+		Slug    string   `yaml:"slug"`
+		Name    string   `yaml:"name"`
+		ID      string   `yaml:"id"`
+		APIKeys []string `yaml:"apiKeys"`
+		Domains []string `yaml:"domains"`
+	} `yaml:"accounts"`
+}
+
+// accountNamespace derives account ids from slugs, so the same file always
+// yields the same ids.
+var accountNamespace = uuid.MustParse("6f1d5a8e-3c1b-4f7e-9a2d-5b8c0e4d7f10")
+
+// DeriveAccountID returns the stable id of an account that has none in the
+// accounts file: a UUIDv5 of its slug.
+func DeriveAccountID(slug string) string {
+	return uuid.NewSHA1(accountNamespace, []byte(slug)).String()
+}
+
+// Digest returns the SHA-256 digest under which an API key is kept.
+func Digest(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// ParseAccounts parses and validates an accounts file.
+func ParseAccounts(data []byte) ([]Account, error) {
+	var f accountsFile
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	if len(f.Accounts) == 0 {
+		return nil, fmt.Errorf("no accounts: the file needs an accounts list with at least one entry")
+	}
+	var (
+		out     []Account
+		slugs   = map[string]bool{}
+		ids     = map[string]bool{}
+		keys    = map[[32]byte]string{}
+		domains = map[string]string{}
+	)
+	for i, a := range f.Accounts {
+		where := fmt.Sprintf("accounts[%d]", i)
+		if !validSlug(a.Slug) {
+			return nil, fmt.Errorf("%s: slug %q must be 1 to 63 of a-z, 0-9 and -", where, a.Slug)
+		}
+		where = fmt.Sprintf("account %q", a.Slug)
+		if slugs[a.Slug] {
+			return nil, fmt.Errorf("%s: slug is used twice", where)
+		}
+		slugs[a.Slug] = true
+		if strings.TrimSpace(a.Name) == "" {
+			return nil, fmt.Errorf("%s: name is required", where)
+		}
+		id := strings.TrimSpace(a.ID)
+		if id == "" {
+			id = DeriveAccountID(a.Slug)
+		}
+		if strings.ContainsAny(id, "{}\x00 \t\r\n") || len(id) > 128 {
+			return nil, fmt.Errorf("%s: id %q must be at most 128 characters without spaces or braces", where, id)
+		}
+		if ids[id] {
+			return nil, fmt.Errorf("%s: id %q is used twice", where, id)
+		}
+		ids[id] = true
+		if len(a.APIKeys) == 0 {
+			return nil, fmt.Errorf("%s: apiKeys needs at least one key", where)
+		}
+		acc := Account{ID: id, Slug: a.Slug, Name: a.Name}
+		for _, k := range a.APIKeys {
+			d, err := parseKey(k)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if other, dup := keys[d]; dup {
+				return nil, fmt.Errorf("%s: an API key is also listed for account %q", where, other)
+			}
+			keys[d] = a.Slug
+			acc.KeyDigests = append(acc.KeyDigests, d)
+		}
+		for _, d := range a.Domains {
+			d = strings.ToLower(strings.Trim(strings.TrimSpace(d), "."))
+			if d == "" || strings.ContainsAny(d, "@ \t") {
+				return nil, fmt.Errorf("%s: domain %q is not a domain name", where, d)
+			}
+			if other, dup := domains[d]; dup {
+				return nil, fmt.Errorf("%s: domain %q is also listed for account %q", where, d, other)
+			}
+			domains[d] = a.Slug
+			acc.Domains = append(acc.Domains, d)
+		}
+		out = append(out, acc)
+	}
+	return out, nil
+}
+
+// parseKey turns an apiKeys entry, a plain key or "sha256:" + hex digest,
+// into its digest.
+func parseKey(k string) ([32]byte, error) {
+	var d [32]byte
+	if hexDigest, ok := strings.CutPrefix(k, "sha256:"); ok {
+		b, err := hex.DecodeString(hexDigest)
+		if err != nil || len(b) != len(d) {
+			return d, fmt.Errorf("API key %q: sha256: must be followed by 64 hex digits", truncate(k))
+		}
+		copy(d[:], b)
+		return d, nil
+	}
+	if strings.TrimSpace(k) == "" || strings.TrimSpace(k) != k {
+		return d, fmt.Errorf("an API key is empty or has surrounding spaces")
+	}
+	return Digest(k), nil
+}
+
+func truncate(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "..."
+	}
+	return s
+}
+
+func validSlug(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
