@@ -1,0 +1,323 @@
+// Package smtpd is mailsink's SMTP listener: a go-smtp backend that routes
+// each RCPT to an account (by AUTH, by domain, or the only account) and hands
+// each message to ingest. Store failures answer 451 4.3.0 so senders retry.
+package smtpd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/store"
+)
+
+// Config configures the SMTP server.
+type Config struct {
+	Addr              string
+	Domain            string // the name in the greeting; "mailsink" when empty
+	MaxMessageBytes   int64
+	MaxRecipients     int
+	AllowInsecureAuth bool
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	// StoreTimeout bounds how long one message may wait for the store.
+	StoreTimeout time.Duration
+}
+
+// Server is a running SMTP listener.
+type Server struct {
+	cfg      Config
+	accounts *accounts.Registry
+	ingest   *ingest.Service
+	log      *slog.Logger
+	smtp     *smtp.Server
+	ln       net.Listener
+	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
+	// transactions still in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a Server; Start makes it listen.
+func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
+	if cfg.Domain == "" {
+		cfg.Domain = "mailsink"
+	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
+	srv.Addr = cfg.Addr
+	srv.Domain = cfg.Domain
+	if cfg.MaxMessageBytes > 0 {
+		// go-smtp's DATA reader refuses a message of exactly MaxMessageBytes
+		// (it fails before reading the end-of-data line), so it gets one
+		// byte more; Mail and Data enforce the real limit, and sizeConn
+		// advertises the real one in EHLO.
+		srv.MaxMessageBytes = cfg.MaxMessageBytes + 1
+	}
+	srv.MaxRecipients = cfg.MaxRecipients
+	srv.AllowInsecureAuth = cfg.AllowInsecureAuth
+	srv.ReadTimeout = cfg.ReadTimeout
+	srv.WriteTimeout = cfg.WriteTimeout
+	srv.EnableSMTPUTF8 = true
+	// RFC 5322 caps lines at 998 characters, but applications under test
+	// send longer ones (single-line HTML): a sink takes them.
+	srv.MaxLineLength = maxLineLength
+	srv.ErrorLog = slogAdapter{log}
+	s.smtp = srv
+	return s
+}
+
+// Start listens on the configured address and serves in the background. A
+// bind error is returned at once.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	if s.cfg.MaxMessageBytes > 0 {
+		ln = &sizeListener{Listener: ln, limit: s.cfg.MaxMessageBytes}
+	}
+	s.ln = ln
+	go func() {
+		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+			s.log.Error("smtp server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting connections and waits for open sessions to end
+// until ctx is done; then it closes them.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.smtp.Shutdown(ctx)
+	s.cancel()
+	if err != nil {
+		s.smtp.Close()
+	}
+	return err
+}
+
+func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{srv: s, remote: c.Conn().RemoteAddr().String()}, nil
+}
+
+// session is one SMTP connection's state.
+type session struct {
+	srv     *Server
+	remote  string
+	account *store.Account // set by a successful AUTH
+	from    string
+	rcpts   []ingest.Recipient
+}
+
+var _ smtp.AuthSession = (*session)(nil)
+
+// AuthMechanisms lists PLAIN and LOGIN; the password is an API key.
+func (s *session) AuthMechanisms() []string { return []string{sasl.Plain, sasl.Login} }
+
+// Auth returns the SASL server of mech.
+func (s *session) Auth(mech string) (sasl.Server, error) {
+	switch mech {
+	case sasl.Plain:
+		return sasl.NewPlainServer(func(_, _, password string) error { return s.authenticate(password) }), nil
+	case sasl.Login:
+		return &loginServer{authenticate: s.authenticate}, nil
+	}
+	return nil, smtp.ErrAuthUnknownMechanism
+}
+
+func (s *session) authenticate(key string) error {
+	acc, ok := s.srv.accounts.ByKey(key)
+	if !ok {
+		return smtp.ErrAuthFailed
+	}
+	s.account = acc
+	return nil
+}
+
+// Mail starts a message. An empty or unusable reverse path is allowed: the
+// From header decides the sender at DATA.
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
+		return errTooLarge
+	}
+	s.from = from
+	s.rcpts = s.rcpts[:0]
+	return nil
+}
+
+// Rcpt routes one recipient to its account or refuses it.
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if !store.ValidAddress(to) {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
+			Message: "Recipient address is not a valid address"}
+	}
+	acc := s.account
+	if acc == nil {
+		var ok bool
+		if acc, ok = s.srv.accounts.ForRecipient(to); !ok {
+			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+				Message: "No account receives mail for this recipient; authenticate with an API key or use a configured domain"}
+		}
+	}
+	for _, r := range s.rcpts {
+		if strings.EqualFold(r.Address, to) && r.Account == acc {
+			return nil // one email per distinct recipient
+		}
+	}
+	s.rcpts = append(s.rcpts, ingest.Recipient{Address: to, Account: acc})
+	return nil
+}
+
+// Data reads the message and stores one email per recipient. It answers 250
+// only once the store has committed them.
+func (s *session) Data(r io.Reader) error {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		var smtpErr *smtp.SMTPError
+		if errors.As(err, &smtpErr) {
+			return smtpErr
+		}
+		if errors.Is(err, smtp.ErrTooLongLine) {
+			return &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
+		}
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Connection problem while reading the message"}
+	}
+	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && int64(len(raw)) > limit {
+		return errTooLarge
+	}
+	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+	defer cancel()
+	emails, err := s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), ingest.Envelope{Sender: s.from, Recipients: s.rcpts})
+	if err != nil {
+		return s.srv.reply(err, s.remote)
+	}
+	s.srv.log.Debug("smtp message stored", "remote", s.remote, "recipients", len(emails), "bytes", len(raw))
+	return nil
+}
+
+// Reset forgets the current message.
+func (s *session) Reset() {
+	s.from = ""
+	s.rcpts = s.rcpts[:0]
+}
+
+// Logout ends the session.
+func (s *session) Logout() error { return nil }
+
+// reply maps an ingest error to the SMTP reply; it is the one place where
+// error codes become SMTP codes.
+func (s *Server) reply(err error, remote string) *smtp.SMTPError {
+	switch store.CodeOf(err) {
+	case store.Invalid:
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: messageOf(err)}
+	case store.TooLarge:
+		return errTooLarge
+	case store.Unavailable:
+		s.log.Warn("smtp message deferred: store unavailable", "remote", remote, "err", err)
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Storage temporarily unavailable, try again later"}
+	}
+	s.log.Error("smtp message deferred: internal error", "remote", remote, "err", err)
+	return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary failure, try again later"}
+}
+
+func messageOf(err error) string {
+	var e *store.Error
+	if errors.As(err, &e) && e.Msg != "" {
+		return e.Msg
+	}
+	return "Message refused"
+}
+
+// maxLineLength bounds one SMTP command or message line.
+const maxLineLength = 1 << 20
+
+// errTooLarge is the reply to a message over the size limit.
+var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
+
+// sizeListener hands out connections that advertise the real size limit in
+// EHLO, where go-smtp would show the one-byte-larger limit it is given.
+type sizeListener struct {
+	net.Listener
+	limit int64
+}
+
+func (l *sizeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sizeConn{Conn: c,
+		from: []byte(fmt.Sprintf("SIZE %d\r\n", l.limit+1)),
+		to:   []byte(fmt.Sprintf("SIZE %d\r\n", l.limit))}, nil
+}
+
+// sizeConn rewrites the EHLO SIZE line; go-smtp writes each reply line in
+// one Write, so the line is never split.
+type sizeConn struct {
+	net.Conn
+	from, to []byte
+}
+
+func (c *sizeConn) Write(b []byte) (int, error) {
+	if len(b) > 4 && b[0] == '2' && bytes.Equal(b[4:], c.from) {
+		if _, err := c.Conn.Write(append(b[:4:4], c.to...)); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// loginServer is the server side of the LOGIN mechanism, which go-sasl does
+// not provide: it asks for a username, then a password.
+type loginServer struct {
+	authenticate func(password string) error
+	step         int
+}
+
+func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
+	switch l.step {
+	case 0:
+		l.step = 1
+		if response == nil {
+			return []byte("Username:"), false, nil
+		}
+		fallthrough // initial response carried the username
+	case 1:
+		l.step = 2
+		return []byte("Password:"), false, nil
+	default:
+		return nil, true, l.authenticate(string(response))
+	}
+}
+
+// slogAdapter lets go-smtp log through slog.
+type slogAdapter struct{ log *slog.Logger }
+
+func (a slogAdapter) Printf(format string, v ...any) {
+	a.log.Debug("smtp", "msg", strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+func (a slogAdapter) Println(v ...any) {
+	a.log.Debug("smtp", "msg", strings.TrimSpace(fmt.Sprintln(v...)))
+}
