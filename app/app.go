@@ -1,0 +1,133 @@
+// Package app wires mailsink together: it opens the store, builds the
+// account registry, and starts the SMTP and HTTP servers; Shutdown drains
+// them and closes the store. main and the end-to-end tests both use it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/httpapi"
+	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/smtpd"
+	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/redisstore"
+)
+
+// App is a running mailsink.
+type App struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	store store.Store
+	smtp  *smtpd.Server
+	http  *httpapi.Server
+}
+
+// Start opens the store and starts both listeners. On error nothing is left
+// running.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
+	st, backend, err := openStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("store opened", "store", backend)
+	return StartWithStore(ctx, cfg, st, log)
+}
+
+// StartWithStore starts both listeners on an open store, which the App then
+// owns and closes on Shutdown (or at once when starting fails).
+func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log *slog.Logger) (*App, error) {
+	a := &App{cfg: cfg, log: log, store: st}
+	reg := accounts.New(cfg.Accounts)
+	ing := ingest.New(st, time.Now)
+
+	a.smtp = smtpd.New(smtpd.Config{
+		Addr:              cfg.SMTP.Addr,
+		MaxMessageBytes:   cfg.MaxMessageBytes,
+		MaxRecipients:     cfg.SMTP.MaxRecipients,
+		AllowInsecureAuth: cfg.SMTP.AllowInsecureAuth,
+		ReadTimeout:       cfg.SMTP.ReadTimeout,
+		WriteTimeout:      cfg.SMTP.WriteTimeout,
+	}, reg, ing, log.With("component", "smtp"))
+	api := httpapi.New(httpapi.Config{MaxMessageBytes: cfg.MaxMessageBytes}, st, reg, ing, log.With("component", "http"), time.Now)
+	a.http = httpapi.NewServer(cfg.HTTP.Addr, api, log.With("component", "http"))
+
+	if err := a.smtp.Start(); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("MAILSINK_SMTP_ADDR %s: %w", cfg.SMTP.Addr, err)
+	}
+	if err := a.http.Start(); err != nil {
+		a.smtp.Shutdown(ctx)
+		st.Close()
+		return nil, fmt.Errorf("MAILSINK_HTTP_ADDR %s: %w", cfg.HTTP.Addr, err)
+	}
+	log.Info("mailsink started", "smtp", a.smtp.Addr().String(), "http", a.http.Addr().String())
+	return a, nil
+}
+
+func openStore(cfg config.Store) (store.Store, string, error) {
+	if cfg.UsesRedis() {
+		client, err := redisstore.NewClient(cfg.RedisURL, cfg.RedisCluster)
+		if err != nil {
+			return nil, "", fmt.Errorf("MAILSINK_REDIS_URL: %w", err)
+		}
+		opts := redisstore.Options{Prefix: cfg.RedisPrefix}
+		if len(cfg.RedisCluster) > 0 {
+			return redisstore.New(client, opts), "redis cluster", nil
+		}
+		return redisstore.New(client, opts), "redis", nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, "mailsink.db")
+	st, err := boltstore.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: open %s: %w", path, err)
+	}
+	return st, "embedded " + path, nil
+}
+
+// SMTPAddr returns the SMTP listener's address.
+func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }
+
+// HTTPAddr returns the HTTP listener's address.
+func (a *App) HTTPAddr() net.Addr { return a.http.Addr() }
+
+// Store returns the app's store (tests look at it directly).
+func (a *App) Store() store.Store { return a.store }
+
+// Shutdown stops accepting, lets in-flight SMTP transactions and HTTP
+// requests finish until ctx is done, then closes the store.
+func (a *App) Shutdown(ctx context.Context) error {
+	errSMTP := a.smtp.Shutdown(ctx)
+	errHTTP := a.http.Shutdown(ctx)
+	errStore := a.store.Close()
+	return errors.Join(errSMTP, errHTTP, errStore)
+}
+
+// Run starts mailsink and runs it until ctx is cancelled, then shuts down
+// within the configured timeout.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, banner func(*App)) error {
+	a, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if banner != nil {
+		banner(a)
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return a.Shutdown(sctx)
+}

@@ -1,0 +1,104 @@
+// Command mailsink is a test-mail sink: it receives email over SMTP and by
+// webhook, keeps it per account, and serves it through a REST API.
+//
+//	mailsink serve    run the service (configured by MAILSINK_* variables)
+//	mailsink version  print the version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/mailsink/mailsink/app"
+	"github.com/mailsink/mailsink/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "serve":
+		return serve(stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "mailsink", version)
+		return 0
+	case "help", "--help", "-h":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "mailsink: unknown command %q\n", cmd)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: mailsink [serve|version|help]
+
+serve runs the service; it is configured by environment variables:
+  MAILSINK_HTTP_ADDR (:8025)  MAILSINK_SMTP_ADDR (:1025)  MAILSINK_DATA_DIR (./data)
+  MAILSINK_REDIS_URL  MAILSINK_REDIS_CLUSTER  MAILSINK_ACCOUNTS_FILE  MAILSINK_API_KEY
+  MAILSINK_SMTP_AUTH_ALLOW_INSECURE (true)  MAILSINK_MAX_MESSAGE_BYTES (26214400)
+See README.md for every setting.
+`)
+}
+
+func serve(stdout, stderr io.Writer) int {
+	cfg, err := config.Load(os.Getenv, os.ReadFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "mailsink: configuration:", err)
+		return 2
+	}
+	log := newLogger(cfg.Log, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = app.Run(ctx, cfg, log, func(a *app.App) {
+		fmt.Fprintf(stdout, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n", version, dialable(a.SMTPAddr()), dialable(a.HTTPAddr()))
+		key := "<your key>"
+		if cfg.GeneratedKey != "" {
+			key = cfg.GeneratedKey
+			fmt.Fprintf(stdout, "  API key of the default account (set MAILSINK_API_KEY to choose one): %s\n", key)
+		}
+		fmt.Fprintf(stdout, "  Try:  curl -H 'Authorization: Bearer %s' http://%s/v1/emails\nmailsink is ready\n", key, dialable(a.HTTPAddr()))
+	})
+	if err != nil {
+		log.Error("mailsink stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// dialable returns addr as a client would dial it: a listener on all
+// interfaces is shown as 127.0.0.1.
+func dialable(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
+}

@@ -1,0 +1,398 @@
+// Package httpapi serves mailsink's HTTP interface: the /v1 email API of
+// SPEC.md, raw inbound, health and readiness. Auth, validation and the JSON
+// envelopes live here; error codes become HTTP statuses in one table.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/store"
+)
+
+// Config holds the HTTP API's limits.
+type Config struct {
+	// MaxMessageBytes bounds /v1/inbound bodies and create's raw.
+	MaxMessageBytes int64
+	// MaxJSONBytes bounds PATCH bodies.
+	MaxJSONBytes int64
+	// StoreTimeout bounds one request's store calls.
+	StoreTimeout time.Duration
+}
+
+// API is the HTTP handler of mailsink.
+type API struct {
+	cfg      Config
+	store    store.Store
+	accounts *accounts.Registry
+	ingest   *ingest.Service
+	log      *slog.Logger
+	now      func() time.Time
+	handler  http.Handler
+}
+
+// New returns the API over its dependencies.
+func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger, now func() time.Time) *API {
+	if cfg.MaxJSONBytes == 0 {
+		cfg.MaxJSONBytes = 1 << 20
+	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = 30 * time.Second
+	}
+	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now}
+	a.handler = a.routes()
+	return a
+}
+
+// ServeHTTP serves one request.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+func (a *API) routes() http.Handler {
+	r := mux.NewRouter()
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeMessage(w, http.StatusNotFound, "not found")
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeMessage(w, http.StatusMethodNotAllowed, "method not allowed")
+	})
+	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
+
+	// The /v1 routes sit on the root router (not a subrouter) so that a
+	// known path with the wrong method answers 405: gorilla/mux loses the
+	// method mismatch inside subrouters.
+	v1 := func(path, method string, h http.HandlerFunc) {
+		r.Handle("/v1"+path, a.authenticate(h)).Methods(method)
+	}
+	v1("/emails", http.MethodGet, a.listEmails)
+	v1("/emails", http.MethodPost, a.createEmail)
+	v1("/emails/{emailId}", http.MethodGet, a.getEmail)
+	v1("/emails/{emailId}", http.MethodPatch, a.updateEmail)
+	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
+	v1("/inbound", http.MethodPost, a.inbound)
+	return a.common(r)
+}
+
+// common sets the headers every answer carries and recovers from panics, so
+// that a bug answers 500 instead of dropping the connection.
+func (a *API) common(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeMessage(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type accountKey struct{}
+
+// authenticate finds the account of the request's API key, from
+// "Authorization: Bearer KEY" or "x-api-key: KEY", or answers 401.
+func (a *API) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Api-Key")
+		if auth := r.Header.Get("Authorization"); auth != "" {
+			if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+				key = strings.TrimSpace(token)
+			}
+		}
+		if key == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink"`)
+			writeMessage(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key> or x-api-key: <key>")
+			return
+		}
+		acc, ok := a.accounts.ByKey(key)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink", error="invalid_token"`)
+			writeMessage(w, http.StatusUnauthorized, "invalid API key")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, acc)))
+	})
+}
+
+func accountOf(r *http.Request) *store.Account {
+	return r.Context().Value(accountKey{}).(*store.Account)
+}
+
+func (a *API) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), a.cfg.StoreTimeout)
+}
+
+func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.store.Ping(ctx); err != nil {
+		a.log.Warn("not ready: store does not answer", "err", err)
+		writeMessage(w, http.StatusServiceUnavailable, "store unavailable")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
+	v := newValidationError()
+	q := parseListQuery(r.URL.Query(), v)
+	if !v.empty() {
+		writeValidation(w, v)
+		return
+	}
+	q.AccountID = accountOf(r).ID
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	emails, err := a.store.ListEmails(ctx, q)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	items := make([]emailJSON, len(emails))
+	for i, e := range emails {
+		items[i] = a.emailJSON(e)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
+	if !ok {
+		return
+	}
+	v := newValidationError()
+	obj, ok := parseObject(body, v)
+	if !ok {
+		writeValidation(w, v)
+		return
+	}
+	in := ingest.NewEmail{
+		AccountID: accountOf(r).ID,
+		Recipient: obj.address("recipient"),
+		Sender:    obj.address("sender"),
+	}
+	if s, ok := obj.str("subject", false, true, maxSubject); ok {
+		in.Subject = &ingest.Optional{Value: s}
+	}
+	if s, ok := obj.str("text", false, true, 0); ok {
+		in.Text = &ingest.Optional{Value: s}
+	}
+	if s, ok := obj.str("html", false, true, 0); ok {
+		in.HTML = &ingest.Optional{Value: s}
+	}
+	if s, ok := obj.str("raw", false, false, 0); ok {
+		in.Raw = []byte(*s)
+	}
+	if h, ok := obj.headers("headers"); ok {
+		in.Headers = h
+	}
+	if t, ok := obj.time("receivedAt"); ok {
+		in.ReceivedAt = t
+	}
+	if !v.empty() {
+		writeValidation(w, v)
+		return
+	}
+	if int64(len(in.Raw)) > a.cfg.MaxMessageBytes {
+		writeError(w, r, a.log, store.Errorf(store.TooLarge, "raw is larger than the limit of %d bytes", a.cfg.MaxMessageBytes))
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	e, err := a.ingest.Create(ctx, in)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"item": a.emailJSON(e)})
+}
+
+// emailID validates the path's email id; a bad one is answered with 400.
+func emailID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := mux.Vars(r)["emailId"]
+	if !store.ValidID(id) {
+		v := newValidationError()
+		v.field("emailId", "must be a UUID like 0190b6d2-7c3e-7a1b-8c2d-1234567890ab")
+		writeValidation(w, v)
+		return "", false
+	}
+	return store.NormalizeID(id), true
+}
+
+func (a *API) getEmail(w http.ResponseWriter, r *http.Request) {
+	id, ok := emailID(w, r)
+	if !ok {
+		return
+	}
+	acc := accountOf(r)
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	e, err := a.store.GetEmail(ctx, acc.ID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	body, err := a.store.GetBody(ctx, acc.ID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item": detailJSON{emailJSON: a.emailJSON(e), Body: bodyToJSON(body)}})
+}
+
+func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {
+	id, ok := emailID(w, r)
+	if !ok {
+		return
+	}
+	body, ok := a.readBody(w, r, a.cfg.MaxJSONBytes)
+	if !ok {
+		return
+	}
+	v := newValidationError()
+	obj, ok := parseObject(body, v)
+	if !ok {
+		writeValidation(w, v)
+		return
+	}
+	u := store.Update{UpdatedAt: a.now().UTC().Truncate(time.Millisecond)}
+	if l, ok := obj.labels("labels"); ok {
+		u.Labels = l
+	}
+	if s, ok := obj.str("notes", false, true, maxNotes); ok {
+		u.Notes = &store.Nullable{Value: s}
+	}
+	if s, ok := obj.str("subject", false, true, maxSubject); ok {
+		u.Subject = &store.Nullable{Value: s}
+	}
+	if s, ok := obj.str("status", false, false, 0); ok {
+		if st := checkStatus(*s, "status", v); st != "" {
+			u.Status = &st
+		}
+	}
+	if !v.empty() {
+		writeValidation(w, v)
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	e, err := a.store.UpdateEmail(ctx, accountOf(r).ID, id, u)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"item": a.emailJSON(e)})
+}
+
+func (a *API) deleteEmail(w http.ResponseWriter, r *http.Request) {
+	id, ok := emailID(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	if err := a.store.DeleteEmail(ctx, accountOf(r).ID, id); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// inbound stores a raw RFC 5322 message for the key's account, one email
+// per envelope recipient.
+func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
+	raw, ok := a.readBody(w, r, a.cfg.MaxMessageBytes)
+	if !ok {
+		return
+	}
+	v := newValidationError()
+	if len(raw) == 0 {
+		v.form("request body is required: send the raw RFC 5322 message")
+		writeValidation(w, v)
+		return
+	}
+	acc := accountOf(r)
+	msg := mailparse.Parse(raw)
+	env := ingest.Envelope{Sender: strings.TrimSpace(r.Header.Get("X-Envelope-From"))}
+	if env.Sender != "" && !store.ValidAddress(env.Sender) {
+		v.field("X-Envelope-From", "must be a valid email address")
+	}
+	var rcpts []string
+	if to := r.Header.Values("X-Envelope-To"); len(to) > 0 {
+		for _, addr := range ingest.SplitAddressList(strings.Join(to, ",")) {
+			if !store.ValidAddress(addr) {
+				v.field("X-Envelope-To", "must be a comma-separated list of valid email addresses")
+				break
+			}
+			rcpts = append(rcpts, addr)
+		}
+	} else {
+		rcpts = ingest.HeaderRecipients(msg)
+	}
+	if len(rcpts) == 0 && v.empty() {
+		v.form("no recipient: the message has no valid To or Cc address; set the X-Envelope-To header")
+	}
+	if !v.empty() {
+		writeValidation(w, v)
+		return
+	}
+	for _, addr := range rcpts {
+		env.Recipients = append(env.Recipients, ingest.Recipient{Address: addr, Account: acc})
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	emails, err := a.ingest.Deliver(ctx, msg, env)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	items := make([]emailJSON, len(emails))
+	for i, e := range emails {
+		items[i] = a.emailJSON(e)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"items": items})
+}
+
+// readBody reads the request body up to limit bytes; a larger body is
+// answered with 413, a broken one with 400.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	if r.ContentLength > limit {
+		writeMessage(w, http.StatusRequestEntityTooLarge, "request body too large")
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeMessage(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return nil, false
+		}
+		v := newValidationError()
+		v.form("could not read the request body")
+		writeValidation(w, v)
+		return nil, false
+	}
+	return body, true
+}

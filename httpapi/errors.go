@@ -1,0 +1,81 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// validationError is SPEC.md's validation error body.
+type validationError struct {
+	FormErrors  []string            `json:"formErrors"`
+	FieldErrors map[string][]string `json:"fieldErrors"`
+}
+
+func newValidationError() *validationError {
+	return &validationError{FormErrors: []string{}, FieldErrors: map[string][]string{}}
+}
+
+func (v *validationError) form(msg string) { v.FormErrors = append(v.FormErrors, msg) }
+
+func (v *validationError) field(name, msg string) {
+	v.FieldErrors[name] = append(v.FieldErrors[name], msg)
+}
+
+func (v *validationError) empty() bool {
+	return len(v.FormErrors) == 0 && len(v.FieldErrors) == 0
+}
+
+// statusOf is the one table from error codes to HTTP statuses.
+var statusOf = map[store.Code]int{
+	store.Invalid:     http.StatusBadRequest,
+	store.NotFound:    http.StatusNotFound,
+	store.Conflict:    http.StatusConflict,
+	store.Unavailable: http.StatusServiceUnavailable,
+	store.TooLarge:    http.StatusRequestEntityTooLarge,
+	store.Internal:    http.StatusInternalServerError,
+}
+
+// clientMessage is what a client is told for each code when the error has
+// no message of its own.
+var clientMessage = map[store.Code]string{
+	store.NotFound:    "email not found",
+	store.Conflict:    "conflict",
+	store.Unavailable: "store unavailable, try again",
+	store.TooLarge:    "request body too large",
+	store.Internal:    "internal error",
+}
+
+// writeError answers err with the status of its code and the matching
+// envelope. Only internal errors are logged with their cause.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	code := store.CodeOf(err)
+	status := statusOf[code]
+	msg := clientMessage[code]
+	var e *store.Error
+	if errors.As(err, &e) && e.Msg != "" && code != store.Internal {
+		msg = e.Msg
+	}
+	switch code {
+	case store.Invalid:
+		v := newValidationError()
+		v.form(msg)
+		writeJSON(w, status, map[string]any{"error": v})
+		return
+	case store.Internal:
+		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	case store.Unavailable:
+		log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func writeValidation(w http.ResponseWriter, v *validationError) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": v})
+}
+
+func writeMessage(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

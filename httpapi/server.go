@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Server is a running HTTP listener.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+// NewServer returns a Server for handler on addr, with timeouts that keep a
+// slow or idle client from holding a connection forever. Every request is
+// logged in one line.
+func NewServer(addr string, handler http.Handler, log *slog.Logger) *Server {
+	s := &Server{log: log}
+	s.srv = &http.Server{
+		Addr:              addr,
+		Handler:           s.logRequests(handler),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s
+}
+
+// Start listens and serves in the background; a bind error is returned at once.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting and waits for in-flight requests until ctx is
+// done, then closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	return err
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Flush lets streaming handlers flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logRequests logs one line per request, with a request id that is also
+// returned in X-Request-Id. Keys and bodies are never logged.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 64 {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		s.log.Info("http request", "id", id, "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "bytes", rec.bytes, "duration", time.Since(start).Round(time.Microsecond), "remote", r.RemoteAddr)
+	})
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

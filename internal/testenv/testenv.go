@@ -1,0 +1,187 @@
+// Package testenv starts a whole mailsink in-process for tests: real SMTP
+// and HTTP listeners on 127.0.0.1:0 over a real store (the embedded store in
+// a temporary directory, or Redis under a key prefix of its own). It also has
+// small clients for both listeners.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mailsink/mailsink/app"
+	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/redisstore"
+)
+
+// Backend opens a fresh, isolated store for one test.
+type Backend struct {
+	Name string
+	Open func(t *testing.T) store.Store
+}
+
+// Backends returns the stores tests run against: the embedded store always,
+// and Redis when it answers at MAILSINK_TEST_REDIS_URL (default
+// redis://127.0.0.1:6379/0). Under CI=true a missing Redis fails the test.
+func Backends(t *testing.T) []Backend {
+	t.Helper()
+	out := []Backend{{Name: "embedded", Open: OpenBolt}}
+	if RedisURL(t) != "" {
+		out = append(out, Backend{Name: "redis", Open: OpenRedis})
+	}
+	return out
+}
+
+// OpenBolt opens an embedded store in a temporary directory.
+func OpenBolt(t *testing.T) store.Store {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	if err != nil {
+		t.Fatalf("open embedded store: %v", err)
+	}
+	return st
+}
+
+// RedisURL returns the test Redis URL when that Redis answers, else "" (and
+// under CI=true it fails the test instead).
+func RedisURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("MAILSINK_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("MAILSINK_TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Redis at %s does not answer (CI needs it): %v", url, err)
+		}
+		t.Logf("Redis at %s does not answer, skipping Redis variants: %v", url, err)
+		return ""
+	}
+	return url
+}
+
+// OpenRedis opens a Redis store under a key prefix of its own; the test's
+// cleanup deletes that prefix's keys (never the whole database).
+func OpenRedis(t *testing.T) store.Store {
+	t.Helper()
+	url := RedisURL(t)
+	if url == "" {
+		t.Skip("Redis is not available")
+	}
+	prefix := "mailsink-test:" + RandomHex(6) + ":"
+	client, err := redisstore.NewClient(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { DeletePrefix(t, url, prefix) })
+	return redisstore.New(client, redisstore.Options{Prefix: prefix})
+}
+
+// DeletePrefix removes every key under prefix.
+func DeletePrefix(t *testing.T, url, prefix string) {
+	t.Helper()
+	opts, _ := redis.ParseURL(url)
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 1000 {
+			c.Unlink(ctx, keys...)
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		c.Unlink(ctx, keys...)
+	}
+}
+
+// RandomHex returns n random bytes in hex.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Account keys and domains of the accounts Start configures.
+const (
+	AcmeKey    = "acme-test-key"
+	GlobexKey  = "globex-test-key"
+	AcmeDomain = "acme.test"
+)
+
+// AccountsYAML is the accounts file Start uses: two accounts, acme (domain
+// acme.test) and globex (domain globex.test).
+const AccountsYAML = `
+accounts:
+  - slug: acme
+    name: Acme QA
+    apiKeys: [` + AcmeKey + `]
+    domains: [acme.test]
+  - slug: globex
+    name: Globex
+    apiKeys: [` + GlobexKey + `]
+    domains: [globex.test]
+`
+
+// Env is a running mailsink under test.
+type Env struct {
+	App     *app.App
+	BaseURL string // http://127.0.0.1:port
+	SMTP    string // 127.0.0.1:port
+}
+
+// Start runs mailsink on b's store with the two test accounts, and stops it
+// at the end of the test. edit, when not nil, changes the configuration first.
+func Start(t *testing.T, b Backend, edit func(*config.Config)) *Env {
+	t.Helper()
+	accs, err := config.ParseAccounts([]byte(AccountsYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(func(string) string { return "" }, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.SMTP.Addr = "127.0.0.1:0"
+	cfg.Accounts = accs
+	cfg.GeneratedKey = ""
+	if edit != nil {
+		edit(cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	a, err := app.StartWithStore(context.Background(), cfg, b.Open(t), log)
+	if err != nil {
+		t.Fatalf("start mailsink: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Shutdown(ctx)
+	})
+	return &Env{App: a, BaseURL: "http://" + a.HTTPAddr().String(), SMTP: a.SMTPAddr().String()}
+}
