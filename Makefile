@@ -1,0 +1,56 @@
+# mailsink: every command a developer or CI needs.
+GO       ?= go
+BIN      ?= bin/mailsink
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+PKGS     := ./...
+FUZZTIME ?= 30s
+
+.PHONY: all build run test test-short lint vet fmt bench fuzz cluster-up cluster-down clean
+
+all: lint test build
+
+## build: the one binary, at bin/mailsink
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/mailsink
+
+## run: mailsink on the embedded store under ./data (SMTP :1025, HTTP :8025)
+run:
+	$(GO) run ./cmd/mailsink serve
+
+## test: the whole suite with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants)
+test:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-short: the suite without the slow end-to-end package
+test-short:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+
+## lint: gofmt and go vet
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## bench: Go benchmarks of the parser, the rules and the stores
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## fuzz: each fuzz target for FUZZTIME
+fuzz:
+	$(GO) test ./mailparse -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./store -run '^$$' -fuzz FuzzValidAddress -fuzztime $(FUZZTIME)
+
+## cluster-up / cluster-down: a 3-master Redis Cluster on loopback for the cluster tests
+cluster-up:
+	@scripts/redis-cluster.sh start .cluster
+
+cluster-down:
+	@scripts/redis-cluster.sh stop .cluster
+
+clean:
+	rm -rf bin .cluster

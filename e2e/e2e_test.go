@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailsink/mailsink/internal/testenv"
+)
+
+func (p *process) env() *testenv.Env { return &testenv.Env{BaseURL: p.HTTP, SMTP: p.SMTP} }
+
+// sendOne delivers one message over a new SMTP connection.
+func sendOne(addr, from, to, raw string) error {
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SendMail(from, []string{to}, strings.NewReader(raw)); err != nil {
+		return err
+	}
+	return c.Quit()
+}
+
+// TestAutomationPattern follows README's walkthrough against the binary on
+// the embedded store with the generated key: send over SMTP, poll the list
+// filtered by recipient, get the detail, patch, delete.
+func TestAutomationPattern(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir())
+	if p.APIKey == "" {
+		t.Fatalf("no generated key printed:\n%s", p.Output())
+	}
+	e := p.env()
+	raw := "From: App <noreply@app.example>\r\nTo: new-user@example.com\r\nSubject: Confirm your account\r\n\r\n" +
+		"Your code is 314159.\r\n"
+	if err := sendOne(p.SMTP, "noreply@app.example", "new-user@example.com", raw); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	testenv.WaitFor(t, 10*time.Second, "the email to be listed", func() bool {
+		resp := e.Do(t, http.MethodGet, "/v1/emails?recipient="+url.QueryEscape("new-user@example.com"), p.APIKey, nil)
+		items := resp.JSON(t)["items"].([]any)
+		if len(items) == 1 {
+			id = items[0].(map[string]any)["id"].(string)
+		}
+		return id != ""
+	})
+	detail := e.Do(t, http.MethodGet, "/v1/emails/"+id, p.APIKey, nil).JSON(t)["item"].(map[string]any)
+	body := detail["body"].(map[string]any)
+	if !strings.Contains(body["text"].(string), "314159") || detail["subject"] != "Confirm your account" {
+		t.Fatalf("detail = %v", detail)
+	}
+	resp := e.Do(t, http.MethodPatch, "/v1/emails/"+id, p.APIKey, map[string]any{"status": "processed", "labels": []string{"signup"}})
+	if resp.Status != http.StatusOK {
+		t.Fatalf("patch: %d %s", resp.Status, resp.Body)
+	}
+	if resp := e.Do(t, http.MethodDelete, "/v1/emails/"+id, p.APIKey, nil); resp.Status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", resp.Status, resp.Body)
+	}
+	if resp := e.Do(t, http.MethodGet, "/v1/emails/"+id, p.APIKey, nil); resp.Status != http.StatusNotFound {
+		t.Fatalf("get after delete: %d", resp.Status)
+	}
+}
+
+// TestBadSettingsStopStartup checks that a setting that does not parse
+// stops mailsink with a message naming the variable.
+func TestBadSettingsStopStartup(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ env, name string }{
+		{"MAILSINK_HTTP_ADDR=nonsense", "MAILSINK_HTTP_ADDR"},
+		{"MAILSINK_SMTP_ADDR=127.0.0.1:99999", "MAILSINK_SMTP_ADDR"},
+		{"MAILSINK_MAX_MESSAGE_BYTES=-5", "MAILSINK_MAX_MESSAGE_BYTES"},
+		{"MAILSINK_ACCOUNTS_FILE=/nonexistent/accounts.yaml", "MAILSINK_ACCOUNTS_FILE"},
+		{"MAILSINK_SMTP_AUTH_ALLOW_INSECURE=maybe", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE"},
+	}
+	for _, tt := range tests {
+		cmd := execMailsink(t, "MAILSINK_DATA_DIR="+t.TempDir(), tt.env)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.name) {
+			t.Errorf("%s: err %v, output %q; want a failure naming %s", tt.env, err, out, tt.name)
+		}
+	}
+}
+
+// TestAccountsFile starts the binary with an accounts file and checks keys,
+// digests and domain routing.
+func TestAccountsFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	accounts := filepath.Join(dir, "accounts.yaml")
+	// sha256("digest-key")
+	yaml := `accounts:
+  - slug: web
+    name: Web team
+    apiKeys: [web-key, "sha256:` + sha256hex("digest-key") + `"]
+    domains: [web.test]
+  - slug: mobile
+    name: Mobile team
+    id: mobile-account
+    apiKeys: [mobile-key]
+    domains: [mobile.test]
+`
+	if err := os.WriteFile(accounts, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, "MAILSINK_DATA_DIR="+filepath.Join(dir, "data"), "MAILSINK_ACCOUNTS_FILE="+accounts)
+	if p.APIKey != "" {
+		t.Errorf("a key was generated although an accounts file is set")
+	}
+	raw := "From: a@example.com\r\nSubject: x\r\n\r\nx\r\n"
+	if err := sendOne(p.SMTP, "a@example.com", "u@web.test", raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := sendOne(p.SMTP, "a@example.com", "u@mobile.test", raw); err != nil {
+		t.Fatal(err)
+	}
+	err := sendOne(p.SMTP, "a@example.com", "u@other.test", raw)
+	var se *smtp.SMTPError
+	if !errors.As(err, &se) || se.Code != 550 {
+		t.Errorf("unroutable recipient: %v, want 550", err)
+	}
+	e := p.env()
+	for _, tt := range []struct{ key, rcpt, account string }{
+		{"web-key", "u@web.test", "web"}, {"digest-key", "u@web.test", "web"}, {"mobile-key", "u@mobile.test", "mobile"},
+	} {
+		items := e.Do(t, http.MethodGet, "/v1/emails", tt.key, nil).JSON(t)["items"].([]any)
+		if len(items) != 1 {
+			t.Fatalf("%s sees %d emails, want 1", tt.key, len(items))
+		}
+		it := items[0].(map[string]any)
+		if it["recipient"] != tt.rcpt || it["account"].(map[string]any)["slug"] != tt.account {
+			t.Errorf("%s sees %v", tt.key, it)
+		}
+	}
+	if got := e.Do(t, http.MethodGet, "/v1/emails", "mobile-key", nil).JSON(t)["items"].([]any)[0].(map[string]any)["account"].(map[string]any)["id"]; got != "mobile-account" {
+		t.Errorf("account id = %v, want mobile-account", got)
+	}
+}
+
+// TestCrashKeepsAcknowledged sends over SMTP from several connections,
+// kills mailsink with SIGKILL in the middle, restarts it on the same data
+// directory, and checks that every message that got a 250 is stored.
+func TestCrashKeepsAcknowledged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"MAILSINK_DATA_DIR=" + dir, "MAILSINK_API_KEY=crash-key"}
+	p := startProcess(t, env...)
+
+	var (
+		mu      sync.Mutex
+		acked   []string
+		sent    atomic.Int64
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+		reached = make(chan struct{})
+		once    sync.Once
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				token := fmt.Sprintf("crash-%d-%d", w, i)
+				sent.Add(1)
+				raw := "From: app@example.com\r\nTo: crash@example.com\r\nSubject: " + token + "\r\n\r\nbody\r\n"
+				if err := sendOne(p.SMTP, "app@example.com", "crash@example.com", raw); err != nil {
+					return // the server is gone
+				}
+				mu.Lock()
+				acked = append(acked, token)
+				if len(acked) >= 200 {
+					once.Do(func() { close(reached) })
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Fatal("200 messages were not acknowledged in 60s")
+	}
+	p.kill() // SIGKILL while the senders are still sending
+	close(stop)
+	wg.Wait()
+
+	p2 := startProcess(t, env...)
+	e := p2.env()
+	stored := map[string]bool{}
+	for offset := 0; ; offset += 100 {
+		items := e.Do(t, http.MethodGet, fmt.Sprintf("/v1/emails?limit=100&offset=%d", offset), "crash-key", nil).JSON(t)["items"].([]any)
+		for _, it := range items {
+			stored[it.(map[string]any)["subject"].(string)] = true
+		}
+		if len(items) < 100 {
+			break
+		}
+	}
+	lost := 0
+	for _, token := range acked {
+		if !stored[token] {
+			lost++
+			t.Errorf("acknowledged message %s is lost", token)
+		}
+	}
+	t.Logf("crash test: sent %d, acknowledged %d, stored after restart %d, lost %d", sent.Load(), len(acked), len(stored), lost)
+	fmt.Printf("crash test (SIGKILL, embedded store): sent %d, acknowledged %d, stored %d, lost %d\n", sent.Load(), len(acked), len(stored), lost)
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# redis-cluster.sh starts and stops a throwaway 3-master Redis Cluster on
+# loopback for tests, with no persistence.
+#
+#   scripts/redis-cluster.sh start DIR   # prints MAILSINK_TEST_REDIS_CLUSTER=host:port,...
+#   scripts/redis-cluster.sh stop DIR
+#
+#   eval "export $(scripts/redis-cluster.sh start /tmp/mailsink-cluster)"
+#   go test -race ./store/redisstore/
+#   scripts/redis-cluster.sh stop /tmp/mailsink-cluster
+#
+# The ports are three consecutive free ones from REDIS_CLUSTER_BASE_PORT
+# (default: a random one in 7000-7999); each node also needs its cluster bus
+# port, port+10000. Everything a node writes stays in DIR/<port>. Only the
+# variable line goes to stdout; progress goes to stderr.
+set -euo pipefail
+
+nodes=3
+timeout_s=${REDIS_CLUSTER_TIMEOUT:-30}
+
+usage() {
+	echo "usage: $0 start|stop DIR" >&2
+	exit 2
+}
+
+log() { echo "redis-cluster: $*" >&2; }
+
+die() {
+	log "$*"
+	exit 1
+}
+
+# in_use reports whether something accepts connections on 127.0.0.1:$1.
+in_use() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# ports_free reports whether the node and bus ports of base..base+nodes-1
+# are all free.
+ports_free() {
+	local p
+	for ((p = $1; p < $1 + nodes; p++)); do
+		if ((p > 55535)) || in_use "$p" || in_use "$((p + 10000))"; then
+			return 1
+		fi
+	done
+}
+
+# wait_for runs "$@" until it succeeds, for at most timeout_s seconds.
+wait_for() {
+	local deadline=$((SECONDS + timeout_s))
+	until "$@"; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.1
+	done
+}
+
+pong() { [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]; }
+
+cluster_ok() {
+	local p
+	for p in "${ports[@]}"; do
+		redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+	done
+}
+
+start() {
+	local dir=$1
+	command -v redis-server >/dev/null || die "redis-server not found"
+	command -v redis-cli >/dev/null || die "redis-cli not found"
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	[[ ! -e $dir/ports ]] || die "$dir/ports exists: a cluster may be running; run '$0 stop $dir' first"
+
+	local base=${REDIS_CLUSTER_BASE_PORT:-$((7000 + RANDOM % 1000))} tries=0
+	until ports_free "$base"; do
+		((++tries < 50)) || die "no $nodes free consecutive ports found"
+		[[ -z ${REDIS_CLUSTER_BASE_PORT:-} ]] || die "ports from $base are not free"
+		base=$((7000 + RANDOM % 1000))
+	done
+
+	ports=()
+	local p
+	for ((p = base; p < base + nodes; p++)); do
+		ports+=("$p")
+	done
+	echo "${ports[*]}" >"$dir/ports"
+
+	for p in "${ports[@]}"; do
+		mkdir -p "$dir/$p"
+		redis-server --port "$p" --bind 127.0.0.1 \
+			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+			--save "" --appendonly no \
+			--dir "$dir/$p" --daemonize yes --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log"
+	done
+	for p in "${ports[@]}"; do
+		wait_for pong "$p" || die "node $p does not answer; see $dir/$p/redis.log"
+	done
+
+	local addrs=()
+	for p in "${ports[@]}"; do
+		addrs+=("127.0.0.1:$p")
+	done
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
+		die "cluster create failed; see $dir/create.log"
+	wait_for cluster_ok || die "cluster_state is not ok on every node after ${timeout_s}s"
+	log "cluster up on ports ${ports[*]} (files in $dir)"
+
+	local IFS=,
+	echo "MAILSINK_TEST_REDIS_CLUSTER=${addrs[*]}"
+}
+
+stop() {
+	local dir=$1 p pid
+	[[ -f $dir/ports ]] || die "no cluster in $dir (no $dir/ports)"
+	read -r -a ports <"$dir/ports"
+	for p in "${ports[@]}"; do
+		pid=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
+		redis-cli -h 127.0.0.1 -p "$p" shutdown nosave >/dev/null 2>&1 || true
+		if [[ -n $pid ]]; then
+			wait_for bash -c "! kill -0 $pid 2>/dev/null" || {
+				log "node $p (pid $pid) did not stop; killing it"
+				kill -9 "$pid" 2>/dev/null || true
+			}
+		fi
+		rm -rf "${dir:?}/$p"
+	done
+	rm -f "$dir/ports" "$dir/create.log"
+	log "cluster on ports ${ports[*]} stopped"
+}
+
+[[ $# -eq 2 ]] || usage
+case $1 in
+start) start "$2" ;;
+stop) stop "$2" ;;
+*) usage ;;
+esac
