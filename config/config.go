@@ -82,7 +82,7 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			WriteTimeout:      p.duration("MAILSINK_SMTP_WRITE_TIMEOUT", 60*time.Second),
 		},
 		Store: Store{
-			DataDir:  p.str("MAILSINK_DATA_DIR", "./data"),
+			DataDir:     p.str("MAILSINK_DATA_DIR", "./data"),
 			RedisURL:    p.str("MAILSINK_REDIS_URL", ""),
 			RedisPrefix: p.str("MAILSINK_REDIS_PREFIX", "mailsink:"),
 		},
