@@ -30,6 +30,7 @@ type App struct {
 	store store.Store
 	smtp  *smtpd.Server
 	http  *httpapi.Server
+	api   *httpapi.API
 }
 
 // Start opens the store and starts both listeners. On error nothing is left
@@ -58,7 +59,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		ReadTimeout:       cfg.SMTP.ReadTimeout,
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 	}, reg, ing, log.With("component", "smtp"))
-	api := httpapi.New(httpapi.Config{MaxMessageBytes: cfg.MaxMessageBytes}, st, reg, ing, log.With("component", "http"), time.Now)
+	api := httpapi.New(httpapi.Config{MaxMessageBytes: cfg.MaxMessageBytes, MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount}, st, reg, ing, log.With("component", "http"), time.Now)
+	a.api = api
 	a.http = httpapi.NewServer(cfg.HTTP.Addr, api, log.With("component", "http"))
 
 	if err := a.smtp.Start(); err != nil {
@@ -110,6 +112,7 @@ func (a *App) Store() store.Store { return a.store }
 // requests finish until ctx is done, then closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
 	errSMTP := a.smtp.Shutdown(ctx)
+	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
 	errStore := a.store.Close()
 	return errors.Join(errSMTP, errHTTP, errStore)
@@ -131,3 +134,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, banner func(
 	defer cancel()
 	return a.Shutdown(sctx)
 }
+
+// HeldRequests returns how many HTTP requests are held open: list requests
+// with wait, and event streams.
+func (a *App) HeldRequests() int { return a.api.HeldRequests() }

@@ -38,6 +38,9 @@ type Config struct {
 // HTTP configures the HTTP listener.
 type HTTP struct {
 	Addr string
+	// MaxHeldPerAccount bounds one account's requests held open at once:
+	// list requests with wait, and event streams.
+	MaxHeldPerAccount int
 }
 
 // SMTP configures the SMTP listener.
@@ -73,7 +76,10 @@ type Log struct {
 func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*Config, error) {
 	p := parser{getenv: getenv}
 	c := &Config{
-		HTTP: HTTP{Addr: p.addr("MAILSINK_HTTP_ADDR", ":8025")},
+		HTTP: HTTP{
+			Addr:              p.addr("MAILSINK_HTTP_ADDR", ":8025"),
+			MaxHeldPerAccount: int(p.int("MAILSINK_MAX_HELD_PER_ACCOUNT", 100, 1, 100000)),
+		},
 		SMTP: SMTP{
 			Addr:              p.addr("MAILSINK_SMTP_ADDR", ":1025"),
 			AllowInsecureAuth: p.bool("MAILSINK_SMTP_AUTH_ALLOW_INSECURE", true),

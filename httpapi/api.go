@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -28,6 +29,14 @@ type Config struct {
 	MaxJSONBytes int64
 	// StoreTimeout bounds one request's store calls.
 	StoreTimeout time.Duration
+	// MaxHeldPerAccount bounds the requests of one account held open at
+	// once: list requests with wait, and event streams. More answer 429.
+	MaxHeldPerAccount int
+	// SSEHeartbeat is how often an idle event stream sends a comment, so
+	// that proxies keep it open.
+	SSEHeartbeat time.Duration
+	// SSEWriteTimeout bounds one write to an event stream.
+	SSEWriteTimeout time.Duration
 }
 
 // API is the HTTP handler of mailsink.
@@ -39,6 +48,18 @@ type API struct {
 	log      *slog.Logger
 	now      func() time.Time
 	handler  http.Handler
+	held     *heldRequests
+	// stopHeld is closed by StopHeld: held requests answer and event
+	// streams end, so that shutdown need not wait for them.
+	stopHeld chan struct{}
+	stopOnce sync.Once
+}
+
+// StopHeld ends the requests held open (list with wait answers what it has,
+// event streams end), now and from now on. Call it before shutting the
+// server down: the shutdown then waits only for ordinary requests.
+func (a *API) StopHeld() {
+	a.stopOnce.Do(func() { close(a.stopHeld) })
 }
 
 // New returns the API over its dependencies.
@@ -49,7 +70,17 @@ func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service,
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = 30 * time.Second
 	}
-	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now}
+	if cfg.MaxHeldPerAccount == 0 {
+		cfg.MaxHeldPerAccount = 100
+	}
+	if cfg.SSEHeartbeat == 0 {
+		cfg.SSEHeartbeat = 15 * time.Second
+	}
+	if cfg.SSEWriteTimeout == 0 {
+		cfg.SSEWriteTimeout = 30 * time.Second
+	}
+	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
+		held: &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}}, stopHeld: make(chan struct{})}
 	a.handler = a.routes()
 	return a
 }
@@ -74,11 +105,16 @@ func (a *API) routes() http.Handler {
 	v1 := func(path, method string, h http.HandlerFunc) {
 		r.Handle("/v1"+path, a.authenticate(h)).Methods(method)
 	}
+	r.HandleFunc("/v1/openapi.json", a.openAPI).Methods(http.MethodGet, http.MethodHead)
 	v1("/emails", http.MethodGet, a.listEmails)
 	v1("/emails", http.MethodPost, a.createEmail)
+	v1("/emails", http.MethodDelete, a.bulkDelete)
 	v1("/emails/{emailId}", http.MethodGet, a.getEmail)
 	v1("/emails/{emailId}", http.MethodPatch, a.updateEmail)
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
+	v1("/emails/{emailId}/raw", http.MethodGet, a.rawEmail)
+	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
+	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
 	return a.common(r)
 }
@@ -157,17 +193,20 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
-	q := parseListQuery(r.URL.Query(), v)
+	q, wait := parseListQuery(r.URL.Query(), v)
 	if !v.empty() {
 		writeValidation(w, v)
 		return
 	}
 	q.AccountID = accountOf(r).ID
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	emails, err := a.store.ListEmails(ctx, q)
-	if err != nil {
-		writeError(w, r, a.log, err)
+	var emails []*store.Email
+	var ok bool
+	if wait > 0 {
+		emails, ok = a.waitForEmails(w, r, q, wait)
+	} else {
+		emails, ok = a.list(w, r, q)
+	}
+	if !ok {
 		return
 	}
 	items := make([]emailJSON, len(emails))

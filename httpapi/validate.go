@@ -27,9 +27,25 @@ const (
 
 var statusList = "received, processed, archived"
 
-// parseListQuery validates the list operation's query string.
-func parseListQuery(q url.Values, v *validationError) store.ListQuery {
+// parseListQuery validates the list operation's query string: the filters
+// and page of SPEC.md, since (RFC 3339: only emails received after it) and
+// wait (seconds to hold an empty answer, 1 to 60), which it returns apart.
+func parseListQuery(q url.Values, v *validationError) (store.ListQuery, time.Duration) {
 	lq := store.ListQuery{Limit: defaultListLimit}
+	var wait time.Duration
+	if s, ok := first(q, "wait"); ok {
+		if n, ok := parseInt(s, "wait", 1, maxWait, v); ok {
+			wait = time.Duration(n) * time.Second
+		}
+	}
+	if s, ok := first(q, "since"); ok {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			v.field("since", "must be an RFC 3339 date-time like 2026-11-22T10:00:00.000Z")
+		} else {
+			lq.Since = t.UTC()
+		}
+	}
 	if s, ok := first(q, "limit"); ok {
 		if n, ok := parseInt(s, "limit", 1, maxListLimit, v); ok {
 			lq.Limit = int(n)
@@ -59,7 +75,7 @@ func parseListQuery(q url.Values, v *validationError) store.ListQuery {
 			lq.Subject = s
 		}
 	}
-	return lq
+	return lq, wait
 }
 
 func first(q url.Values, name string) (string, bool) {

@@ -151,3 +151,48 @@ type Store interface {
 	// Close releases the backend. The Store must not be used afterwards.
 	Close() error
 }
+
+// EventType names a change to an email.
+type EventType string
+
+// The events a Notifier publishes.
+const (
+	EmailCreated EventType = "email.created"
+	EmailUpdated EventType = "email.updated"
+	EmailDeleted EventType = "email.deleted"
+)
+
+// Event is one change to one email of an account.
+type Event struct {
+	// ID orders the events of an account: "<unix ms>-<seq>".
+	ID        string    `json:"id"`
+	Type      EventType `json:"type"`
+	AccountID string    `json:"accountId"`
+	EmailID   string    `json:"emailId"`
+	// Email is the email after the change; nil for EmailDeleted.
+	Email *Email `json:"email,omitempty"`
+}
+
+// Subscription receives the events of one account. Its channel is closed
+// when the subscription ends: by Close, by the store closing, or because
+// the subscriber fell too far behind (it should resubscribe and catch up
+// with EventsAfter).
+type Subscription interface {
+	Events() <-chan Event
+	Close()
+}
+
+// Notifier is implemented by stores that publish an Event for every
+// create, update and delete, to the subscribers of every process sharing
+// the store.
+type Notifier interface {
+	// Subscribe returns a subscription to the account's events from now on.
+	Subscribe(accountID string) Subscription
+
+	// EventsAfter returns the account's recent events after the event with
+	// id afterID, oldest first, and whether that is all of them (false
+	// when the bounded history no longer reaches back to afterID). It
+	// returns Invalid for a malformed id and Unavailable when the backend
+	// cannot be reached.
+	EventsAfter(ctx context.Context, accountID, afterID string) ([]Event, bool, error)
+}

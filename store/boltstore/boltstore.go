@@ -25,6 +25,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/eventhub"
 )
 
 // schemaVersion is written to a new file and checked on open.
@@ -37,9 +38,15 @@ type Store struct {
 	// writers counts write calls in progress: a lone writer commits at once,
 	// and only writers that overlap another join a batch.
 	writers atomic.Int64
+	// events fans out this process's changes: the file is locked by one
+	// process, so every subscriber is here.
+	events *eventhub.Hub
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
 
 // Option changes how Open opens the file.
 type Option func(*options)
@@ -115,7 +122,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, events: eventhub.New(0)}, nil
 }
 
 // CreateEmails implements store.Store. It returns Invalid for an empty slice,
@@ -129,7 +136,32 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	if err := validateCreate(body, emails); err != nil {
 		return err
 	}
-	return wrap(s.write(newCreateOp(body, emails).apply), "create emails")
+	if err := s.write(newCreateOp(body, emails).apply); err != nil {
+		return wrap(err, "create emails")
+	}
+	for _, e := range emails {
+		s.publish(store.EmailCreated, e.AccountID, e.ID, e)
+	}
+	return nil
+}
+
+// publish announces a committed change.
+func (s *Store) publish(typ store.EventType, accountID, id string, e *store.Email) {
+	if e != nil {
+		c := *e
+		c.Labels = append([]string(nil), e.Labels...)
+		e = &c
+	}
+	s.events.Publish(store.Event{ID: s.events.NextID(), Type: typ, AccountID: accountID, EmailID: id, Email: e})
+}
+
+// Subscribe implements store.Notifier.
+func (s *Store) Subscribe(accountID string) store.Subscription { return s.events.Subscribe(accountID) }
+
+// EventsAfter implements store.Notifier from this process's history, which
+// starts empty when the store is opened.
+func (s *Store) EventsAfter(_ context.Context, accountID, afterID string) ([]store.Event, bool, error) {
+	return s.events.After(accountID, afterID)
 }
 
 // createOp is one validated CreateEmails call. Everything that does not
@@ -451,6 +483,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	if result == nil {
 		return nil, store.ErrNotFound
 	}
+	s.publish(store.EmailUpdated, accountID, result.ID, result)
 	return result, nil
 }
 
@@ -519,6 +552,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	if !found {
 		return store.ErrNotFound
 	}
+	s.publish(store.EmailDeleted, accountID, id, nil)
 	return nil
 }
 
@@ -563,6 +597,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store. It waits for transactions in progress.
 func (s *Store) Close() error {
+	s.events.Close()
 	return wrap(s.db.Close(), "close")
 }
 

@@ -53,6 +53,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/eventhub"
 )
 
 // DefaultPrefix starts every key when Options.Prefix is empty.
@@ -86,9 +87,16 @@ type Store struct {
 	client redis.UniversalClient
 	prefix string
 	batch  int
+
+	hub       *eventhub.Hub
+	pubsub    *redis.PubSub
+	listening chan struct{} // closed when listen returns
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
 
 // New returns a Store on client. It does not contact Redis: go-redis
 // connects on first use and reconnects after an outage, so the Store can be
@@ -102,7 +110,13 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if strings.ContainsAny(prefix, "{}") {
 		panic(fmt.Sprintf("redisstore: prefix %q contains a brace", prefix))
 	}
-	return &Store{client: client, prefix: prefix, batch: scanBatch}
+	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1), listening: make(chan struct{})}
+	// Subscribing does not wait for Redis: go-redis (re)connects in the
+	// background and the channel delivers once it has.
+	s.pubsub = client.Subscribe(context.Background())
+	_ = s.pubsub.Subscribe(context.Background(), s.channel())
+	go s.listen(s.pubsub)
+	return s
 }
 
 // NewClient returns a client for the server at url
@@ -189,6 +203,9 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 			return store.Errorf(store.Internal, "create script answered %d", pos)
 		}
 		return store.Errorf(store.Conflict, "email %s already exists", store.NormalizeID(emails[pos-1].ID))
+	}
+	for _, e := range emails {
+		s.publish(ctx, store.EmailCreated, e.AccountID, store.NormalizeID(e.ID), e)
 	}
 	return nil
 }
@@ -471,7 +488,9 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	if err != nil {
 		return nil, err
 	}
-	return r.email(), nil
+	e := r.email()
+	s.publish(ctx, store.EmailUpdated, accountID, id, e)
+	return e, nil
 }
 
 // DeleteEmail removes the email with id in the account, its index entries
@@ -504,6 +523,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		}
 		switch res {
 		case 1:
+			s.publish(ctx, store.EmailDeleted, accountID, id, nil)
 			return nil
 		case 0:
 			return store.ErrNotFound
@@ -525,6 +545,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the Redis client. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	s.hub.Close()
+	_ = s.pubsub.Close()
+	<-s.listening
 	return s.client.Close()
 }
 

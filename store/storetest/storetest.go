@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentCreates", testConcurrentCreates},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"ConcurrentDeletes", testConcurrentDeletes},
+		{"Events", testEvents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,122 @@
+# Writes the OpenAPI 3.1 document of the API, served at /v1/openapi.json:
+#   python3 scripts/openapi_gen.py > httpapi/openapi.json
+# httpapi tests check real responses against it.
+import json
+def ref(n): return {"$ref": "#/components/schemas/"+n}
+def nul(t, **kw): d={"type":[t,"null"]}; d.update(kw); return d
+email_fmt={"type":"string","format":"email","maxLength":254,
+  "pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+\\-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"}
+uuid={"type":"string","pattern":"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|[fF]{8}-[fF]{4}-[fF]{4}-[fF]{4}-[fF]{12})$"}
+dt={"type":"string","format":"date-time"}
+status={"type":"string","enum":["received","processed","archived"]}
+summary_props={
+ "id":{**uuid},"account":{"oneOf":[ref("Account"),{"type":"null"}]},"messageId":nul("string"),
+ "sender":{"type":"string"},"recipient":{"type":"string"},"subject":nul("string"),"status":ref("Status"),
+ "notes":nul("string"),"labels":{"type":"array","items":{"type":"string"}},
+ "rawSize":{"type":"integer","minimum":0,"maximum":9007199254740991},
+ "receivedAt":dt,"createdAt":dt,"updatedAt":dt}
+schemas={
+ "Status":status,
+ "Account":{"type":"object","required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},
+ "EmailSummary":{"type":"object","required":list(summary_props),"properties":summary_props},
+ "EmailDetail":{"allOf":[ref("EmailSummary"),{"type":"object","required":["body"],"properties":{"body":{"oneOf":[ref("StoredEmailBody"),{"type":"null"}]}}}]},
+ "StoredEmailBody":{"type":"object","required":["raw","text","html","headers","attachments"],"properties":{
+   "raw":{"type":"string"},"text":nul("string"),"html":nul("string"),
+   "headers":{"type":"object","additionalProperties":{"type":"string"}},
+   "attachments":{"type":"array","items":ref("StoredEmailAttachment")}}},
+ "StoredEmailAttachment":{"type":"object","required":["contentId","contentType","disposition","filename","size"],"properties":{
+   "contentId":nul("string"),"contentType":nul("string"),"disposition":nul("string"),"filename":nul("string"),
+   "size":{"type":"integer","minimum":0,"maximum":9007199254740991}}},
+ "ListResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","items":ref("EmailSummary")}}},
+ "SingleEmailResponse":{"type":"object","required":["item"],"properties":{"item":ref("EmailSummary")}},
+ "DetailResponse":{"type":"object","required":["item"],"properties":{"item":ref("EmailDetail")}},
+ "BulkDeleteResponse":{"type":"object","required":["deleted"],"properties":{"deleted":{"type":"integer","minimum":0}}},
+ "ErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"string"}}},
+ "ValidationErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"object","required":["formErrors","fieldErrors"],"properties":{
+   "formErrors":{"type":"array","items":{"type":"string"}},
+   "fieldErrors":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}}}},
+ "HealthResponse":{"type":"object","required":["ok"],"properties":{"ok":{"const":True}}},
+ "CreateEmailRequest":{"type":"object","required":["recipient","sender"],"properties":{
+   "recipient":email_fmt,"sender":email_fmt,"subject":nul("string",maxLength=998),"text":nul("string"),"html":nul("string"),
+   "raw":{"type":"string","description":"Raw RFC 5322 source; at most MAILSINK_MAX_MESSAGE_BYTES bytes (413 above)."},
+   "headers":{"type":"object","additionalProperties":{"type":"string"}},"receivedAt":dt}},
+ "UpdateEmailRequest":{"type":"object","properties":{
+   "labels":{"type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":64}},
+   "notes":nul("string",maxLength=10000),"status":ref("Status"),"subject":nul("string",maxLength=998)}},
+ "EventData":{"type":"object","required":["type","emailId"],"properties":{
+   "type":{"type":"string","enum":["email.created","email.updated","email.deleted"]},
+   "emailId":{"type":"string"},"item":ref("EmailSummary")}},
+}
+def j(s): return {"content":{"application/json":{"schema":ref(s)}}}
+resp={
+ "BadRequest":{"description":"Validation error: query, body or path parameter invalid.",**j("ValidationErrorResponse")},
+ "Unauthorized":{"description":"API key missing or invalid.",**j("ErrorResponse")},
+ "NotFound":{"description":"No such email in the key's account.",**j("ErrorResponse")},
+ "TooLarge":{"description":"Request body over the size limit.",**j("ErrorResponse")},
+ "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
+ "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
+}
+def r(n): return {"$ref":"#/components/responses/"+n}
+def q(name, schema, desc): return {"name":name,"in":"query","required":False,"schema":schema,"description":desc}
+filters=[
+ q("recipient",email_fmt,"Exact recipient address, case-insensitive."),
+ q("sender",email_fmt,"Exact sender address, case-insensitive."),
+ q("status",ref("Status"),"Status."),
+ q("subject",{"type":"string","minLength":1,"maxLength":255},"Subject contains the value, case-insensitive, literal."),
+ q("since",dt,"Only emails received after this instant (RFC 3339)."),
+]
+page=[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":25},"Page size."),
+      q("offset",{"type":"integer","minimum":0,"maximum":9007199254740991,"default":0},"Emails skipped.")]
+wait=q("wait",{"type":"integer","minimum":1,"maximum":60},"Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out.")
+emailId={"name":"emailId","in":"path","required":True,"schema":uuid}
+sec=[{"bearer":[]},{"apiKey":[]}]
+std=lambda **kw: {"400":r("BadRequest"),"401":r("Unauthorized"),"503":r("Unavailable"),**kw}
+paths={
+ "/v1/emails":{
+  "get":{"operationId":"listEmails","summary":"List the account's emails, newest first (receivedAt, then id, descending).","security":sec,
+    "parameters":page+filters+[wait],
+    "responses":std(**{"200":{"description":"A page of emails.",**j("ListResponse")},"429":r("TooManyRequests")})},
+  "post":{"operationId":"createEmail","summary":"Store a new email.","security":sec,
+    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("CreateEmailRequest")}}},
+    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"413":r("TooLarge")})},
+  "delete":{"operationId":"deleteEmails","summary":"Delete the account's emails matching the filters (at least one filter, or all=true).","security":sec,
+    "parameters":filters+[q("all",{"type":"boolean"},"Delete every email of the account when no filter is given.")],
+    "responses":std(**{"200":{"description":"How many were deleted.",**j("BulkDeleteResponse")}})}},
+ "/v1/emails/{emailId}":{"parameters":[emailId],
+  "get":{"operationId":"getEmail","summary":"Metadata and stored body of one email.","security":sec,
+    "responses":std(**{"200":{"description":"The email.",**j("DetailResponse")},"404":r("NotFound")})},
+  "patch":{"operationId":"updateEmail","summary":"Update labels, notes, status or subject.","security":sec,
+    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("UpdateEmailRequest")}}},
+    "responses":std(**{"200":{"description":"The updated email.",**j("SingleEmailResponse")},"404":r("NotFound")})},
+  "delete":{"operationId":"deleteEmail","summary":"Delete the email and its stored body.","security":sec,
+    "responses":std(**{"204":{"description":"Deleted."},"404":r("NotFound")})}},
+ "/v1/emails/{emailId}/raw":{"parameters":[emailId],
+  "get":{"operationId":"getEmailRaw","summary":"The raw message, byte-exact.","security":sec,
+    "responses":std(**{"200":{"description":"The raw source.","content":{"message/rfc822":{"schema":{"type":"string"}}}},"404":r("NotFound")})}},
+ "/v1/emails/{emailId}/attachments/{index}":{"parameters":[emailId,{"name":"index","in":"path","required":True,"schema":{"type":"integer","minimum":0},"description":"Position in body.attachments, from 0."}],
+  "get":{"operationId":"getEmailAttachment","summary":"The decoded content of one attachment, as a download (Content-Disposition: attachment).","security":sec,
+    "responses":std(**{"200":{"description":"The attachment, with its content type.","content":{"application/octet-stream":{"schema":{"type":"string","contentEncoding":"binary"}}}},"404":r("NotFound")})}},
+ "/v1/events":{
+  "get":{"operationId":"streamEvents","summary":"Server-Sent Events of the account: email.created, email.updated, email.deleted; data is EventData. Resume with Last-Event-ID.","security":sec,
+    "parameters":[{"name":"Last-Event-ID","in":"header","required":False,"schema":{"type":"string","pattern":"^[0-9]+-[0-9]+$"}},
+                  q("lastEventId",{"type":"string","pattern":"^[0-9]+-[0-9]+$"},"Same as the Last-Event-ID header.")],
+    "responses":std(**{"200":{"description":"The event stream.","content":{"text/event-stream":{"schema":{"type":"string"}}}},"429":r("TooManyRequests")})}},
+ "/v1/inbound":{
+  "post":{"operationId":"inbound","summary":"Store a raw RFC 5322 message, one email per envelope recipient.","security":sec,
+    "parameters":[{"name":"X-Envelope-From","in":"header","required":False,"schema":{"type":"string"}},
+                  {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."}],
+    "requestBody":{"required":True,"content":{"message/rfc822":{"schema":{"type":"string"}}}},
+    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"413":r("TooLarge")})}},
+ "/v1/openapi.json":{"get":{"operationId":"openAPI","summary":"This document.","security":[],
+    "responses":{"200":{"description":"OpenAPI 3.1 document.","content":{"application/json":{"schema":{"type":"object"}}}}}}},
+ "/healthz":{"get":{"operationId":"health","summary":"The process is up.","security":[],
+    "responses":{"200":{"description":"Up.",**j("HealthResponse")}}}},
+ "/readyz":{"get":{"operationId":"ready","summary":"The store answers.","security":[],
+    "responses":{"200":{"description":"Ready.",**j("HealthResponse")},"503":r("Unavailable")}}},
+}
+doc={"openapi":"3.1.0","info":{"title":"mailsink API","version":"1.0.0",
+  "description":"Captured email inspection: list, create, read, update and delete the emails of the API key's account."},
+ "servers":[{"url":"/"}],"security":sec,"paths":paths,
+ "components":{"schemas":schemas,"responses":resp,"securitySchemes":{
+   "bearer":{"type":"http","scheme":"bearer"},"apiKey":{"type":"apiKey","in":"header","name":"x-api-key"}}}}
+print(json.dumps(doc,indent=1))

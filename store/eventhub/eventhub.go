@@ -1,0 +1,244 @@
+// Package eventhub fans a store's change events out to the subscribers of
+// one process, per account, and keeps a bounded history of each account's
+// recent events for resumption. Stores use it to implement store.Notifier:
+// the embedded store publishes into it after each commit; the Redis store
+// feeds it from Redis pub/sub so that every replica sees every event.
+package eventhub
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// DefaultHistory is how many recent events per account a Hub keeps when
+// New is given 0.
+const DefaultHistory = 1000
+
+// subscriberBuffer is how many undelivered events a subscriber may have
+// before it is dropped (its channel closed) instead of slowing everyone.
+const subscriberBuffer = 256
+
+// Hub is the per-process fan-out of events. It is safe for concurrent use.
+type Hub struct {
+	history int
+
+	mu       sync.Mutex
+	subs     map[string]map[*subscription]struct{} // by account
+	recent   map[string]*ring                      // by account; nil when history is off
+	lastMS   int64                                 // of the last generated id
+	lastSeq  int64
+	closed   bool
+	nowMilli func() int64
+}
+
+// New returns a Hub that keeps the last history events of each account for
+// After; a negative history keeps none (the caller keeps its own).
+func New(history int) *Hub {
+	if history == 0 {
+		history = DefaultHistory
+	}
+	h := &Hub{
+		history:  history,
+		subs:     map[string]map[*subscription]struct{}{},
+		nowMilli: func() int64 { return time.Now().UnixMilli() },
+	}
+	if history > 0 {
+		h.recent = map[string]*ring{}
+	}
+	return h
+}
+
+// NextID returns a new event id, "<unix ms>-<seq>", greater than every id
+// it returned before.
+func (h *Hub) NextID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ms := h.nowMilli()
+	if ms <= h.lastMS {
+		ms, h.lastSeq = h.lastMS, h.lastSeq+1
+	} else {
+		h.lastSeq = 0
+	}
+	h.lastMS = ms
+	return strconv.FormatInt(ms, 10) + "-" + strconv.FormatInt(h.lastSeq, 10)
+}
+
+// Publish delivers e to the subscribers of its account and records it in
+// the account's history. e.ID must be set (NextID, or an id from the shared
+// backend). A subscriber whose buffer is full is dropped.
+func (h *Hub) Publish(e store.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	if h.recent != nil {
+		r := h.recent[e.AccountID]
+		if r == nil {
+			r = &ring{max: h.history}
+			h.recent[e.AccountID] = r
+		}
+		r.add(e)
+	}
+	for s := range h.subs[e.AccountID] {
+		select {
+		case s.ch <- e:
+		default:
+			h.dropLocked(s)
+		}
+	}
+}
+
+// Subscribe returns a subscription to the account's events published from
+// now on.
+func (h *Hub) Subscribe(accountID string) store.Subscription {
+	s := &subscription{hub: h, account: accountID, ch: make(chan store.Event, subscriberBuffer)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(s.ch)
+		s.done = true
+		return s
+	}
+	m := h.subs[accountID]
+	if m == nil {
+		m = map[*subscription]struct{}{}
+		h.subs[accountID] = m
+	}
+	m[s] = struct{}{}
+	return s
+}
+
+// After returns the account's kept events with ids after afterID, oldest
+// first, and whether they are complete: false when events after afterID
+// have already fallen out of the history. It returns an error with code
+// Invalid when afterID is not an event id.
+func (h *Hub) After(accountID, afterID string) ([]store.Event, bool, error) {
+	after, err := ParseID(afterID)
+	if err != nil {
+		return nil, false, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.recent[accountID]
+	if r == nil {
+		return nil, true, nil
+	}
+	events, complete := r.after(after)
+	return events, complete, nil
+}
+
+// Subscribers returns how many subscriptions are open.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.subs {
+		n += len(m)
+	}
+	return n
+}
+
+// Close ends every subscription; later ones end at once.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, m := range h.subs {
+		for s := range m {
+			h.dropLocked(s)
+		}
+	}
+}
+
+func (h *Hub) dropLocked(s *subscription) {
+	if s.done {
+		return
+	}
+	s.done = true
+	close(s.ch)
+	m := h.subs[s.account]
+	delete(m, s)
+	if len(m) == 0 {
+		delete(h.subs, s.account)
+	}
+}
+
+type subscription struct {
+	hub     *Hub
+	account string
+	ch      chan store.Event
+	done    bool // guarded by hub.mu
+}
+
+func (s *subscription) Events() <-chan store.Event { return s.ch }
+
+func (s *subscription) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.hub.dropLocked(s)
+}
+
+// ID is a parsed event id: events are ordered by (MS, Seq).
+type ID struct {
+	MS, Seq int64
+}
+
+// ParseID parses "<ms>-<seq>" (the form of Redis stream ids too). It returns
+// an error with code Invalid otherwise.
+func ParseID(s string) (ID, error) {
+	ms, seq, ok := strings.Cut(s, "-")
+	a, errA := strconv.ParseInt(ms, 10, 64)
+	b, errB := strconv.ParseInt(seq, 10, 64)
+	if !ok || errA != nil || errB != nil || a < 0 || b < 0 {
+		return ID{}, store.Errorf(store.Invalid, "event id %q is not of the form <ms>-<seq>", s)
+	}
+	return ID{a, b}, nil
+}
+
+// Less reports whether id comes before o.
+func (id ID) Less(o ID) bool {
+	return id.MS < o.MS || id.MS == o.MS && id.Seq < o.Seq
+}
+
+func (id ID) String() string { return fmt.Sprintf("%d-%d", id.MS, id.Seq) }
+
+// ring is one account's recent events: a circular buffer, oldest first.
+type ring struct {
+	events []store.Event
+	start  int // index of the oldest event once the buffer is full
+	max    int
+	// gone is the id of the newest event that fell out of the history;
+	// zero while none has.
+	gone ID
+}
+
+func (r *ring) add(e store.Event) {
+	if len(r.events) < r.max {
+		r.events = append(r.events, e)
+		return
+	}
+	if id, err := ParseID(r.events[r.start].ID); err == nil {
+		r.gone = id
+	}
+	r.events[r.start] = e
+	r.start = (r.start + 1) % r.max
+}
+
+// after returns the kept events after the id, and whether they are all the
+// events after it (none fell out of the history).
+func (r *ring) after(after ID) ([]store.Event, bool) {
+	var out []store.Event
+	for i := range r.events {
+		e := r.events[(r.start+i)%len(r.events)]
+		if id, err := ParseID(e.ID); err == nil && after.Less(id) {
+			out = append(out, e)
+		}
+	}
+	return out, !after.Less(r.gone)
+}
