@@ -1,0 +1,186 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mailsink/mailsink/internal/testenv"
+)
+
+// openAPI is the served OpenAPI document, with a JSON Schema 2020-12
+// compiler over it: OpenAPI 3.1 schemas are JSON Schema.
+type openAPI struct {
+	doc      map[string]any
+	compiler *jsonschema.Compiler
+	// exercised records the operations a test answered, "GET /v1/emails".
+	exercised map[string]bool
+}
+
+const openAPIURL = "mem:///openapi.json"
+
+func loadOpenAPI(t *testing.T, e *testenv.Env) *openAPI {
+	t.Helper()
+	resp := get(t, e, "/v1/openapi.json", "")
+	if resp.Status != http.StatusOK {
+		t.Fatalf("openapi.json without a key: %d", resp.Status)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["openapi"] != "3.1.0" || doc["info"].(map[string]any)["version"] != "1.0.0" {
+		t.Fatalf("openapi %v, info.version %v; want 3.1.0 and 1.0.0", doc["openapi"], doc["info"])
+	}
+	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(openAPIURL, schemaDoc); err != nil {
+		t.Fatal(err)
+	}
+	return &openAPI{doc: doc, compiler: c, exercised: map[string]bool{}}
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// check validates resp, the answer to method on the documented path
+// template, against the document: the status must be documented, the
+// content type too, and a JSON body must match its schema.
+func (o *openAPI) check(t *testing.T, method, template string, resp *testenv.Response) {
+	t.Helper()
+	op, ok := o.doc["paths"].(map[string]any)[template].(map[string]any)[strings.ToLower(method)].(map[string]any)
+	if !ok {
+		t.Fatalf("%s %s is not documented", method, template)
+	}
+	o.exercised[method+" "+template] = true
+	status := strconv.Itoa(resp.Status)
+	r, ok := op["responses"].(map[string]any)[status].(map[string]any)
+	if !ok {
+		t.Fatalf("%s %s answered %s, which is not documented: %s", method, template, status, resp.Body)
+	}
+	pointer := "#/paths/" + escapePointer(template) + "/" + strings.ToLower(method) + "/responses/" + status
+	if ref, ok := r["$ref"].(string); ok {
+		pointer = ref
+		name := strings.TrimPrefix(ref, "#/components/responses/")
+		r = o.doc["components"].(map[string]any)["responses"].(map[string]any)[name].(map[string]any)
+	}
+	content, _ := r["content"].(map[string]any)
+	if len(content) == 0 {
+		if len(resp.Body) != 0 {
+			t.Errorf("%s %s %s: documented without content, answered %q", method, template, status, resp.Body)
+		}
+		return
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if _, ok := content[mt]; !ok && !(content["application/octet-stream"] != nil) {
+		t.Errorf("%s %s %s: content type %q is not documented", method, template, status, mt)
+		return
+	}
+	if mt != "application/json" {
+		return
+	}
+	sch, err := o.compiler.Compile(openAPIURL + pointer + "/content/application~1json/schema")
+	if err != nil {
+		t.Fatalf("compile the schema of %s %s %s: %v", method, template, status, err)
+	}
+	body, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp.Body))
+	if err != nil {
+		t.Fatalf("%s %s %s: body is not JSON: %v", method, template, status, err)
+	}
+	if err := sch.Validate(body); err != nil {
+		t.Errorf("%s %s %s: the answer does not match the document: %v\n%s", method, template, status, err, resp.Body)
+	}
+}
+
+// TestOpenAPIDescribesTheAnswers sends a request to every documented
+// operation, on its happy path and its error paths, and checks each answer
+// against the served document; every documented operation must be
+// exercised, so the document cannot drift from the routes.
+func TestOpenAPIDescribesTheAnswers(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		o := loadOpenAPI(t, e)
+		do := func(method, path, key string, body any) *testenv.Response { return e.Do(t, method, path, key, body) }
+		const emails, one = "/v1/emails", "/v1/emails/{emailId}"
+		missing := "/v1/emails/0190b6d2-7c3e-7a1b-8c2d-1234567890ab"
+
+		created := do(http.MethodPost, emails, acme, map[string]any{"recipient": "oa@acme.test", "sender": "app@example.com", "raw": withAttachment})
+		o.check(t, "POST", emails, created)
+		id := created.JSON(t)["item"].(map[string]any)["id"].(string)
+		o.check(t, "POST", emails, do(http.MethodPost, emails, acme, map[string]any{"recipient": "oa@acme.test", "sender": "app@example.com", "subject": "plain", "text": "hi"}))
+		o.check(t, "POST", emails, do(http.MethodPost, emails, acme, map[string]any{"recipient": "nope"}))
+		o.check(t, "POST", emails, do(http.MethodPost, emails, "", map[string]any{}))
+
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?recipient=oa%40acme.test", acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?limit=0", acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails, "wrong", nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?wait=1&subject=never", acme, nil))
+
+		o.check(t, "GET", one, do(http.MethodGet, "/v1/emails/"+id, acme, nil))
+		o.check(t, "GET", one, do(http.MethodGet, "/v1/emails/xyz", acme, nil))
+		o.check(t, "GET", one, do(http.MethodGet, missing, acme, nil))
+		o.check(t, "PATCH", one, do(http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"labels": []string{"a"}, "notes": nil}))
+		o.check(t, "PATCH", one, do(http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"status": "gone"}))
+		o.check(t, "PATCH", one, do(http.MethodPatch, missing, acme, map[string]any{}))
+
+		o.check(t, "GET", one+"/raw", get(t, e, "/v1/emails/"+id+"/raw", acme))
+		o.check(t, "GET", one+"/raw", get(t, e, missing+"/raw", acme))
+		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/0", acme))
+		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/9", acme))
+		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/z", acme))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.BaseURL+"/v1/events", nil)
+		req.Header.Set("X-Api-Key", acme)
+		stream, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.check(t, "GET", "/v1/events", &testenv.Response{Status: stream.StatusCode, Header: stream.Header, Body: []byte{}})
+		cancel()
+		stream.Body.Close()
+		o.check(t, "GET", "/v1/events", get(t, e, "/v1/events?lastEventId=x", acme))
+
+		inbound := func(key, body string) *testenv.Response {
+			req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", strings.NewReader(body))
+			req.Header.Set("Content-Type", "message/rfc822")
+			req.Header.Set("X-Api-Key", key)
+			return e.Send(t, req)
+		}
+		o.check(t, "POST", "/v1/inbound", inbound(acme, "From: a@example.com\r\nTo: in@acme.test, in2@acme.test\r\n\r\nhi\r\n"))
+		o.check(t, "POST", "/v1/inbound", inbound(acme, ""))
+		o.check(t, "POST", "/v1/inbound", inbound("", "x"))
+
+		o.check(t, "DELETE", one, do(http.MethodDelete, "/v1/emails/"+id, acme, nil))
+		o.check(t, "DELETE", one, do(http.MethodDelete, "/v1/emails/"+id, acme, nil))
+		o.check(t, "DELETE", emails, do(http.MethodDelete, emails, acme, nil))
+		o.check(t, "DELETE", emails, do(http.MethodDelete, emails+"?recipient=in%40acme.test", acme, nil))
+
+		o.check(t, "GET", "/healthz", get(t, e, "/healthz", ""))
+		o.check(t, "GET", "/readyz", get(t, e, "/readyz", ""))
+		o.check(t, "GET", "/v1/openapi.json", get(t, e, "/v1/openapi.json", ""))
+
+		for path, item := range o.doc["paths"].(map[string]any) {
+			for method := range item.(map[string]any) {
+				if method == "parameters" {
+					continue
+				}
+				if op := strings.ToUpper(method) + " " + path; !o.exercised[op] {
+					t.Errorf("%s is documented but no test request exercised it", op)
+				}
+			}
+		}
+	})
+}
