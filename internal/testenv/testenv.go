@@ -95,6 +95,26 @@ func OpenRedis(t *testing.T) store.Store {
 	return redisstore.New(client, redisstore.Options{Prefix: prefix})
 }
 
+// SharedRedis returns a backend whose stores all share one Redis key prefix
+// of their own: several mailsinks started on it are replicas of one
+// deployment. The prefix's keys are deleted when the test ends.
+func SharedRedis(t *testing.T) Backend {
+	t.Helper()
+	url := RedisURL(t)
+	if url == "" {
+		t.Skip("Redis is not available")
+	}
+	prefix := "mailsink-test:" + RandomHex(6) + ":"
+	t.Cleanup(func() { DeletePrefix(t, url, prefix) })
+	return Backend{Name: "redis-shared", Open: func(t *testing.T) store.Store {
+		client, err := redisstore.NewClient(url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return redisstore.New(client, redisstore.Options{Prefix: prefix})
+	}}
+}
+
 // DeletePrefix removes every key under prefix.
 func DeletePrefix(t *testing.T, url, prefix string) {
 	t.Helper()
