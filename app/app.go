@@ -13,10 +13,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/smtpd"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
@@ -25,12 +29,13 @@ import (
 
 // App is a running mailsink.
 type App struct {
-	cfg   *config.Config
-	log   *slog.Logger
-	store store.Store
-	smtp  *smtpd.Server
-	http  *httpapi.Server
-	api   *httpapi.API
+	cfg     *config.Config
+	log     *slog.Logger
+	store   store.Store
+	smtp    *smtpd.Server
+	http    *httpapi.Server
+	api     *httpapi.API
+	metrics *metrics.Metrics
 }
 
 // Start opens the store and starts both listeners. On error nothing is left
@@ -47,7 +52,12 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 // StartWithStore starts both listeners on an open store, which the App then
 // owns and closes on Shutdown (or at once when starting fails).
 func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log *slog.Logger) (*App, error) {
-	a := &App{cfg: cfg, log: log, store: st}
+	registry := prometheus.NewRegistry()
+	m := metrics.New(registry, cfg.Version)
+	if b, ok := st.(metrics.Backend); ok {
+		st = m.InstrumentStore(b, backendName(st))
+	}
+	a := &App{cfg: cfg, log: log, store: st, metrics: m}
 	reg := accounts.New(cfg.Accounts)
 	ing := ingest.New(st, time.Now)
 
@@ -58,9 +68,16 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AllowInsecureAuth: cfg.SMTP.AllowInsecureAuth,
 		ReadTimeout:       cfg.SMTP.ReadTimeout,
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
+		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))
-	api := httpapi.New(httpapi.Config{MaxMessageBytes: cfg.MaxMessageBytes, MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount}, st, reg, ing, log.With("component", "http"), time.Now)
+	api := httpapi.New(httpapi.Config{
+		MaxMessageBytes:   cfg.MaxMessageBytes,
+		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
+		Metrics:           m,
+		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
+	m.HeldRequests(api.HeldRequests)
 	a.http = httpapi.NewServer(cfg.HTTP.Addr, api, log.With("component", "http"))
 
 	if err := a.smtp.Start(); err != nil {
@@ -98,6 +115,20 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 	}
 	return st, "embedded " + path, nil
 }
+
+// backendName is the store label of the metrics.
+func backendName(st store.Store) string {
+	switch st.(type) {
+	case *boltstore.Store:
+		return "embedded"
+	case *redisstore.Store:
+		return "redis"
+	}
+	return "other"
+}
+
+// Metrics returns the app's metrics (tests assert on them).
+func (a *App) Metrics() *metrics.Metrics { return a.metrics }
 
 // SMTPAddr returns the SMTP listener's address.
 func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }

@@ -33,6 +33,10 @@ type Config struct {
 	MaxMessageBytes int64
 	// ShutdownTimeout bounds how long in-flight work may take on SIGTERM.
 	ShutdownTimeout time.Duration
+
+	// Version is the build's version, for mailsink_build_info; main sets
+	// it, no variable does.
+	Version string
 }
 
 // HTTP configures the HTTP listener.

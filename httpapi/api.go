@@ -18,6 +18,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
+	// Metrics, when not nil, counts requests by route; MetricsHandler, when
+	// not nil, is served at /metrics.
+	Metrics        *metrics.Metrics
+	MetricsHandler http.Handler
 }
 
 // API is the HTTP handler of mailsink.
@@ -98,6 +103,10 @@ func (a *API) routes() http.Handler {
 	})
 	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
+	if a.cfg.MetricsHandler != nil {
+		r.Handle("/metrics", a.cfg.MetricsHandler).Methods(http.MethodGet, http.MethodHead)
+	}
+	r.Use(noteRoute)
 
 	// The /v1 routes sit on the root router (not a subrouter) so that a
 	// known path with the wrong method answers 405: gorilla/mux loses the
@@ -119,10 +128,39 @@ func (a *API) routes() http.Handler {
 	return a.common(r)
 }
 
-// common sets the headers every answer carries and recovers from panics, so
-// that a bug answers 500 instead of dropping the connection.
+// routeKey holds a *string that noteRoute fills with the matched route's
+// template, for the metrics.
+type routeKey struct{}
+
+// noteRoute records the template of the route that matched.
+func noteRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := r.Context().Value(routeKey{}).(*string); ok {
+			if t, err := mux.CurrentRoute(r).GetPathTemplate(); err == nil {
+				*p = t
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// common sets the headers every answer carries, counts the request in the
+// metrics, and recovers from panics, so that a bug answers 500 instead of
+// dropping the connection.
 func (a *API) common(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.cfg.Metrics != nil {
+			start, route := time.Now(), "unmatched"
+			rec := &statusRecorder{ResponseWriter: w}
+			w = rec
+			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, &route))
+			defer func() {
+				if rec.status == 0 {
+					rec.status = http.StatusOK
+				}
+				a.cfg.Metrics.HTTPRequest(route, r.Method, rec.status, time.Since(start))
+			}()
+		}
 		h := w.Header()
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")

@@ -86,3 +86,14 @@ func TestEventsAcrossReplicas(t *testing.T) {
 		t.Errorf("resumed on A after %s: got %s, want %s", ev1.ID, got.ID, ev2.ID)
 	}
 }
+
+// dialSMTP opens an SMTP client connection; the test closes it.
+func dialSMTP(t testing.TB, addr string) *smtp.Client {
+	t.Helper()
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

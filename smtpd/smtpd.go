@@ -20,6 +20,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -34,6 +35,8 @@ type Config struct {
 	WriteTimeout      time.Duration
 	// StoreTimeout bounds how long one message may wait for the store.
 	StoreTimeout time.Duration
+	// Metrics, when not nil, counts connections and messages.
+	Metrics *metrics.Metrics
 }
 
 // Server is a running SMTP listener.
@@ -117,6 +120,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	s.cfg.Metrics.SMTPConnection()
 	return &session{srv: s, remote: c.Conn().RemoteAddr().String()}, nil
 }
 
@@ -191,28 +195,39 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // Data reads the message and stores one email per recipient. It answers 250
 // only once the store has committed them.
 func (s *session) Data(r io.Reader) error {
+	size, result, err := s.receive(r)
+	s.srv.cfg.Metrics.SMTPMessage(result, size, len(s.rcpts))
+	return err
+}
+
+// receive reads and stores one message; it returns its size, the result
+// for the metrics ("accepted", or why it was refused) and the reply error.
+func (s *session) receive(r io.Reader) (int, string, error) {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		var smtpErr *smtp.SMTPError
-		if errors.As(err, &smtpErr) {
-			return smtpErr
+		switch {
+		case errors.As(err, &smtpErr):
+			if smtpErr.Code == 552 {
+				return len(raw), "too_large", smtpErr
+			}
+			return len(raw), "invalid", smtpErr
+		case errors.Is(err, smtp.ErrTooLongLine):
+			return len(raw), "line_too_long", &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
 		}
-		if errors.Is(err, smtp.ErrTooLongLine) {
-			return &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
-		}
-		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Connection problem while reading the message"}
+		return len(raw), "connection_error", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Connection problem while reading the message"}
 	}
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && int64(len(raw)) > limit {
-		return errTooLarge
+		return len(raw), "too_large", errTooLarge
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 	defer cancel()
 	emails, err := s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), ingest.Envelope{Sender: s.from, Recipients: s.rcpts})
 	if err != nil {
-		return s.srv.reply(err, s.remote)
+		return len(raw), strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
 	s.srv.log.Debug("smtp message stored", "remote", s.remote, "recipients", len(emails), "bytes", len(raw))
-	return nil
+	return len(raw), "accepted", nil
 }
 
 // Reset forgets the current message.

@@ -64,6 +64,7 @@ func serve(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mailsink: configuration:", err)
 		return 2
 	}
+	cfg.Version = version
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,197 @@
+// Package metrics defines mailsink's Prometheus metrics on a registry that
+// the caller owns, and a store.Store decorator that times every store
+// operation. The SMTP and HTTP servers record into a *Metrics they are given;
+// a nil *Metrics records nothing, so tests may leave it out.
+package metrics
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// Metrics holds every metric family of mailsink.
+type Metrics struct {
+	SMTPConnections prometheus.Counter
+	SMTPMessages    *prometheus.CounterVec // by result: accepted, or the reason of a refusal
+	SMTPBytes       prometheus.Counter
+	SMTPRecipients  prometheus.Histogram
+	HTTPRequests    *prometheus.CounterVec   // by route, method, status
+	HTTPDuration    *prometheus.HistogramVec // by route, method
+	StoreDuration   *prometheus.HistogramVec // by operation, backend, result
+	registerer      prometheus.Registerer
+}
+
+// New registers mailsink's metrics on reg. version is reported by
+// mailsink_build_info.
+func New(reg prometheus.Registerer, version string) *Metrics {
+	f := promauto.With(reg)
+	m := &Metrics{
+		registerer: reg,
+		SMTPConnections: f.NewCounter(prometheus.CounterOpts{
+			Name: "mailsink_smtp_connections_total", Help: "SMTP connections accepted.",
+		}),
+		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsink_smtp_messages_total",
+			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal).",
+		}, []string{"result"}),
+		SMTPBytes: f.NewCounter(prometheus.CounterOpts{
+			Name: "mailsink_smtp_received_bytes_total", Help: "Bytes of SMTP messages accepted.",
+		}),
+		SMTPRecipients: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "mailsink_smtp_recipients_per_message", Help: "Accepted recipients per accepted SMTP message.",
+			Buckets: []float64{1, 2, 3, 5, 10, 20, 50, 100},
+		}),
+		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsink_http_requests_total", Help: "HTTP requests by route template, method and status.",
+		}, []string{"route", "method", "status"}),
+		HTTPDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mailsink_http_request_duration_seconds", Help: "HTTP request latency by route template and method (held requests included).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route", "method"}),
+		StoreDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mailsink_store_operation_duration_seconds", Help: "Store operation latency by operation, backend and result (ok or the error code).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}, []string{"operation", "backend", "result"}),
+	}
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailsink_build_info", Help: "Always 1; the labels tell the build.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": goVersion},
+	}, func() float64 { return 1 })
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// HeldRequests registers the gauge of HTTP requests held open (list with
+// wait, event streams), read from fn at scrape time.
+func (m *Metrics) HeldRequests(fn func() int) {
+	if m == nil {
+		return
+	}
+	promauto.With(m.registerer).NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailsink_http_held_requests", Help: "HTTP requests held open now: list requests with wait, and event streams.",
+	}, func() float64 { return float64(fn()) })
+}
+
+// SMTPMessage records the result of one SMTP message.
+func (m *Metrics) SMTPMessage(result string, bytes, recipients int) {
+	if m == nil {
+		return
+	}
+	m.SMTPMessages.WithLabelValues(result).Inc()
+	if result == "accepted" {
+		m.SMTPBytes.Add(float64(bytes))
+		m.SMTPRecipients.Observe(float64(recipients))
+	}
+}
+
+// SMTPConnection records one accepted SMTP connection.
+func (m *Metrics) SMTPConnection() {
+	if m != nil {
+		m.SMTPConnections.Inc()
+	}
+}
+
+// HTTPRequest records one answered HTTP request.
+func (m *Metrics) HTTPRequest(route, method string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.HTTPRequests.WithLabelValues(route, method, statusText(status)).Inc()
+	m.HTTPDuration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+func statusText(code int) string {
+	const digits = "0123456789"
+	if code < 100 || code > 999 {
+		return "other"
+	}
+	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
+}
+
+// Backend is what Store decorates: every mailsink store publishes events.
+type Backend interface {
+	store.Store
+	store.Notifier
+}
+
+// Store times each operation of a backend into StoreDuration.
+type Store struct {
+	Backend
+	name string
+	hist *prometheus.HistogramVec
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// InstrumentStore returns b timed under the backend label name; with a nil
+// m it returns b itself.
+func (m *Metrics) InstrumentStore(b Backend, name string) Backend {
+	if m == nil {
+		return b
+	}
+	return &Store{Backend: b, name: name, hist: m.StoreDuration}
+}
+
+func (s *Store) observe(op string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = store.CodeOf(err).String()
+	}
+	s.hist.WithLabelValues(op, s.name, result).Observe(time.Since(start).Seconds())
+}
+
+// CreateEmails implements store.Store.
+func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) (err error) {
+	defer func(start time.Time) { s.observe("create", start, err) }(time.Now())
+	return s.Backend.CreateEmails(ctx, body, emails)
+}
+
+// GetEmail implements store.Store.
+func (s *Store) GetEmail(ctx context.Context, accountID, id string) (e *store.Email, err error) {
+	defer func(start time.Time) { s.observe("get", start, err) }(time.Now())
+	return s.Backend.GetEmail(ctx, accountID, id)
+}
+
+// GetBody implements store.Store.
+func (s *Store) GetBody(ctx context.Context, accountID, id string) (b *store.Body, err error) {
+	defer func(start time.Time) { s.observe("get_body", start, err) }(time.Now())
+	return s.Backend.GetBody(ctx, accountID, id)
+}
+
+// ListEmails implements store.Store.
+func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) (out []*store.Email, err error) {
+	defer func(start time.Time) { s.observe("list", start, err) }(time.Now())
+	return s.Backend.ListEmails(ctx, q)
+}
+
+// UpdateEmail implements store.Store.
+func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (e *store.Email, err error) {
+	defer func(start time.Time) { s.observe("update", start, err) }(time.Now())
+	return s.Backend.UpdateEmail(ctx, accountID, id, u)
+}
+
+// DeleteEmail implements store.Store.
+func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) (err error) {
+	defer func(start time.Time) { s.observe("delete", start, err) }(time.Now())
+	return s.Backend.DeleteEmail(ctx, accountID, id)
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer func(start time.Time) { s.observe("ping", start, err) }(time.Now())
+	return s.Backend.Ping(ctx)
+}
