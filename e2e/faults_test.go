@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -236,6 +237,26 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 		slows = append(slows, slow{c: c, w: w, subject: subject})
 	}
 
+	// Idle clients: one between messages after EHLO, as a pooled sender
+	// keeps its connection, and one that has only read the greeting. They
+	// must not hold the shutdown up.
+	idle, err := smtp.Dial(p.SMTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if err := idle.Hello("pooled.example"); err != nil {
+		t.Fatal(err)
+	}
+	mute, err := net.Dial("tcp", p.SMTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	if _, err := bufio.NewReader(mute).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +281,11 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 			continue
 		}
 		slowAcked = append(slowAcked, s.subject)
+		// A sender that reuses its connection is told to come back later.
+		var se *smtp.SMTPError
+		if err := s.c.Mail("slow@example.com", nil); !errors.As(err, &se) || se.Code != 421 {
+			t.Errorf("%s: a new MAIL after SIGTERM: %v, want 421", s.subject, err)
+		}
 		if err := s.c.Quit(); err != nil {
 			t.Errorf("%s: QUIT after SIGTERM: %v", s.subject, err)
 		}
@@ -276,6 +302,9 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	}
 	if took > shutdownTimeout {
 		t.Errorf("mailsink took %v to exit after SIGTERM, want at most MAILSINK_SHUTDOWN_TIMEOUT %v", took, shutdownTimeout)
+	}
+	if err := idle.Noop(); err == nil {
+		t.Errorf("the idle connection still answers after mailsink exited")
 	}
 	load.finish()
 	stopped = true
