@@ -221,5 +221,5 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 		}
 	}
 	t.Logf("crash test: sent %d, acknowledged %d, stored after restart %d, lost %d", sent.Load(), len(acked), len(stored), lost)
-	fmt.Printf("crash test (SIGKILL, embedded store): sent %d, acknowledged %d, stored %d, lost %d\n", sent.Load(), len(acked), len(stored), lost)
+	figures("crash test (SIGKILL, embedded store): sent %d, acknowledged %d, stored %d, lost %d", sent.Load(), len(acked), len(stored), lost)
 }

@@ -47,6 +47,7 @@ type Server struct {
 	log      *slog.Logger
 	smtp     *smtp.Server
 	ln       net.Listener
+	drain    drainState
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -62,6 +63,7 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 		cfg.StoreTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
+	s.drain.conns = map[*drainConn]struct{}{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
@@ -96,6 +98,7 @@ func (s *Server) Start() error {
 	if s.cfg.MaxMessageBytes > 0 {
 		ln = &sizeListener{Listener: ln, limit: s.cfg.MaxMessageBytes}
 	}
+	ln = &drainListener{Listener: ln, state: &s.drain}
 	s.ln = ln
 	go func() {
 		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
@@ -108,9 +111,11 @@ func (s *Server) Start() error {
 // Addr returns the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Shutdown stops accepting connections and waits for open sessions to end
+// Shutdown stops accepting connections, lets transactions under way finish
+// and closes idle connections (drain.go), and waits for open sessions to end
 // until ctx is done; then it closes them.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.drain.drain()
 	err := s.smtp.Shutdown(ctx)
 	s.cancel()
 	if err != nil {
@@ -121,12 +126,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
-	return &session{srv: s, remote: c.Conn().RemoteAddr().String()}, nil
+	dc, _ := c.Conn().(*drainConn)
+	return &session{srv: s, conn: dc, remote: c.Conn().RemoteAddr().String()}, nil
 }
 
 // session is one SMTP connection's state.
 type session struct {
 	srv     *Server
+	conn    *drainConn // nil if the connection is not tracked
 	remote  string
 	account *store.Account // set by a successful AUTH
 	from    string
@@ -163,6 +170,9 @@ func (s *session) authenticate(key string) error {
 func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
 		return errTooLarge
+	}
+	if !s.conn.begin() {
+		return errShuttingDown
 	}
 	s.from = from
 	s.rcpts = s.rcpts[:0]
@@ -234,6 +244,7 @@ func (s *session) receive(r io.Reader) (int, string, error) {
 func (s *session) Reset() {
 	s.from = ""
 	s.rcpts = s.rcpts[:0]
+	s.conn.end()
 }
 
 // Logout ends the session.

@@ -1,0 +1,123 @@
+package smtpd
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Draining on shutdown. go-smtp's Shutdown closes the listener and then waits
+// for every connection to end, so one idle client (a pooled sender between
+// messages, or one that connected and said nothing) held SIGTERM up for the
+// whole shutdown timeout, after which mailsink exited with an error. The
+// server therefore tracks its connections: once draining, a connection
+// outside a transaction gets at most idleGrace to send each command (time
+// for the QUIT after a 250), after which go-smtp answers 421 4.4.2 and closes
+// it; a transaction already under way keeps its deadlines and finishes; a new
+// MAIL is refused with 421 4.3.2.
+
+// idleGrace is how long a connection outside a transaction may wait before
+// each command while the server drains.
+const idleGrace = time.Second
+
+// errShuttingDown refuses a new transaction while the server drains.
+var errShuttingDown = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 2},
+	Message: "Service shutting down, try again later"}
+
+// drainState is the server's set of open connections.
+type drainState struct {
+	mu       sync.Mutex
+	conns    map[*drainConn]struct{}
+	draining bool
+}
+
+// drain starts draining: connections outside a transaction have idleGrace
+// to send their next command.
+func (d *drainState) drain() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.draining = true
+	deadline := time.Now().Add(idleGrace)
+	for c := range d.conns {
+		if !c.inTx {
+			c.Conn.SetReadDeadline(deadline)
+		}
+	}
+}
+
+// drainListener hands out tracked connections.
+type drainListener struct {
+	net.Listener
+	state *drainState
+}
+
+func (l *drainListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	dc := &drainConn{Conn: c, state: l.state}
+	l.state.mu.Lock()
+	l.state.conns[dc] = struct{}{}
+	l.state.mu.Unlock()
+	return dc, nil
+}
+
+// drainConn is a connection that knows whether it is in a transaction.
+type drainConn struct {
+	net.Conn
+	state *drainState
+	inTx  bool // guarded by state.mu
+}
+
+// SetReadDeadline shortens go-smtp's per-command deadline to idleGrace while
+// the server drains and the connection is outside a transaction.
+func (c *drainConn) SetReadDeadline(t time.Time) error {
+	c.state.mu.Lock()
+	if c.state.draining && !c.inTx {
+		if limit := time.Now().Add(idleGrace); t.IsZero() || t.After(limit) {
+			t = limit
+		}
+	}
+	c.state.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *drainConn) Close() error {
+	c.state.mu.Lock()
+	delete(c.state.conns, c)
+	c.state.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// begin marks the start of a transaction; it reports false when the server
+// drains and no transaction may start. c may be nil (a connection the
+// server does not track).
+func (c *drainConn) begin() bool {
+	if c == nil {
+		return true
+	}
+	c.state.mu.Lock()
+	defer c.state.mu.Unlock()
+	if c.state.draining {
+		return false
+	}
+	c.inTx = true
+	return true
+}
+
+// end marks the end of a transaction (after its reply is written); while
+// draining, the connection then has idleGrace for its next command.
+func (c *drainConn) end() {
+	if c == nil {
+		return
+	}
+	c.state.mu.Lock()
+	defer c.state.mu.Unlock()
+	c.inTx = false
+	if c.state.draining {
+		c.Conn.SetReadDeadline(time.Now().Add(idleGrace))
+	}
+}
