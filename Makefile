@@ -44,6 +44,8 @@ bench:
 fuzz:
 	$(GO) test ./mailparse -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 	$(GO) test ./store -run '^$$' -fuzz FuzzValidAddress -fuzztime $(FUZZTIME)
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzListQuery -fuzztime $(FUZZTIME)
+	$(GO) test ./httpapi -run '^$$' -fuzz FuzzRequestBody -fuzztime $(FUZZTIME)
 
 ## cluster-up / cluster-down: a 3-master Redis Cluster on loopback for the cluster tests
 cluster-up:

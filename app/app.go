@@ -68,17 +68,27 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AllowInsecureAuth: cfg.SMTP.AllowInsecureAuth,
 		ReadTimeout:       cfg.SMTP.ReadTimeout,
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
+		DataTimeout:       cfg.SMTP.DataTimeout,
+		MaxConnections:    cfg.SMTP.MaxConnections,
 		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))
 	api := httpapi.New(httpapi.Config{
-		MaxMessageBytes:   cfg.MaxMessageBytes,
-		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
-		Metrics:           m,
-		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		MaxMessageBytes:       cfg.MaxMessageBytes,
+		MaxHeldPerAccount:     cfg.HTTP.MaxHeldPerAccount,
+		MaxJSONBytes:          cfg.HTTP.MaxJSONBytes,
+		AuthFailuresPerMinute: cfg.HTTP.AuthFailuresPerMinute,
+		Metrics:               m,
+		MetricsHandler:        promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.HeldRequests)
-	a.http = httpapi.NewServer(cfg.HTTP.Addr, api, log.With("component", "http"))
+	a.http = httpapi.NewServer(httpapi.ServerConfig{
+		Addr:              cfg.HTTP.Addr,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+	}, api, log.With("component", "http"))
 
 	if err := a.smtp.Start(); err != nil {
 		st.Close()

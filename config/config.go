@@ -45,6 +45,19 @@ type HTTP struct {
 	// MaxHeldPerAccount bounds one account's requests held open at once:
 	// list requests with wait, and event streams.
 	MaxHeldPerAccount int
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound a
+	// request's headers, its whole body, its answer (event streams get a
+	// deadline per write instead) and an idle keep-alive connection.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	// MaxJSONBytes bounds a PATCH body; create's body is bounded by the
+	// message size instead.
+	MaxJSONBytes int64
+	// AuthFailuresPerMinute is how many wrong API keys one client address
+	// may send per minute before it is answered 429; 0 means no limit.
+	AuthFailuresPerMinute int
 }
 
 // SMTP configures the SMTP listener.
@@ -56,6 +69,10 @@ type SMTP struct {
 	// ReadTimeout and WriteTimeout bound each SMTP command and reply.
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
+	// DataTimeout bounds the whole DATA transfer of one message.
+	DataTimeout time.Duration
+	// MaxConnections bounds the connections open at once.
+	MaxConnections int
 }
 
 // Store selects and configures the backend: Redis when RedisURL or
@@ -81,8 +98,14 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 	p := parser{getenv: getenv}
 	c := &Config{
 		HTTP: HTTP{
-			Addr:              p.addr("MAILSINK_HTTP_ADDR", ":8025"),
-			MaxHeldPerAccount: int(p.int("MAILSINK_MAX_HELD_PER_ACCOUNT", 100, 1, 100000)),
+			Addr:                  p.addr("MAILSINK_HTTP_ADDR", ":8025"),
+			MaxHeldPerAccount:     int(p.int("MAILSINK_MAX_HELD_PER_ACCOUNT", 100, 1, 100000)),
+			ReadHeaderTimeout:     p.duration("MAILSINK_HTTP_READ_HEADER_TIMEOUT", 10*time.Second),
+			ReadTimeout:           p.duration("MAILSINK_HTTP_READ_TIMEOUT", 5*time.Minute),
+			WriteTimeout:          p.duration("MAILSINK_HTTP_WRITE_TIMEOUT", 5*time.Minute),
+			IdleTimeout:           p.duration("MAILSINK_HTTP_IDLE_TIMEOUT", 2*time.Minute),
+			MaxJSONBytes:          p.int("MAILSINK_HTTP_MAX_JSON_BYTES", 1<<20, 1024, 1<<30),
+			AuthFailuresPerMinute: int(p.int("MAILSINK_AUTH_FAILURES_PER_MINUTE", 60, 0, 1000000)),
 		},
 		SMTP: SMTP{
 			Addr:              p.addr("MAILSINK_SMTP_ADDR", ":1025"),
@@ -90,6 +113,8 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			MaxRecipients:     int(p.int("MAILSINK_SMTP_MAX_RECIPIENTS", 100, 1, 100000)),
 			ReadTimeout:       p.duration("MAILSINK_SMTP_READ_TIMEOUT", 60*time.Second),
 			WriteTimeout:      p.duration("MAILSINK_SMTP_WRITE_TIMEOUT", 60*time.Second),
+			DataTimeout:       p.duration("MAILSINK_SMTP_DATA_TIMEOUT", 5*time.Minute),
+			MaxConnections:    int(p.int("MAILSINK_SMTP_MAX_CONNECTIONS", 1000, 1, 1000000)),
 		},
 		Store: Store{
 			DataDir:     p.str("MAILSINK_DATA_DIR", "./data"),

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
+	// AuthFailuresPerMinute is how many wrong API keys one client address
+	// may send per minute; past it the address is answered 429 until the
+	// minute is over. 0 means no limit.
+	AuthFailuresPerMinute int
 	// Metrics, when not nil, counts requests by route; MetricsHandler, when
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
@@ -54,6 +59,7 @@ type API struct {
 	now      func() time.Time
 	handler  http.Handler
 	held     *heldRequests
+	failures *failureLimiter
 	// stopHeld is closed by StopHeld: held requests answer and event
 	// streams end, so that shutdown need not wait for them.
 	stopHeld chan struct{}
@@ -85,7 +91,9 @@ func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service,
 		cfg.SSEWriteTimeout = 30 * time.Second
 	}
 	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
-		held: &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}}, stopHeld: make(chan struct{})}
+		held:     &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
+		stopHeld: make(chan struct{}),
+		failures: newFailureLimiter(cfg.AuthFailuresPerMinute, time.Minute, now)}
 	a.handler = a.routes()
 	return a
 }
@@ -166,6 +174,7 @@ func (a *API) common(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -191,6 +200,12 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 				key = strings.TrimSpace(token)
 			}
 		}
+		client := clientAddress(r)
+		if wait, limited := a.failures.limited(client); limited {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+			writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
+			return
+		}
 		if key == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink"`)
 			writeMessage(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key> or x-api-key: <key>")
@@ -198,6 +213,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		}
 		acc, ok := a.accounts.ByKey(key)
 		if !ok {
+			a.failures.fail(client)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink", error="invalid_token"`)
 			writeMessage(w, http.StatusUnauthorized, "invalid API key")
 			return

@@ -18,18 +18,35 @@ type Server struct {
 	log *slog.Logger
 }
 
-// NewServer returns a Server for handler on addr, with timeouts that keep a
-// slow or idle client from holding a connection forever. Every request is
-// logged in one line.
-func NewServer(addr string, handler http.Handler, log *slog.Logger) *Server {
+// ServerConfig is the HTTP listener's address and timeouts; a zero timeout
+// takes the default named beside it.
+type ServerConfig struct {
+	Addr              string
+	ReadHeaderTimeout time.Duration // 10s
+	ReadTimeout       time.Duration // 5m
+	WriteTimeout      time.Duration // 5m
+	IdleTimeout       time.Duration // 2m
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// NewServer returns a Server for handler, with timeouts that keep a slow or
+// idle client from holding a connection forever. Every request is logged in
+// one line.
+func NewServer(cfg ServerConfig, handler http.Handler, log *slog.Logger) *Server {
 	s := &Server{log: log}
 	s.srv = &http.Server{
-		Addr:              addr,
+		Addr:              cfg.Addr,
 		Handler:           s.logRequests(handler),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute,
-		WriteTimeout:      5 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: orDefault(cfg.ReadHeaderTimeout, 10*time.Second),
+		ReadTimeout:       orDefault(cfg.ReadTimeout, 5*time.Minute),
+		WriteTimeout:      orDefault(cfg.WriteTimeout, 5*time.Minute),
+		IdleTimeout:       orDefault(cfg.IdleTimeout, 2*time.Minute),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}

@@ -136,6 +136,10 @@ func parseObject(body []byte, v *validationError) (*object, bool) {
 		v.form("request body is required: send a JSON object")
 		return nil, false
 	}
+	if jsonDepth(trimmed) > maxJSONDepth {
+		v.form(fmt.Sprintf("request body nests JSON deeper than %d levels", maxJSONDepth))
+		return nil, false
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &fields); err != nil || fields == nil {
 		if json.Valid(trimmed) {
@@ -146,6 +150,37 @@ func parseObject(body []byte, v *validationError) (*object, bool) {
 		return nil, false
 	}
 	return &object{fields: fields, v: v}, true
+}
+
+// maxJSONDepth bounds the nesting of a request body: no field of the API
+// nests more than three levels, and a deeply nested body only costs work.
+const maxJSONDepth = 32
+
+// jsonDepth returns the deepest nesting of arrays and objects in b, which
+// need not be valid JSON; brackets inside strings do not count.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }

@@ -19,6 +19,8 @@ import (
 // Metrics holds every metric family of mailsink.
 type Metrics struct {
 	SMTPConnections prometheus.Counter
+	SMTPRefused     prometheus.Counter     // connections over the limit
+	SMTPRejected    *prometheus.CounterVec // refused recipients and AUTH failures, by reason
 	SMTPMessages    *prometheus.CounterVec // by result: accepted, or the reason of a refusal
 	SMTPBytes       prometheus.Counter
 	SMTPRecipients  prometheus.Histogram
@@ -37,6 +39,13 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		SMTPConnections: f.NewCounter(prometheus.CounterOpts{
 			Name: "mailsink_smtp_connections_total", Help: "SMTP connections accepted.",
 		}),
+		SMTPRefused: f.NewCounter(prometheus.CounterOpts{
+			Name: "mailsink_smtp_connections_refused_total", Help: "SMTP connections refused with 421 because of the connection limit.",
+		}),
+		SMTPRejected: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsink_smtp_rejections_total",
+			Help: "SMTP commands refused before DATA, by reason: invalid_address, no_account (RCPT), auth_failed (AUTH).",
+		}, []string{"reason"}),
 		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_messages_total",
 			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal).",
@@ -92,6 +101,20 @@ func (m *Metrics) SMTPMessage(result string, bytes, recipients int) {
 	if result == "accepted" {
 		m.SMTPBytes.Add(float64(bytes))
 		m.SMTPRecipients.Observe(float64(recipients))
+	}
+}
+
+// SMTPConnectionRefused records one connection refused over the limit.
+func (m *Metrics) SMTPConnectionRefused() {
+	if m != nil {
+		m.SMTPRefused.Inc()
+	}
+}
+
+// SMTPRejection records a refused RCPT or AUTH, by reason.
+func (m *Metrics) SMTPRejection(reason string) {
+	if m != nil {
+		m.SMTPRejected.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -31,6 +31,8 @@ type drainState struct {
 	mu       sync.Mutex
 	conns    map[*drainConn]struct{}
 	draining bool
+	// max bounds the open connections; 0 means no bound.
+	max int
 }
 
 // drain starts draining: connections outside a transaction have idleGrace
@@ -51,18 +53,41 @@ func (d *drainState) drain() {
 type drainListener struct {
 	net.Listener
 	state *drainState
+	// refused, when not nil, is called for each connection refused
+	// because of the limit.
+	refused func()
 }
 
+// Accept returns the next connection. Past the connection limit it answers
+// 421 itself, closes the connection and waits for the next one.
 func (l *drainListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		dc := &drainConn{Conn: c, state: l.state}
+		l.state.mu.Lock()
+		full := l.state.max > 0 && len(l.state.conns) >= l.state.max
+		if !full {
+			l.state.conns[dc] = struct{}{}
+		}
+		l.state.mu.Unlock()
+		if !full {
+			return dc, nil
+		}
+		if l.refused != nil {
+			l.refused()
+		}
+		go refuse(c)
 	}
-	dc := &drainConn{Conn: c, state: l.state}
-	l.state.mu.Lock()
-	l.state.conns[dc] = struct{}{}
-	l.state.mu.Unlock()
-	return dc, nil
+}
+
+// refuse tells a client over the connection limit to come back later.
+func refuse(c net.Conn) {
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("421 4.7.0 Too many connections, try again later\r\n"))
+	c.Close()
 }
 
 // drainConn is a connection that knows whether it is in a transaction.

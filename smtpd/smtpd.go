@@ -6,6 +6,8 @@ package smtpd
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +37,12 @@ type Config struct {
 	WriteTimeout      time.Duration
 	// StoreTimeout bounds how long one message may wait for the store.
 	StoreTimeout time.Duration
+	// DataTimeout bounds the whole DATA transfer of one message (ReadTimeout
+	// bounds each command); 0 leaves DATA to ReadTimeout.
+	DataTimeout time.Duration
+	// MaxConnections bounds the connections open at once; more are
+	// answered 421. 0 means no bound.
+	MaxConnections int
 	// Metrics, when not nil, counts connections and messages.
 	Metrics *metrics.Metrics
 }
@@ -64,6 +72,7 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	}
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
 	s.drain.conns = map[*drainConn]struct{}{}
+	s.drain.max = cfg.MaxConnections
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
@@ -98,7 +107,7 @@ func (s *Server) Start() error {
 	if s.cfg.MaxMessageBytes > 0 {
 		ln = &sizeListener{Listener: ln, limit: s.cfg.MaxMessageBytes}
 	}
-	ln = &drainListener{Listener: ln, state: &s.drain}
+	ln = &drainListener{Listener: ln, state: &s.drain, refused: s.cfg.Metrics.SMTPConnectionRefused}
 	s.ln = ln
 	go func() {
 		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
@@ -127,13 +136,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
 	dc, _ := c.Conn().(*drainConn)
-	return &session{srv: s, conn: dc, remote: c.Conn().RemoteAddr().String()}, nil
+	return &session{srv: s, conn: dc, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
+}
+
+// newSessionID returns a short random id that ties a session's log lines
+// together.
+func newSessionID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // session is one SMTP connection's state.
 type session struct {
 	srv     *Server
 	conn    *drainConn // nil if the connection is not tracked
+	id      string
 	remote  string
 	account *store.Account // set by a successful AUTH
 	from    string
@@ -159,6 +177,8 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 func (s *session) authenticate(key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
 	if !ok {
+		s.srv.cfg.Metrics.SMTPRejection("auth_failed")
+		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed
 	}
 	s.account = acc
@@ -169,6 +189,7 @@ func (s *session) authenticate(key string) error {
 // From header decides the sender at DATA.
 func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
+		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
 	}
 	if !s.conn.begin() {
@@ -182,6 +203,7 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 // Rcpt routes one recipient to its account or refuses it.
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if !store.ValidAddress(to) {
+		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
 			Message: "Recipient address is not a valid address"}
 	}
@@ -189,6 +211,7 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if acc == nil {
 		var ok bool
 		if acc, ok = s.srv.accounts.ForRecipient(to); !ok {
+			s.srv.cfg.Metrics.SMTPRejection("no_account")
 			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
 				Message: "No account receives mail for this recipient; authenticate with an API key or use a configured domain"}
 		}
@@ -205,8 +228,23 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // Data reads the message and stores one email per recipient. It answers 250
 // only once the store has committed them.
 func (s *session) Data(r io.Reader) error {
+	start := time.Now()
+	if d := s.srv.cfg.DataTimeout; d > 0 && s.conn != nil {
+		// go-smtp set a per-command deadline before DATA; the transfer
+		// gets a deadline of its own.
+		s.conn.SetReadDeadline(start.Add(d))
+	}
 	size, result, err := s.receive(r)
 	s.srv.cfg.Metrics.SMTPMessage(result, size, len(s.rcpts))
+	attrs := []any{"session", s.id, "remote", s.remote, "from", s.from, "recipients", len(s.rcpts),
+		"bytes", size, "result", result, "duration", time.Since(start).Round(time.Microsecond)}
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		attrs = append(attrs, "code", se.Code)
+	} else {
+		attrs = append(attrs, "code", 250)
+	}
+	s.srv.log.Info("smtp message", attrs...)
 	return err
 }
 
@@ -232,11 +270,10 @@ func (s *session) receive(r io.Reader) (int, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 	defer cancel()
-	emails, err := s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), ingest.Envelope{Sender: s.from, Recipients: s.rcpts})
+	_, err = s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), ingest.Envelope{Sender: s.from, Recipients: s.rcpts})
 	if err != nil {
 		return len(raw), strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
-	s.srv.log.Debug("smtp message stored", "remote", s.remote, "recipients", len(emails), "bytes", len(raw))
 	return len(raw), "accepted", nil
 }
 

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"net/url"
+	"testing"
+)
+
+// FuzzListQuery checks that no query string makes the list validator panic,
+// and that what it accepts is within the limits of SPEC.md.
+func FuzzListQuery(f *testing.F) {
+	for _, s := range []string{"", "limit=25&offset=0", "limit=101", "offset=-1", "recipient=a@b.io&sender=x@y.zz",
+		"status=received", "subject=%00", "wait=60&since=2026-01-01T00:00:00Z", "limit=9999999999999999999999", "a=%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		v := newValidationError()
+		lq, wait := parseListQuery(q, v)
+		if !v.empty() {
+			return
+		}
+		if lq.Limit < 1 || lq.Limit > maxListLimit || lq.Offset < 0 || lq.Offset > maxOffset || wait < 0 || wait.Seconds() > maxWait {
+			t.Fatalf("accepted out-of-range query %q: %+v wait %v", raw, lq, wait)
+		}
+	})
+}
+
+// FuzzRequestBody checks that no body makes the create and update
+// validators panic.
+func FuzzRequestBody(f *testing.F) {
+	for _, s := range []string{"", "{}", "null", "[]", `{"recipient":"r@acme.test","sender":"s@example.com"}`,
+		`{"labels":["a"],"notes":null,"status":"processed","subject":"x"}`, `{"headers":{"a":"b"},"receivedAt":"2026-01-01T00:00:00Z"}`,
+		`{"labels":[1,{}],"headers":[]}`, `{"a":` + "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[" + `}`, "\xff\xfe"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		v := newValidationError()
+		obj, ok := parseObject(body, v)
+		if !ok {
+			if v.empty() {
+				t.Fatalf("refused %q without saying why", body)
+			}
+			return
+		}
+		obj.address("recipient")
+		obj.address("sender")
+		obj.str("subject", false, true, maxSubject)
+		obj.str("raw", false, false, 0)
+		obj.headers("headers")
+		obj.time("receivedAt")
+		obj.labels("labels")
+		obj.str("notes", false, true, maxNotes)
+	})
+}

@@ -1,0 +1,97 @@
+package smtpd_test
+
+import (
+	"net"
+	"net/textproto"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/testenv"
+)
+
+// greet opens a raw SMTP connection and reads the greeting.
+func greet(t *testing.T, addr string) (*textproto.Conn, int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := textproto.NewConn(c)
+	t.Cleanup(func() { tp.Close() })
+	code, msg, _ := tp.ReadResponse(0)
+	return tp, code, msg
+}
+
+func TestConnectionLimit(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.MaxConnections = 2 })
+	first, code, _ := greet(t, e.SMTP)
+	if code != 220 {
+		t.Fatalf("first connection greeted %d", code)
+	}
+	if _, code, _ := greet(t, e.SMTP); code != 220 {
+		t.Fatalf("second connection greeted %d", code)
+	}
+	if _, code, msg := greet(t, e.SMTP); code != 421 {
+		t.Fatalf("third connection: %d %q, want 421", code, msg)
+	}
+	if n := testutil.ToFloat64(e.App.Metrics().SMTPRefused); n != 1 {
+		t.Errorf("refused connections = %v, want 1", n)
+	}
+	// A place freed is a place taken again.
+	first.PrintfLine("QUIT")
+	first.ReadResponse(221)
+	testenv.WaitFor(t, 5*time.Second, "a place to be free", func() bool {
+		tp, code, _ := greet(t, e.SMTP)
+		tp.Close()
+		return code == 220
+	})
+}
+
+func TestDataTimeout(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.DataTimeout = 300 * time.Millisecond })
+	tp, _, _ := greet(t, e.SMTP)
+	for _, cmd := range []struct {
+		line string
+		code int
+	}{{"EHLO slow.example", 250}, {"MAIL FROM:<a@example.com>", 250}, {"RCPT TO:<slow@acme.test>", 250}, {"DATA", 354}} {
+		tp.PrintfLine("%s", cmd.line)
+		if code, msg, err := tp.ReadResponse(cmd.code); err != nil {
+			t.Fatalf("%s: %d %s %v", cmd.line, code, msg, err)
+		}
+	}
+	// A client that starts the message and then stalls is cut off after the
+	// data timeout, although each read is within the command timeout.
+	tp.PrintfLine("Subject: slow")
+	start := time.Now()
+	code, _, err := tp.ReadResponse(0)
+	if err == nil && code == 250 {
+		t.Fatalf("a stalled DATA was accepted")
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("cut off after %v", d)
+	}
+	if n := len(items(t, e, testenv.AcmeKey, "")); n != 0 {
+		t.Errorf("stored %d emails from a stalled DATA", n)
+	}
+}
+
+func TestRejectionMetrics(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	tp, _, _ := greet(t, e.SMTP)
+	for _, line := range []string{"EHLO m.example", "AUTH PLAIN AHgAd3Jvbmc=", "MAIL FROM:<a@example.com>", "RCPT TO:<a..b@acme.test>", "RCPT TO:<x@nowhere.example>"} {
+		tp.PrintfLine("%s", line)
+		tp.ReadResponse(0)
+	}
+	m := e.App.Metrics()
+	for reason, want := range map[string]float64{"auth_failed": 1, "invalid_address": 1, "no_account": 1} {
+		if got := testutil.ToFloat64(m.SMTPRejected.WithLabelValues(reason)); got != want {
+			t.Errorf("rejections{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+}
