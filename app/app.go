@@ -81,7 +81,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MetricsHandler:        promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
-	m.HeldRequests(api.HeldRequests)
+	m.HeldRequests(api.WaitingRequests, api.EventStreams)
 	a.http = httpapi.NewServer(httpapi.ServerConfig{
 		Addr:              cfg.HTTP.Addr,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -36,6 +37,8 @@ type heldRequests struct {
 	max int
 	mu  sync.Mutex
 	n   map[string]int
+	// waiting and streams count the held requests of each kind.
+	waiting, streams atomic.Int64
 }
 
 // acquire takes a place for the account; it reports false when all are
@@ -78,6 +81,8 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 	if !ok {
 		return a.list(w, r, q)
 	}
+	a.held.waiting.Add(1)
+	defer a.held.waiting.Add(-1)
 	if !a.held.acquire(q.AccountID) {
 		writeMessage(w, http.StatusTooManyRequests, fmt.Sprintf("too many waiting requests for this account (at most %d): retry later", a.held.max))
 		return nil, false
@@ -167,6 +172,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	a.held.streams.Add(1)
+	defer a.held.streams.Add(-1)
 	if !a.held.acquire(acc.ID) {
 		writeMessage(w, http.StatusTooManyRequests, fmt.Sprintf("too many open event streams and waiting requests for this account (at most %d)", a.held.max))
 		return
@@ -413,3 +420,9 @@ func (a *API) deleteMatching(ctx context.Context, q store.ListQuery) (int64, err
 // HeldRequests returns how many requests are held open now: list requests
 // waiting for an email and event streams.
 func (a *API) HeldRequests() int { return a.held.InUse() }
+
+// WaitingRequests returns how many list requests are waiting for an email.
+func (a *API) WaitingRequests() int { return int(a.held.waiting.Load()) }
+
+// EventStreams returns how many event streams are open.
+func (a *API) EventStreams() int { return int(a.held.streams.Load()) }

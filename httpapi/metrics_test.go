@@ -54,7 +54,8 @@ func TestMetrics(t *testing.T) {
 		for _, family := range []string{
 			"mailsink_smtp_connections_total", "mailsink_smtp_messages_total", "mailsink_smtp_received_bytes_total",
 			"mailsink_smtp_recipients_per_message", "mailsink_http_requests_total", "mailsink_http_request_duration_seconds",
-			"mailsink_store_operation_duration_seconds", "mailsink_http_held_requests", "mailsink_build_info",
+			"mailsink_store_operation_duration_seconds", "mailsink_http_waiting_requests", "mailsink_sse_subscribers",
+			"mailsink_build_info", "mailsink_smtp_rejections_total", "mailsink_smtp_connections_refused_total",
 			"process_resident_memory_bytes", "go_goroutines",
 		} {
 			if !strings.Contains(body, "\n# TYPE "+family+" ") {

@@ -81,15 +81,19 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	return m
 }
 
-// HeldRequests registers the gauge of HTTP requests held open (list with
-// wait, event streams), read from fn at scrape time.
-func (m *Metrics) HeldRequests(fn func() int) {
+// HeldRequests registers the gauges of HTTP requests held open, read at
+// scrape time: list requests waiting for an email, and event streams.
+func (m *Metrics) HeldRequests(waiting, streams func() int) {
 	if m == nil {
 		return
 	}
-	promauto.With(m.registerer).NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "mailsink_http_held_requests", Help: "HTTP requests held open now: list requests with wait, and event streams.",
-	}, func() float64 { return float64(fn()) })
+	f := promauto.With(m.registerer)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailsink_http_waiting_requests", Help: "List requests with wait held open now.",
+	}, func() float64 { return float64(waiting()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailsink_sse_subscribers", Help: "Event streams (GET /v1/events) open now.",
+	}, func() float64 { return float64(streams()) })
 }
 
 // SMTPMessage records the result of one SMTP message.
