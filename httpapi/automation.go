@@ -275,17 +275,27 @@ func (a *API) sseEvent(e store.Event) string {
 	return "id: " + e.ID + "\nevent: " + string(e.Type) + "\ndata: " + string(b) + "\n\n"
 }
 
+// body loads the body of the request's account's email id; it reports
+// false when it has answered with an error.
+func (a *API) body(w http.ResponseWriter, r *http.Request, id string) (*store.Body, bool) {
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return nil, false
+	}
+	return body, true
+}
+
 // rawEmail answers the raw source, byte-exact.
 func (a *API) rawEmail(w http.ResponseWriter, r *http.Request) {
 	id, ok := emailID(w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
+	body, ok := a.body(w, r, id)
+	if !ok {
 		return
 	}
 	h := w.Header()
@@ -309,11 +319,8 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, v)
 		return
 	}
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
+	body, ok := a.body(w, r, id)
+	if !ok {
 		return
 	}
 	att, content, found := mailparse.Attachment(body.Raw, int(index))
