@@ -7,6 +7,12 @@
 // line breaks), and a sink must still show whatever can be read. Every
 // string it returns is valid UTF-8. Limits on nesting depth and part count
 // keep hostile input from using unbounded stack or memory.
+//
+// It is written by hand on golang.org/x/text's charsets rather than on
+// github.com/emersion/go-message, which the design first named: go-message's
+// readers stop with an error at a malformed header line or an unknown
+// charset, where a sink must go on and keep what it can, and they copy what
+// this package reads in place.
 package mailparse
 
 import (
