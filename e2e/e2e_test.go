@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -222,4 +223,31 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 	}
 	t.Logf("crash test: sent %d, acknowledged %d, stored after restart %d, lost %d", sent.Load(), len(acked), len(stored), lost)
 	figures("crash test (SIGKILL, embedded store): sent %d, acknowledged %d, stored %d, lost %d", sent.Load(), len(acked), len(stored), lost)
+}
+
+// TestHealthcheckCommand checks `mailsink healthcheck`, which the compose
+// file uses: 0 while the service is ready, 1 once it is gone.
+func TestHealthcheckCommand(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir())
+	addr := strings.TrimPrefix(p.HTTP, "http://")
+	check := func() int {
+		cmd := exec.Command(binary, "healthcheck")
+		cmd.Env = append(os.Environ(), "MAILSINK_HTTP_ADDR="+addr)
+		if err := cmd.Run(); err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				return exit.ExitCode()
+			}
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if code := check(); code != 0 {
+		t.Fatalf("healthcheck of a running mailsink exited %d", code)
+	}
+	p.kill()
+	if code := check(); code != 1 {
+		t.Errorf("healthcheck of a stopped mailsink exited %d, want 1", code)
+	}
 }

@@ -2,6 +2,7 @@
 // webhook, keeps it per account, and serves it through a REST API.
 //
 //	mailsink serve    run the service (configured by MAILSINK_* variables)
+//	mailsink healthcheck  exit 0 when the local mailsink is ready (for container health checks)
 //	mailsink version  print the version
 package main
 
@@ -11,10 +12,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
@@ -35,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		return serve(stdout, stderr)
+	case "healthcheck":
+		return healthcheck(stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "mailsink", version)
 		return 0
@@ -48,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: mailsink [serve|version|help]
+	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|version|help]
 
 serve runs the service; it is configured by environment variables:
   MAILSINK_HTTP_ADDR (:8025)  MAILSINK_SMTP_ADDR (:1025)  MAILSINK_DATA_DIR (./data)
@@ -79,6 +84,36 @@ func serve(stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		log.Error("mailsink stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// healthcheck asks the mailsink on this host (at MAILSINK_HTTP_ADDR's port)
+// whether it is ready: GET /readyz must answer 200 within 3 seconds. It lets
+// a container without a shell or curl be health-checked.
+func healthcheck(stderr io.Writer) int {
+	addr := os.Getenv("MAILSINK_HTTP_ADDR")
+	if addr == "" {
+		addr = ":8025"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mailsink healthcheck: MAILSINK_HTTP_ADDR:", err)
+		return 2
+	}
+	if host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	if err != nil {
+		fmt.Fprintln(stderr, "mailsink healthcheck:", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(stderr, "mailsink healthcheck: /readyz answered", resp.Status)
 		return 1
 	}
 	return 0
