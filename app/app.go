@@ -1,6 +1,7 @@
 // Package app wires mailsink together: it opens the store, builds the
-// account registry, and starts the SMTP and HTTP servers; Shutdown drains
-// them and closes the store. main and the end-to-end tests both use it.
+// account registry, and starts the SMTP and HTTP servers and retention;
+// Shutdown stops retention, drains the servers and closes the store. main
+// and the end-to-end tests both use it.
 package app
 
 import (
@@ -53,7 +54,8 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 }
 
 // StartWithStore starts both listeners on an open store, which the App then
-// owns and closes on Shutdown (or at once when starting fails).
+// owns and closes on Shutdown (or at once when starting fails), and
+// retention, which runs until ctx is done or Shutdown.
 func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log *slog.Logger) (*App, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry, cfg.Version)
