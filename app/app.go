@@ -1,6 +1,7 @@
 // Package app wires mailsink together: it opens the store, builds the
-// account registry, and starts the SMTP and HTTP servers; Shutdown drains
-// them and closes the store. main and the end-to-end tests both use it.
+// account registry, and starts the SMTP and HTTP servers and retention;
+// Shutdown stops retention, drains the servers and closes the store. main
+// and the end-to-end tests both use it.
 package app
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/metrics"
+	"github.com/mailsink/mailsink/retention"
 	"github.com/mailsink/mailsink/smtpd"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
@@ -36,6 +38,8 @@ type App struct {
 	http    *httpapi.Server
 	api     *httpapi.API
 	metrics *metrics.Metrics
+	// retention is nil when the store cannot find its oldest emails.
+	retention *retention.Pruner
 }
 
 // Start opens the store and starts both listeners. On error nothing is left
@@ -50,16 +54,23 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 }
 
 // StartWithStore starts both listeners on an open store, which the App then
-// owns and closes on Shutdown (or at once when starting fails).
+// owns and closes on Shutdown (or at once when starting fails), and
+// retention, which runs until ctx is done or Shutdown.
 func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log *slog.Logger) (*App, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry, cfg.Version)
+	// The optional capabilities are found on the store itself: the
+	// instrumented one has only store.Store and store.Notifier.
+	raw := st
 	if b, ok := st.(metrics.Backend); ok {
 		st = m.InstrumentStore(b, backendName(st))
 	}
 	a := &App{cfg: cfg, log: log, store: st, metrics: m}
 	reg := accounts.New(cfg.Accounts)
 	ing := ingest.New(st, time.Now)
+	if stats, ok := raw.(store.Stats); ok {
+		m.StoredEmails(stats, reg.Accounts(), 2*time.Second)
+	}
 
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
@@ -99,8 +110,23 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		st.Close()
 		return nil, fmt.Errorf("MAILSINK_HTTP_ADDR %s: %w", cfg.HTTP.Addr, err)
 	}
+	if oldest, ok := raw.(store.Pruner); ok {
+		a.retention = retention.New(st, oldest, retentionConfig(cfg, m, log.With("component", "retention")))
+		a.retention.Start(ctx)
+	}
 	log.Info("mailsink started", "smtp", a.smtp.Addr().String(), "http", a.http.Addr().String())
 	return a, nil
+}
+
+// retentionConfig gives each account its retention: its override from the
+// accounts file, else the default.
+func retentionConfig(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) retention.Config {
+	rc := retention.Config{Grace: cfg.Retention.Grace, Interval: cfg.Retention.Interval, Metrics: m, Log: log}
+	for _, a := range cfg.Accounts {
+		maxAge, maxEmails := cfg.Retention.For(a)
+		rc.Accounts = append(rc.Accounts, retention.Account{ID: a.ID, Slug: a.Slug, MaxAge: maxAge, MaxEmails: maxEmails})
+	}
+	return rc
 }
 
 func openStore(cfg config.Store) (store.Store, string, error) {
@@ -149,14 +175,16 @@ func (a *App) HTTPAddr() net.Addr { return a.http.Addr() }
 // Store returns the app's store (tests look at it directly).
 func (a *App) Store() store.Store { return a.store }
 
-// Shutdown stops accepting, lets in-flight SMTP transactions and HTTP
-// requests finish until ctx is done, then closes the store.
+// Shutdown stops retention, stops accepting, lets in-flight SMTP
+// transactions and HTTP requests finish until ctx is done, then closes the
+// store.
 func (a *App) Shutdown(ctx context.Context) error {
+	errRetention := a.retention.Shutdown(ctx)
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
 	errStore := a.store.Close()
-	return errors.Join(errSMTP, errHTTP, errStore)
+	return errors.Join(errRetention, errSMTP, errHTTP, errStore)
 }
 
 // Run starts mailsink and runs it until ctx is cancelled, then shuts down

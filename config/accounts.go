@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
@@ -21,6 +23,15 @@ type Account struct {
 	// Domains route SMTP recipients at these domains, and their subdomains,
 	// to this account. Lower case.
 	Domains []string
+	// Retention overrides the default retention for this account.
+	Retention AccountRetention
+}
+
+// AccountRetention is an account's override of the default retention (see
+// Retention.For); a nil field keeps the default.
+type AccountRetention struct {
+	MaxAge    *time.Duration // 0 keeps emails forever
+	MaxEmails *int64         // 0 sets no limit
 }
 
 // accountsFile is the YAML (or JSON) shape of MAILSINK_ACCOUNTS_FILE.
@@ -31,6 +42,9 @@ type accountsFile struct {
 		ID      string   `yaml:"id"`
 		APIKeys []string `yaml:"apiKeys"`
 		Domains []string `yaml:"domains"`
+		// Retention is checked by parseRetention, which names what is
+		// wrong better than a typed field would.
+		Retention yaml.Node `yaml:"retention"`
 	} `yaml:"accounts"`
 }
 
@@ -113,9 +127,50 @@ func ParseAccounts(data []byte) ([]Account, error) {
 			domains[d] = a.Slug
 			acc.Domains = append(acc.Domains, d)
 		}
+		r, err := parseRetention(&a.Retention)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		acc.Retention = r
 		out = append(out, acc)
 	}
 	return out, nil
+}
+
+// parseRetention reads an account's retention entry:
+// {maxAge: <Go duration, 0 keeps forever>, maxEmails: <whole number, 0 is
+// no limit>}, both optional. An absent or null entry overrides nothing.
+func parseRetention(n *yaml.Node) (AccountRetention, error) {
+	var r AccountRetention
+	switch {
+	case n.Kind == 0 || n.Kind == yaml.ScalarNode && n.Tag == "!!null":
+		return r, nil
+	case n.Kind != yaml.MappingNode:
+		return r, fmt.Errorf("retention (line %d) must be a map like {maxAge: 24h, maxEmails: 1000}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+			return r, fmt.Errorf("retention.%s (line %d) needs a value", k.Value, v.Line)
+		}
+		switch k.Value {
+		case "maxAge":
+			d, err := time.ParseDuration(v.Value)
+			if err != nil || d < 0 {
+				return r, fmt.Errorf("retention.maxAge %q (line %d) is not a duration like 24h or 90m, or 0 to keep emails forever", v.Value, v.Line)
+			}
+			r.MaxAge = &d
+		case "maxEmails":
+			m, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil || m < 0 || m > 1<<53-1 {
+				return r, fmt.Errorf("retention.maxEmails %q (line %d) is not a whole number from 0 (no limit) up", v.Value, v.Line)
+			}
+			r.MaxEmails = &m
+		default:
+			return r, fmt.Errorf("retention (line %d): unknown field %q; the fields are maxAge and maxEmails", k.Line, k.Value)
+		}
+	}
+	return r, nil
 }
 
 // parseKey turns an apiKeys entry, a plain key or "sha256:" + hex digest,

@@ -20,6 +20,9 @@ type Config struct {
 	SMTP  SMTP
 	Store Store
 	Log   Log
+	// Retention is the default retention of every account; an account of
+	// the accounts file may override MaxAge and MaxEmails.
+	Retention Retention
 
 	// Accounts are the accounts and their keys, from MAILSINK_ACCOUNTS_FILE or
 	// the single default account.
@@ -86,6 +89,34 @@ type Store struct {
 	RedisPrefix string
 }
 
+// Retention configures the deletion of old emails, per account, in the
+// background.
+type Retention struct {
+	// MaxAge deletes emails received longer ago than this; 0 keeps them
+	// forever.
+	MaxAge time.Duration
+	// MaxEmails deletes an account's oldest emails beyond this many; 0 sets
+	// no limit.
+	MaxEmails int64
+	// Grace protects emails stored (or received) less than this long ago
+	// from deletion, so a test never loses the email it is waiting for.
+	Grace time.Duration
+	// Interval is the time between two rounds of deletion.
+	Interval time.Duration
+}
+
+// For returns the retention of account a: its overrides, else r's values.
+func (r Retention) For(a Account) (maxAge time.Duration, maxEmails int64) {
+	maxAge, maxEmails = r.MaxAge, r.MaxEmails
+	if a.Retention.MaxAge != nil {
+		maxAge = *a.Retention.MaxAge
+	}
+	if a.Retention.MaxEmails != nil {
+		maxEmails = *a.Retention.MaxEmails
+	}
+	return maxAge, maxEmails
+}
+
 // Log configures the structured logger.
 type Log struct {
 	Format string // "text" or "json"
@@ -125,6 +156,12 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			Format: p.oneOf("MAILSINK_LOG_FORMAT", "text", "text", "json"),
 			Level:  p.oneOf("MAILSINK_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
 		},
+		Retention: Retention{
+			MaxAge:    p.durationOrZero("MAILSINK_RETENTION_MAX_AGE", 168*time.Hour),
+			MaxEmails: p.int("MAILSINK_RETENTION_MAX_EMAILS", 0, 0, 1<<53-1),
+			Grace:     p.durationOrZero("MAILSINK_RETENTION_GRACE", 5*time.Minute),
+			Interval:  p.duration("MAILSINK_RETENTION_INTERVAL", time.Minute),
+		},
 		MaxMessageBytes: p.int("MAILSINK_MAX_MESSAGE_BYTES", 26214400, 1, 1<<40),
 		ShutdownTimeout: p.duration("MAILSINK_SHUTDOWN_TIMEOUT", 10*time.Second),
 	}
@@ -140,6 +177,10 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 	}
 	if c.Store.RedisURL != "" && !strings.HasPrefix(c.Store.RedisURL, "redis://") && !strings.HasPrefix(c.Store.RedisURL, "rediss://") {
 		p.fail("MAILSINK_REDIS_URL", "must start with redis:// or rediss://")
+	}
+	if c.Retention.Interval < time.Second {
+		// A shorter round would keep the store busy for nothing.
+		p.fail("MAILSINK_RETENTION_INTERVAL", "%s is below the minimum of 1s", c.Retention.Interval)
 	}
 	if c.Store.RedisURL == "" && len(c.Store.RedisCluster) == 0 && c.Store.DataDir == "" {
 		p.fail("MAILSINK_DATA_DIR", "must not be empty")
@@ -252,6 +293,20 @@ func (p *parser) duration(name string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		p.fail(name, "%q is not a positive duration like 30s", v)
+		return def
+	}
+	return d
+}
+
+// durationOrZero is duration that also accepts 0, which turns a feature off.
+func (p *parser) durationOrZero(name string, def time.Duration) time.Duration {
+	v, ok := p.lookup(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		p.fail(name, "%q is not a duration like 24h or 90m, or 0", v)
 		return def
 	}
 	return d

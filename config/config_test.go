@@ -1,18 +1,13 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 )
 
-func load(env map[string]string) (*Config, error) {
-	return Load(func(k string) string { return env[k] }, func(string) ([]byte, error) { return nil, errors.New("no file") })
-}
-
 func TestDefaults(t *testing.T) {
-	c, err := load(map[string]string{"MAILSINK_API_KEY": "k"})
+	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +53,12 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"MAILSINK_REDIS_URL":                "http://x",
 		"MAILSINK_REDIS_CLUSTER":            "a,b",
 	} {
-		_, err := load(map[string]string{name: value})
+		_, err := load(t, map[string]string{name: value})
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: error %v, want one naming %s", name, value, err, name)
 		}
 	}
-	if _, err := load(map[string]string{"MAILSINK_ACCOUNTS_FILE": "/missing.yaml"}); err == nil || !strings.Contains(err.Error(), "MAILSINK_ACCOUNTS_FILE") {
+	if _, err := load(t, map[string]string{"MAILSINK_ACCOUNTS_FILE": "/missing.yaml"}); err == nil || !strings.Contains(err.Error(), "MAILSINK_ACCOUNTS_FILE") {
 		t.Errorf("unreadable accounts file: %v", err)
 	}
 }

@@ -27,7 +27,10 @@ type Metrics struct {
 	HTTPRequests    *prometheus.CounterVec   // by route, method, status
 	HTTPDuration    *prometheus.HistogramVec // by route, method
 	StoreDuration   *prometheus.HistogramVec // by operation, backend, result
-	registerer      prometheus.Registerer
+	// RetentionDeleted counts emails deleted by retention, by account slug
+	// and reason (age or count).
+	RetentionDeleted *prometheus.CounterVec
+	registerer       prometheus.Registerer
 }
 
 // New registers mailsink's metrics on reg. version is reported by
@@ -68,6 +71,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "mailsink_store_operation_duration_seconds", Help: "Store operation latency by operation, backend and result (ok or the error code).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}, []string{"operation", "backend", "result"}),
+		RetentionDeleted: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsink_retention_deleted_total", Help: "Emails deleted by retention, by account slug and reason (age: older than the account's maximum age; count: beyond its maximum number of emails).",
+		}, []string{"account", "reason"}),
 	}
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {

@@ -196,3 +196,28 @@ type Notifier interface {
 	// cannot be reached.
 	EventsAfter(ctx context.Context, accountID, afterID string) ([]Event, bool, error)
 }
+
+// Stats is implemented by stores that keep per-account totals exactly and
+// cheaply, updated atomically with every create and delete, for metrics.
+type Stats interface {
+	// AccountStats returns how many emails the account holds and the sum
+	// of their RawSize. Its cost does not grow with the size of the
+	// account. An account without emails has zero of both. It returns
+	// Unavailable when the backend cannot be reached.
+	AccountStats(ctx context.Context, accountID string) (emails, rawBytes int64, err error)
+}
+
+// Pruner is implemented by stores that can find an account's oldest emails
+// through an index, so that retention can delete them.
+type Pruner interface {
+	// OldestEmails returns at most limit of the account's emails, oldest
+	// first (ReceivedAt, then ID, ascending), leaving out the account's
+	// newest keep emails. With keep 0 they are simply the oldest emails;
+	// with keep k they are the emails beyond the newest k, read in one
+	// snapshot with the account's count, so that processes pruning the same
+	// account at once, each deleting what it was given, never leave fewer
+	// than k. Its cost grows with limit, not with the size of the account.
+	// It returns Invalid when limit is not in 1..100 or keep is negative,
+	// and Unavailable when the backend cannot be reached.
+	OldestEmails(ctx context.Context, accountID string, keep int64, limit int) ([]*Email, error)
+}

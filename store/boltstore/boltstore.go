@@ -28,8 +28,9 @@ import (
 	"github.com/mailsink/mailsink/store/eventhub"
 )
 
-// schemaVersion is written to a new file and checked on open.
-const schemaVersion = "1"
+// schemaVersion is written to a new file and checked on open; a file of
+// version 1, which had no stats bucket, is upgraded (see keys.go).
+const schemaVersion = "2"
 
 // Store is a store.Store kept in one bbolt file. It is safe for concurrent
 // use.
@@ -46,6 +47,8 @@ type Store struct {
 var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Notifier = (*Store)(nil)
+	_ store.Stats    = (*Store)(nil)
+	_ store.Pruner   = (*Store)(nil)
 )
 
 // Option changes how Open opens the file.
@@ -113,6 +116,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 		switch v := meta.Get([]byte("version")); {
 		case v == nil:
 			return meta.Put([]byte("version"), []byte(schemaVersion))
+		case string(v) == "1":
+			if err := rebuildStats(tx); err != nil {
+				return err
+			}
+			return meta.Put([]byte("version"), []byte(schemaVersion))
 		case string(v) != schemaVersion:
 			return internalf("open %s: schema version %q, this build reads %q", path, v, schemaVersion)
 		}
@@ -168,10 +176,11 @@ func (s *Store) EventsAfter(_ context.Context, accountID, afterID string) ([]sto
 // depend on the transaction is computed once, in newCreateOp: Batch may call
 // apply more than once.
 type createOp struct {
-	emails  []*store.Email
-	body    []byte
-	keys    [][]byte
-	indexes [][4][]byte
+	emails   []*store.Email
+	body     []byte
+	keys     [][]byte
+	indexes  [][4][]byte
+	rawBytes int64 // sum of the emails' RawSize
 }
 
 func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
@@ -184,6 +193,7 @@ func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
 	for i, e := range emails {
 		op.keys[i] = emailKey(e.AccountID, e.ID)
 		op.indexes[i] = indexKeys(e)
+		op.rawBytes += e.RawSize
 	}
 	return op
 }
@@ -222,7 +232,9 @@ func (op *createOp) apply(tx *bolt.Tx) error {
 			}
 		}
 	}
-	return nil
+	// The totals are read from tx and written back, so a run that Batch
+	// repeats after a rollback adds them once.
+	return addStats(tx, op.emails[0].AccountID, int64(len(op.emails)), op.rawBytes)
 }
 
 func validateCreate(body *store.Body, emails []*store.Email) error {
@@ -541,6 +553,9 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			}
 		}
 		if err := release(tx, r.BodyID); err != nil {
+			return err
+		}
+		if err := addStats(tx, accountID, -1, -r.RawSize); err != nil {
 			return err
 		}
 		found = true

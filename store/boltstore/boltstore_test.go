@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/storetest"
 )
@@ -246,5 +248,64 @@ func TestPrefixEnd(t *testing.T) {
 		if got := prefixEnd(tt.in); string(got) != string(tt.want) || (got == nil) != (tt.want == nil) {
 			t.Errorf("prefixEnd(%x) = %x, want %x", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestUpgradeStats checks that opening a version 1 file, which has no stats
+// bucket, counts its emails, and that a file of a later version is refused.
+func TestUpgradeStats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "mailsink.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000001", "a@example.com", 1000)
+	b := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000002", "b@example.com", 2000)
+	c := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000003", "c@example.com", 3000)
+	a.RawSize, b.RawSize, c.RawSize, c.AccountID = 10, 20, 40, "other"
+	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{c}); err != nil {
+		t.Fatal(err)
+	}
+	// Make it a version 1 file.
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketStats); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put([]byte("version"), []byte("1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTemp(t, path)
+	for _, tt := range []struct {
+		account       string
+		emails, bytes int64
+	}{{"acct", 2, 30}, {"other", 1, 40}, {"none", 0, 0}} {
+		n, size, err := s.AccountStats(ctx, tt.account)
+		if err != nil || n != tt.emails || size != tt.bytes {
+			t.Errorf("AccountStats(%s) after the upgrade = %d, %d, %v; want %d, %d", tt.account, n, size, err, tt.emails, tt.bytes)
+		}
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put([]byte("version"), []byte("3"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(path); err == nil {
+		s.Close()
+		t.Error("Open of a version 3 file: got nil error")
 	}
 }

@@ -14,7 +14,14 @@ import (
 //	index    account | kind | [value] | time | id          -> empty
 //	bodies   bodyID (8 bytes, big-endian)                  -> body record
 //	bodyrefs bodyID                                        -> uvarint count of emails sharing it
+//	stats    account                                       -> varint email count | varint sum of RawSize
 //	meta     "version"                                     -> schema version
+//
+// A stats record is updated in the transaction of every create and delete,
+// so it is always exact; an account without emails has none. Schema version
+// 2 added the stats bucket: Open rebuilds it once from the emails of a
+// version 1 file, and a build that reads only version 1 refuses the file, so
+// an older build can never write emails the totals do not count.
 //
 // Index kinds are 'a' (every email of the account, no value), 'r' recipient,
 // 's' sender and 't' status; value is uvarint(len) | bytes, addresses lower
@@ -27,9 +34,10 @@ var (
 	bucketIndex  = []byte("index")
 	bucketBodies = []byte("bodies")
 	bucketRefs   = []byte("bodyrefs")
+	bucketStats  = []byte("stats")
 	bucketMeta   = []byte("meta")
 
-	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketMeta}
+	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta}
 )
 
 // Index kinds.

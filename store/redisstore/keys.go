@@ -27,6 +27,10 @@ func (k accountKeys) body(bodyID string) string { return k.base + "b:" + bodyID 
 
 func (k accountKeys) all() string { return k.base + "all" }
 
+// stats is the account's totals hash: "bytes", the sum of the raw sizes of
+// its emails (the count is the cardinality of all).
+func (k accountKeys) stats() string { return k.base + "stats" }
+
 func (k accountKeys) recipient(addr string) string {
 	return k.base + "r:" + store.NormalizeAddress(addr)
 }

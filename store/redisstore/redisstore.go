@@ -20,6 +20,11 @@
 //	P{T}:r:<recipient>   zset    emails by recipient, lower case
 //	P{T}:s:<sender>      zset    emails by sender, lower case
 //	P{T}:st:<status>     zset    emails by status
+//	P{T}:stats           hash    bytes: the sum of the raw sizes of the
+//	                             account's emails (their count is ZCARD of
+//	                             all); an email's metadata hash holds in sb
+//	                             the size it added, so a delete subtracts
+//	                             exactly that
 //
 // Index members are email ids (lower-case UUIDs) scored by ReceivedAt in Unix
 // milliseconds. Redis orders equal scores by member, so reading an index
@@ -35,6 +40,12 @@
 // behind a (score, id) cursor, testing membership in the others; a subject
 // filter is tested here on the metadata of each batch. Pages and batches are
 // read by Lua scripts, so they never see an index entry without its email.
+//
+// The stats hash came after the first release and is not rebuilt: an email
+// stored by an older release has no sb, so it is in the count but not in the
+// bytes, which count what was stored since the upgrade. While older replicas
+// still run, their creates do not add and their deletes do not subtract. The
+// hash is removed, and so starts exact again, whenever the account empties.
 //
 // Durability is Redis's: with appendonly yes and appendfsync always (as in
 // the docker-compose file) Redis writes the append-only file to disk before
@@ -96,6 +107,8 @@ type Store struct {
 var (
 	_ store.Store    = (*Store)(nil)
 	_ store.Notifier = (*Store)(nil)
+	_ store.Stats    = (*Store)(nil)
+	_ store.Pruner   = (*Store)(nil)
 )
 
 // New returns a Store on client. It does not contact Redis: go-redis
@@ -222,9 +235,9 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 	accountID := emails[0].AccountID
 	bodyID := store.NewID()
 	k := s.account(accountID)
-	keys := make([]string, 0, 2+4*len(emails))
-	keys = append(keys, k.all(), k.body(bodyID))
-	args := make([]any, 0, 2+(2+len(fields))*len(emails))
+	keys := make([]string, 0, 3+4*len(emails))
+	keys = append(keys, k.all(), k.body(bodyID), k.stats())
+	args := make([]any, 0, 2+(3+len(fields))*len(emails))
 	bodyMeta, err := encodeBody(body)
 	if err != nil {
 		return nil, nil, err
@@ -255,7 +268,7 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 			return nil, nil, err
 		}
 		keys = append(keys, k.email(id), k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
-		args = append(args, id, r.score())
+		args = append(args, id, r.score(), formatInt(e.RawSize))
 		for _, v := range vals {
 			args = append(args, v)
 		}
@@ -355,8 +368,14 @@ func (s *Store) page(ctx context.Context, k accountKeys, index, since string, of
 	if err != nil {
 		return nil, classify(err)
 	}
+	return decodeItems(v, "page")
+}
+
+// decodeItems decodes the answer of a script that returns emails as
+// {id1, the 6 metadata fields of id1, id2, ...}.
+func decodeItems(v []any, script string) ([]*store.Email, error) {
 	if len(v)%itemLen != 0 {
-		return nil, store.Errorf(store.Internal, "page script answered %d values", len(v))
+		return nil, store.Errorf(store.Internal, "%s script answered %d values", script, len(v))
 	}
 	out := make([]*store.Email, 0, len(v)/itemLen)
 	for i := 0; i < len(v); i += itemLen {
@@ -516,7 +535,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			return err
 		}
 		keys := append([]string{k.email(id), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
-		keys = append(keys, k.body(f.Body))
+		keys = append(keys, k.body(f.Body), k.stats())
 		res, err := deleteScript.Run(ctx, s.client, keys, m, id).Int()
 		if err != nil {
 			return classify(err)

@@ -774,3 +774,52 @@ func TestNewDoesNotNeedRedis(t *testing.T) {
 	defer cancel()
 	wantCode(t, "Ping", s.Ping(ctx), store.Unavailable)
 }
+
+// TestStatsOfOlderEmails checks emails stored before the stats hash existed
+// (no "sb" field): they are counted but their bytes are not, deleting them
+// never makes the bytes wrong, and the hash goes with the last email.
+func TestStatsOfOlderEmails(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, newStore func(testing.TB) *Store) {
+		t.Parallel()
+		ctx := context.Background()
+		s := newStore(t)
+		k := s.account(acct)
+		old := testEmail(acct, "a@example.com", "s@example.com", 1000)
+		old.RawSize = 100
+		if err := s.CreateEmails(ctx, testBody("old"), []*store.Email{old}); err != nil {
+			t.Fatal(err)
+		}
+		// What an older release wrote: no sb, nothing in the stats.
+		if err := s.client.HDel(ctx, k.email(old.ID), "sb").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.client.Del(ctx, k.stats()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		e := testEmail(acct, "b@example.com", "s@example.com", 2000)
+		e.RawSize = 30
+		if err := s.CreateEmails(ctx, testBody("new"), []*store.Email{e}); err != nil {
+			t.Fatal(err)
+		}
+		check := func(when string, emails, bytes int64) {
+			t.Helper()
+			n, b, err := s.AccountStats(ctx, acct)
+			if err != nil || n != emails || b != bytes {
+				t.Errorf("%s: AccountStats = %d, %d, %v; want %d, %d", when, n, b, err, emails, bytes)
+			}
+		}
+		check("with an older email", 2, 30)
+		if err := s.DeleteEmail(ctx, acct, old.ID); err != nil {
+			t.Fatal(err)
+		}
+		check("after deleting the older email", 1, 30)
+		if err := s.DeleteEmail(ctx, acct, e.ID); err != nil {
+			t.Fatal(err)
+		}
+		check("after deleting both", 0, 0)
+		if n, err := s.client.Exists(ctx, k.stats()).Result(); err != nil || n != 0 {
+			t.Errorf("the stats hash of an empty account: EXISTS = %d, %v; want 0", n, err)
+		}
+	})
+}

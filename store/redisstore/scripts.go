@@ -18,34 +18,42 @@ import "github.com/redis/go-redis/v9"
 // Status indexes are passed as three KEYS, for received, processed and
 // archived, and picked by the stored status.
 
-// createScript stores a body and the emails sharing it.
+// createScript stores a body and the emails sharing it, and adds their raw
+// sizes to the account's stats.
 //
-// KEYS[1] the account's "all" index, KEYS[2] the body key, then for email i
-// (from 0) KEYS[3+4i] its metadata key and KEYS[4+4i], KEYS[5+4i], KEYS[6+4i]
-// its recipient, sender and status indexes.
+// KEYS[1] the account's "all" index, KEYS[2] the body key, KEYS[3] the
+// account's stats key, then for email i (from 0) KEYS[4+4i] its metadata key
+// and KEYS[5+4i], KEYS[6+4i], KEYS[7+4i] its recipient, sender and status
+// indexes.
 // ARGV[1] the body's parsed-content JSON, ARGV[2] the raw source, then for
-// email i ARGV[3+8i] its id, ARGV[4+8i] its score and ARGV[5+8i..10+8i] the
-// values of its metadata fields.
+// email i ARGV[3+9i] its id, ARGV[4+9i] its score, ARGV[5+9i] its raw size
+// (a decimal integer) and ARGV[6+9i..11+9i] the values of its metadata
+// fields.
+//
+// Each email's metadata hash also gets "sb", the size added to the stats, so
+// that deleteScript subtracts exactly what was added: emails stored before
+// the stats existed have none and are not subtracted.
 //
 // It returns 0, or the 1-based position of an email whose id already exists,
 // in which case nothing was written.
 var createScript = redis.NewScript(`
-local n = (#KEYS - 2) / 4
+local n = (#KEYS - 3) / 4
 for i = 0, n - 1 do
-  if redis.call('EXISTS', KEYS[3 + 4 * i]) == 1 then
+  if redis.call('EXISTS', KEYS[4 + 4 * i]) == 1 then
     return i + 1
   end
 end
 redis.call('HSET', KEYS[2], 'raw', ARGV[2], 'meta', ARGV[1], 'refs', n)
 for i = 0, n - 1 do
-  local a = 3 + 8 * i
-  local id, score = ARGV[a], ARGV[a + 1]
-  redis.call('HSET', KEYS[3 + 4 * i], 'm', ARGV[a + 2], 'st', ARGV[a + 3], 'subj', ARGV[a + 4],
-    'notes', ARGV[a + 5], 'labels', ARGV[a + 6], 'upd', ARGV[a + 7])
+  local a = 3 + 9 * i
+  local id, score, size = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  redis.call('HSET', KEYS[4 + 4 * i], 'm', ARGV[a + 3], 'st', ARGV[a + 4], 'subj', ARGV[a + 5],
+    'notes', ARGV[a + 6], 'labels', ARGV[a + 7], 'upd', ARGV[a + 8], 'sb', size)
   redis.call('ZADD', KEYS[1], score, id)
-  redis.call('ZADD', KEYS[4 + 4 * i], score, id)
   redis.call('ZADD', KEYS[5 + 4 * i], score, id)
   redis.call('ZADD', KEYS[6 + 4 * i], score, id)
+  redis.call('ZADD', KEYS[7 + 4 * i], score, id)
+  redis.call('HINCRBY', KEYS[3], 'bytes', size)
 end
 return 0
 `)
@@ -81,11 +89,18 @@ return redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
 `)
 
 // deleteScript removes an email with its index entries, and its body when no
-// other email refers to it.
+// other email refers to it, and subtracts its raw size from the account's
+// stats.
 //
 // KEYS[1] the metadata key, KEYS[2..4] the all, recipient and sender
-// indexes, KEYS[5..7] the status indexes, KEYS[8] the body key. ARGV[1] the
-// fixed metadata the caller read to name the keys, ARGV[2] the id.
+// indexes, KEYS[5..7] the status indexes, KEYS[8] the body key, KEYS[9] the
+// account's stats key. ARGV[1] the fixed metadata the caller read to name the
+// keys, ARGV[2] the id.
+//
+// The size is subtracted as a string ("sb", written by createScript, with
+// its sign flipped), since a Lua number would reach Redis in a float format
+// HINCRBY refuses. When the account has no email left its stats key is
+// removed.
 //
 // It returns 1 when done, 0 when the email does not exist, and -1 when it is
 // no longer the email the caller read (deleted and created again).
@@ -95,6 +110,14 @@ if not m then return 0 end
 if m ~= ARGV[1] then return -1 end
 local st = {received = KEYS[5], processed = KEYS[6], archived = KEYS[7]}
 local sk = st[redis.call('HGET', KEYS[1], 'st')]
+local sb = redis.call('HGET', KEYS[1], 'sb')
+if sb and string.sub(sb, 1, 1) == '-' then
+  sb = string.sub(sb, 2)
+elseif sb and sb ~= '0' then
+  sb = '-' .. sb
+else
+  sb = nil
+end
 redis.call('DEL', KEYS[1])
 for i = 2, 4 do
   redis.call('ZREM', KEYS[i], ARGV[2])
@@ -104,6 +127,11 @@ if sk then
 end
 if redis.call('HINCRBY', KEYS[8], 'refs', -1) <= 0 then
   redis.call('UNLINK', KEYS[8])
+end
+if redis.call('ZCARD', KEYS[2]) == 0 then
+  redis.call('DEL', KEYS[9])
+elseif sb then
+  redis.call('HINCRBY', KEYS[9], 'bytes', sb)
 end
 return 1
 `)
@@ -263,5 +291,40 @@ for i = 1, #items, 2 do
   end
 end
 res[2], res[5] = done, skipped
+return res
+`)
+
+// statsScript reads an account's totals.
+//
+// KEYS[1] the account's "all" index, KEYS[2] its stats key.
+//
+// It returns {the number of emails, the sum of their raw sizes as a decimal
+// string}.
+var statsScript = redis.NewScript(`
+return {redis.call('ZCARD', KEYS[1]), redis.call('HGET', KEYS[2], 'bytes') or '0'}
+`)
+
+// oldestScript loads the oldest emails of an account, leaving out its newest
+// ones: ranks 0 to n-1 of the "all" index, where n is the limit or the
+// count less keep, whichever is smaller, with their metadata. The count and
+// the range are read together, so what it returns is beyond the newest keep
+// at one instant.
+//
+// KEYS[1] the account's "all" index. ARGV[1] the account's metadata key
+// prefix, ARGV[2] keep, ARGV[3] the limit.
+//
+// It returns {id1, the 6 metadata fields of id1, id2, ...}, oldest first.
+var oldestScript = redis.NewScript(`
+local n = math.min(tonumber(ARGV[3]), redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2]))
+if n <= 0 then return {} end
+local ids = redis.call('ZRANGE', KEYS[1], 0, string.format('%d', n - 1))
+local res = {}
+for _, id in ipairs(ids) do
+  local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+  if v[1] then
+    res[#res + 1] = id
+    for j = 1, 6 do res[#res + 1] = v[j] end
+  end
+end
 return res
 `)

@@ -15,7 +15,8 @@
 // The suite checks only what the store.Store doc comments promise. What it
 // cannot see through the interface it checks through optional interfaces: a
 // store that implements BodyCounter is checked to free a shared body with the
-// last email that uses it.
+// last email that uses it. The optional capabilities store.Notifier,
+// store.Stats and store.Pruner are checked when the store has them.
 package storetest
 
 import (
@@ -70,6 +71,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"ConcurrentDeletes", testConcurrentDeletes},
 		{"Events", testEvents},
+		{"Stats", testStats},
+		{"StatsConcurrent", testStatsConcurrent},
+		{"OldestEmails", testOldestEmails},
+		{"OldestConcurrentKeep", testOldestConcurrentKeep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
