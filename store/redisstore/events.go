@@ -14,7 +14,8 @@ import (
 // Events reach every replica through Redis: each change is appended to the
 // account's stream P{T}:ev (trimmed to about eventHistory entries, for
 // resumption) and published, with the stream id, on the channel P + "events",
-// in one script so that publication order is stream order. Every Store
+// in one script so that publication order is stream order. Creates do this
+// inside createScript, with the write; updates and deletes right after theirs. Every Store
 // subscribes to that channel once and fans events out to its own
 // subscribers through an eventhub.Hub. go-redis re-subscribes after an
 // outage; events published while a replica was cut off reach its
@@ -54,12 +55,22 @@ func (s *Store) listen(ps *redis.PubSub) {
 // already durable, so a failure here is not the caller's failure: it only
 // delays subscribers until they resume with EventsAfter.
 func (s *Store) publish(ctx context.Context, typ store.EventType, accountID, id string, e *store.Email) {
-	payload, err := json.Marshal(store.Event{Type: typ, AccountID: accountID, EmailID: id, Email: e})
+	payload, err := eventPayload(typ, accountID, id, e)
 	if err != nil {
 		return
 	}
 	k := s.account(accountID)
 	_ = publishScript.Run(ctx, s.client, []string{k.events()}, eventHistory, payload, s.channel()).Err()
+}
+
+// eventPayload is an event as the stream and the channel carry it, without
+// its id (the stream assigns it).
+func eventPayload(typ store.EventType, accountID, id string, e *store.Email) ([]byte, error) {
+	b, err := json.Marshal(store.Event{Type: typ, AccountID: accountID, EmailID: id, Email: e})
+	if err != nil {
+		return nil, store.Wrap(store.Internal, err, "encode event")
+	}
+	return b, nil
 }
 
 // Subscribe implements store.Notifier: the subscription gets the account's

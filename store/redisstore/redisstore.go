@@ -25,6 +25,9 @@
 //	                             all); an email's metadata hash holds in sb
 //	                             the size it added, so a delete subtracts
 //	                             exactly that
+//	P{T}:ev              stream  the account's recent events (about 1,000),
+//	                             for resumption; each is also published on
+//	                             the channel P + "events" (events.go)
 //
 // Index members are email ids (lower-case UUIDs) scored by ReceivedAt in Unix
 // milliseconds. Redis orders equal scores by member, so reading an index
@@ -217,9 +220,6 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 		}
 		return store.Errorf(store.Conflict, "email %s already exists", store.NormalizeID(emails[pos-1].ID))
 	}
-	for _, e := range emails {
-		s.publish(ctx, store.EmailCreated, e.AccountID, store.NormalizeID(e.ID), e)
-	}
 	return nil
 }
 
@@ -272,6 +272,15 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 		for _, v := range vals {
 			args = append(args, v)
 		}
+	}
+	keys = append(keys, k.events())
+	args = append(args, eventHistory, s.channel())
+	for _, e := range emails {
+		payload, err := eventPayload(store.EmailCreated, accountID, store.NormalizeID(e.ID), e)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, payload)
 	}
 	return keys, args, nil
 }

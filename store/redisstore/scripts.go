@@ -34,10 +34,15 @@ import "github.com/redis/go-redis/v9"
 // that deleteScript subtracts exactly what was added: emails stored before
 // the stats existed have none and are not subtracted.
 //
+// The last key is the account's event stream: after ARGV's email values come
+// the stream's length bound, the event channel and one email.created event
+// payload per email, appended to the stream and published (see events.go) in
+// the same script, so a create costs one round trip.
+//
 // It returns 0, or the 1-based position of an email whose id already exists,
 // in which case nothing was written.
 var createScript = redis.NewScript(`
-local n = (#KEYS - 3) / 4
+local n = (#KEYS - 4) / 4
 for i = 0, n - 1 do
   if redis.call('EXISTS', KEYS[4 + 4 * i]) == 1 then
     return i + 1
@@ -54,6 +59,11 @@ for i = 0, n - 1 do
   redis.call('ZADD', KEYS[6 + 4 * i], score, id)
   redis.call('ZADD', KEYS[7 + 4 * i], score, id)
   redis.call('HINCRBY', KEYS[3], 'bytes', size)
+end
+local e = 3 + 9 * n
+for i = 0, n - 1 do
+  local id = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[e], '*', 'e', ARGV[e + 2 + i])
+  redis.call('PUBLISH', ARGV[e + 1], id .. ' ' .. ARGV[e + 2 + i])
 end
 return 0
 `)
