@@ -200,12 +200,6 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 				key = strings.TrimSpace(token)
 			}
 		}
-		client := clientAddress(r)
-		if wait, limited := a.failures.limited(client); limited {
-			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
-			writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
-			return
-		}
 		if key == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink"`)
 			writeMessage(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key> or x-api-key: <key>")
@@ -213,6 +207,14 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		}
 		acc, ok := a.accounts.ByKey(key)
 		if !ok {
+			// Only wrong keys are limited, so one client guessing behind a
+			// shared address (a proxy, a CI NAT) locks no valid key out.
+			client := clientAddress(r)
+			if wait, limited := a.failures.limited(client); limited {
+				w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+				writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
+				return
+			}
 			a.failures.fail(client)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink", error="invalid_token"`)
 			writeMessage(w, http.StatusUnauthorized, "invalid API key")

@@ -221,12 +221,14 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var last eventhub.ID
+	// Live events up to the last one replayed were sent from the backlog
+	// (the subscription started before it was read); later ones are new.
+	var replayed eventhub.ID
 	for _, e := range backlog {
 		if !send(a.sseEvent(e)) {
 			return
 		}
-		last, _ = eventhub.ParseID(e.ID)
+		replayed, _ = eventhub.ParseID(e.ID)
 	}
 
 	heartbeat := time.NewTicker(a.cfg.SSEHeartbeat)
@@ -245,11 +247,8 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			if !open {
 				return // the client reconnects with Last-Event-ID
 			}
-			if id, err := eventhub.ParseID(e.ID); err == nil {
-				if !last.Less(id) {
-					continue // already sent from the backlog
-				}
-				last = id
+			if id, err := eventhub.ParseID(e.ID); err == nil && len(backlog) > 0 && !replayed.Less(id) {
+				continue
 			}
 			if !send(a.sseEvent(e)) {
 				return

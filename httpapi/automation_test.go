@@ -374,3 +374,46 @@ func TestBulkDelete(t *testing.T) {
 		}
 	})
 }
+
+// TestEventStreamUnderConcurrentWrites patches one email from several
+// clients at once and checks that the stream delivers every event, in
+// increasing id order.
+func TestEventStreamUnderConcurrentWrites(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		item := create(t, e, acme, map[string]any{"recipient": "busy@acme.test", "sender": "s@example.com"})
+		id := item["id"].(string)
+		s := openEvents(t, e, acme, nil)
+		testenv.WaitFor(t, 5*time.Second, "the stream to be open", func() bool { return e.App.HeldRequests() == 1 })
+		const writers, each = 4, 20
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					e.Do(t, http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"notes": fmt.Sprint(w, "-", i)})
+				}
+			}()
+		}
+		wg.Wait()
+		var last string
+		for i := 0; i < writers*each; {
+			ev := s.next(t)
+			if last != "" && !eventIDLess(last, ev.ID) {
+				t.Fatalf("event %s after %s", ev.ID, last)
+			}
+			last = ev.ID
+			if ev.Event == "email.updated" {
+				i++
+			}
+		}
+	})
+}
+
+func eventIDLess(a, b string) bool {
+	var am, as, bm, bs int64
+	fmt.Sscanf(a, "%d-%d", &am, &as)
+	fmt.Sscanf(b, "%d-%d", &bm, &bs)
+	return am < bm || am == bm && as < bs
+}

@@ -117,6 +117,17 @@ func (c *drainConn) Close() error {
 	return c.Conn.Close()
 }
 
+// abort answers reply (without its CRLF) and closes the connection, for a
+// message whose transfer went wrong midway. c may be nil.
+func (c *drainConn) abort(reply string) {
+	if c == nil {
+		return
+	}
+	c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	c.Conn.Write([]byte(reply + "\r\n"))
+	c.Close()
+}
+
 // begin marks the start of a transaction; it reports false when the server
 // drains and no transaction may start. c may be nil (a connection the
 // server does not track).

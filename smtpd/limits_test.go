@@ -68,15 +68,54 @@ func TestDataTimeout(t *testing.T) {
 	// data timeout, although each read is within the command timeout.
 	tp.PrintfLine("Subject: slow")
 	start := time.Now()
-	code, _, err := tp.ReadResponse(0)
-	if err == nil && code == 250 {
-		t.Fatalf("a stalled DATA was accepted")
+	code, msg, err := tp.ReadResponse(0)
+	if err != nil || code != 421 {
+		t.Fatalf("stalled DATA: %d %q %v, want 421", code, msg, err)
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("cut off after %v", d)
 	}
+	// The connection is closed: what the client sends after the stall is
+	// never read as commands (a message smuggled in the body).
+	tp.PrintfLine("")
+	tp.PrintfLine("MAIL FROM:<smuggled@example.com>")
+	tp.PrintfLine("RCPT TO:<injected@acme.test>")
+	tp.PrintfLine("DATA")
+	tp.PrintfLine("Subject: injected")
+	tp.PrintfLine(".")
+	if _, err := tp.ReadLine(); err == nil {
+		t.Error("the connection is still open after the timeout")
+	}
 	if n := len(items(t, e, testenv.AcmeKey, "")); n != 0 {
 		t.Errorf("stored %d emails from a stalled DATA", n)
+	}
+}
+
+// TestBDATIsBoundedByTheDataTimeout sends a message in small BDAT chunks,
+// each well within the command timeout, for longer than the data timeout.
+func TestBDATIsBoundedByTheDataTimeout(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.DataTimeout = 300 * time.Millisecond })
+	tp, _, _ := greet(t, e.SMTP)
+	for _, cmd := range []string{"EHLO slow.example", "MAIL FROM:<a@example.com>", "RCPT TO:<bdat@acme.test>"} {
+		tp.PrintfLine("%s", cmd)
+		if _, _, err := tp.ReadResponse(250); err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		tp.W.WriteString("BDAT 3\r\nab\n")
+		tp.W.Flush()
+		if code, _, err := tp.ReadResponse(0); err != nil || code != 250 {
+			break // cut off
+		}
+	}
+	if _, err := tp.ReadLine(); err == nil {
+		t.Fatal("a BDAT transfer went on past the data timeout")
+	}
+	if n := len(items(t, e, testenv.AcmeKey, "")); n != 0 {
+		t.Errorf("stored %d emails", n)
 	}
 }
 

@@ -231,8 +231,12 @@ func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	if d := s.srv.cfg.DataTimeout; d > 0 && s.conn != nil {
 		// go-smtp set a per-command deadline before DATA; the transfer
-		// gets a deadline of its own.
+		// gets a deadline of its own. BDAT chunks each get go-smtp's
+		// per-command deadline, so the timer bounds the whole message
+		// whichever command carries it.
 		s.conn.SetReadDeadline(start.Add(d))
+		timer := time.AfterFunc(d, func() { s.conn.abort("421 4.4.2 Message transfer timed out") })
+		defer timer.Stop()
 	}
 	size, result, err := s.receive(r)
 	s.srv.cfg.Metrics.SMTPMessage(result, size, len(s.rcpts))
@@ -261,9 +265,15 @@ func (s *session) receive(r io.Reader) (int, string, error) {
 			}
 			return len(raw), "invalid", smtpErr
 		case errors.Is(err, smtp.ErrTooLongLine):
+			// The rest of the message would be read as commands: the
+			// connection ends here.
+			s.conn.abort("500 5.5.2 Line too long")
 			return len(raw), "line_too_long", &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
 		}
-		return len(raw), "connection_error", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Connection problem while reading the message"}
+		// A timeout or a broken connection in the middle of the message:
+		// what is left of it must not be read as commands.
+		s.conn.abort("421 4.4.2 Message transfer failed, closing connection")
+		return len(raw), "connection_error", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
 	}
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && int64(len(raw)) > limit {
 		return len(raw), "too_large", errTooLarge

@@ -160,7 +160,7 @@ func (s *Store) publish(typ store.EventType, accountID, id string, e *store.Emai
 		c.Labels = append([]string(nil), e.Labels...)
 		e = &c
 	}
-	s.events.Publish(store.Event{ID: s.events.NextID(), Type: typ, AccountID: accountID, EmailID: id, Email: e})
+	s.events.Publish(store.Event{Type: typ, AccountID: accountID, EmailID: id, Email: e})
 }
 
 // Subscribe implements store.Notifier.

@@ -34,30 +34,39 @@ type Hub struct {
 	lastSeq  int64
 	closed   bool
 	nowMilli func() int64
+	// start is below every id this Hub generates: events before it are
+	// not in its history.
+	start ID
 }
 
 // New returns a Hub that keeps the last history events of each account for
 // After; a negative history keeps none (the caller keeps its own).
 func New(history int) *Hub {
+	return newHub(history, func() int64 { return time.Now().UnixMilli() })
+}
+
+// newHub is New with a clock in Unix milliseconds.
+func newHub(history int, nowMilli func() int64) *Hub {
 	if history == 0 {
 		history = DefaultHistory
 	}
 	h := &Hub{
 		history:  history,
 		subs:     map[string]map[*subscription]struct{}{},
-		nowMilli: func() int64 { return time.Now().UnixMilli() },
+		nowMilli: nowMilli,
 	}
 	if history > 0 {
 		h.recent = map[string]*ring{}
 	}
+	h.lastMS = h.nowMilli()
+	h.lastSeq = -1
+	h.start = ID{MS: h.lastMS}
 	return h
 }
 
-// NextID returns a new event id, "<unix ms>-<seq>", greater than every id
-// it returned before.
-func (h *Hub) NextID() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// nextIDLocked returns a new event id, "<unix ms>-<seq>", greater than
+// every id it returned before.
+func (h *Hub) nextIDLocked() string {
 	ms := h.nowMilli()
 	if ms <= h.lastMS {
 		ms, h.lastSeq = h.lastMS, h.lastSeq+1
@@ -69,13 +78,17 @@ func (h *Hub) NextID() string {
 }
 
 // Publish delivers e to the subscribers of its account and records it in
-// the account's history. e.ID must be set (NextID, or an id from the shared
-// backend). A subscriber whose buffer is full is dropped.
+// the account's history. When e.ID is empty the Hub gives it a new id: ids
+// are assigned and delivered under one lock, so subscribers see them in
+// order. A subscriber whose buffer is full is dropped.
 func (h *Hub) Publish(e store.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
+	}
+	if e.ID == "" {
+		e.ID = h.nextIDLocked()
 	}
 	if h.recent != nil {
 		r := h.recent[e.AccountID]
@@ -125,12 +138,14 @@ func (h *Hub) After(accountID, afterID string) ([]store.Event, bool, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Events from before this Hub started (an earlier process) are unknown.
+	known := !after.Less(h.start)
 	r := h.recent[accountID]
 	if r == nil {
-		return nil, true, nil
+		return nil, known, nil
 	}
 	events, complete := r.after(after)
-	return events, complete, nil
+	return events, complete && known, nil
 }
 
 // Subscribers returns how many subscriptions are open.
@@ -142,6 +157,18 @@ func (h *Hub) Subscribers() int {
 		n += len(m)
 	}
 	return n
+}
+
+// DropAll ends every subscription open now, so that their holders
+// resubscribe and catch up: for when events may have been missed.
+func (h *Hub) DropAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.subs {
+		for s := range m {
+			h.dropLocked(s)
+		}
+	}
 }
 
 // Close ends every subscription; later ones end at once.

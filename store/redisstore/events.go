@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,53 +15,76 @@ import (
 // Events reach every replica through Redis: each change is appended to the
 // account's stream P{T}:ev (trimmed to about eventHistory entries, for
 // resumption) and published, with the stream id, on the channel P + "events",
-// in one script so that publication order is stream order. Creates do this
-// inside createScript, with the write; updates and deletes right after theirs. Every Store
-// subscribes to that channel once and fans events out to its own
-// subscribers through an eventhub.Hub. go-redis re-subscribes after an
-// outage; events published while a replica was cut off reach its
-// subscribers only through EventsAfter.
+// by the same script that writes the change (createScript, updateScript,
+// deleteScript), so events are in commit order and none is lost between the
+// write and its announcement. Every Store subscribes to that channel once
+// and fans events out to its own subscribers through an eventhub.Hub.
+// go-redis re-subscribes after an outage; events published meanwhile reach
+// subscribers only through EventsAfter, so listen ends every subscription
+// when that happens.
 
 // eventHistory is about how many events per account the stream keeps.
 const eventHistory = 1000
-
-var publishScript = redis.NewScript(`
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2])
-redis.call('PUBLISH', ARGV[3], id .. ' ' .. ARGV[2])
-return id
-`)
 
 func (k accountKeys) events() string { return k.base + "ev" }
 
 func (s *Store) channel() string { return s.prefix + "events" }
 
-// listen feeds the hub from the channel until the Store is closed.
+// listen feeds the hub from the channel until the Store is closed. Each
+// (re)subscription ends the hub's subscriptions: events published while the
+// connection was down reached no one, so their holders resubscribe and
+// catch up with EventsAfter (event streams) or a query (waiting lists).
 func (s *Store) listen(ps *redis.PubSub) {
 	defer close(s.listening)
-	for msg := range ps.Channel(redis.WithChannelSize(4096)) {
-		id, payload, ok := strings.Cut(msg.Payload, " ")
-		if !ok {
-			continue
+	first := true
+	for msg := range ps.ChannelWithSubscriptions(redis.WithChannelSize(4096)) {
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			if first {
+				first = false
+				close(s.subscribed)
+				continue
+			}
+			s.hub.DropAll()
+		case *redis.Message:
+			id, payload, ok := strings.Cut(m.Payload, " ")
+			if !ok {
+				continue
+			}
+			if e, ok := decodeEvent(id, payload); ok {
+				s.hub.Publish(e)
+			}
 		}
-		var e store.Event
-		if json.Unmarshal([]byte(payload), &e) != nil {
-			continue
-		}
-		e.ID = id
-		s.hub.Publish(e)
 	}
 }
 
-// publish announces a committed change to every replica. The change is
-// already durable, so a failure here is not the caller's failure: it only
-// delays subscribers until they resume with EventsAfter.
-func (s *Store) publish(ctx context.Context, typ store.EventType, accountID, id string, e *store.Email) {
-	payload, err := eventPayload(typ, accountID, id, e)
-	if err != nil {
-		return
+// wireEvent is an event as the stream and the channel carry it: a
+// store.Event without its id (the stream assigns it), or, from updateScript,
+// with the email's stored fields instead of the email.
+type wireEvent struct {
+	store.Event
+	Fields []any `json:"fields,omitempty"`
+}
+
+// decodeEvent decodes the event with stream id id; it reports false for a
+// payload it cannot read.
+func decodeEvent(id, payload string) (store.Event, bool) {
+	var w wireEvent
+	if json.Unmarshal([]byte(payload), &w) != nil {
+		return store.Event{}, false
 	}
-	k := s.account(accountID)
-	_ = publishScript.Run(ctx, s.client, []string{k.events()}, eventHistory, payload, s.channel()).Err()
+	if w.Fields != nil {
+		r, err := decodeFields(w.Fields)
+		if err != nil {
+			return store.Event{}, false
+		}
+		w.Email = r.email()
+	}
+	w.ID = id
+	return w.Event, true
 }
 
 // eventPayload is an event as the stream and the channel carry it, without
@@ -75,9 +99,21 @@ func eventPayload(typ store.EventType, accountID, id string, e *store.Email) ([]
 
 // Subscribe implements store.Notifier: the subscription gets the account's
 // events from every replica sharing this Redis and prefix.
+//
+// Until this Store's own subscription to Redis is confirmed (just after
+// New) it waits for it, at most subscribeWait, so that a subscriber does not
+// miss the events that follow; with Redis down it goes on without.
 func (s *Store) Subscribe(accountID string) store.Subscription {
+	select {
+	case <-s.subscribed:
+	case <-time.After(subscribeWait):
+	}
 	return s.hub.Subscribe(accountID)
 }
+
+// subscribeWait bounds how long Subscribe waits for the Store's first
+// subscription to Redis.
+const subscribeWait = 2 * time.Second
 
 // EventsAfter implements store.Notifier from the account's event stream in
 // Redis. It returns Invalid for a malformed id and Unavailable when Redis
@@ -88,7 +124,8 @@ func (s *Store) EventsAfter(ctx context.Context, accountID, afterID string) ([]s
 		return nil, false, err
 	}
 	key := s.account(accountID).events()
-	msgs, err := s.client.XRangeN(ctx, key, "("+after.String(), "+", eventHistory).Result()
+	// The stream is bounded, so the whole rest of it is one read.
+	msgs, err := s.client.XRange(ctx, key, "("+after.String(), "+").Result()
 	if err != nil {
 		return nil, false, classify(err)
 	}
@@ -111,12 +148,9 @@ func (s *Store) EventsAfter(ctx context.Context, accountID, afterID string) ([]s
 	events := make([]store.Event, 0, len(msgs))
 	for _, m := range msgs {
 		raw, _ := m.Values["e"].(string)
-		var e store.Event
-		if json.Unmarshal([]byte(raw), &e) != nil {
-			continue
+		if e, ok := decodeEvent(m.ID, raw); ok {
+			events = append(events, e)
 		}
-		e.ID = m.ID
-		events = append(events, e)
 	}
 	return events, complete, nil
 }

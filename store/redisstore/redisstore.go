@@ -102,9 +102,10 @@ type Store struct {
 	prefix string
 	batch  int
 
-	hub       *eventhub.Hub
-	pubsub    *redis.PubSub
-	listening chan struct{} // closed when listen returns
+	hub        *eventhub.Hub
+	pubsub     *redis.PubSub
+	listening  chan struct{} // closed when listen returns
+	subscribed chan struct{} // closed when the first subscription is confirmed
 }
 
 var (
@@ -126,7 +127,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if strings.ContainsAny(prefix, "{}") {
 		panic(fmt.Sprintf("redisstore: prefix %q contains a brace", prefix))
 	}
-	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1), listening: make(chan struct{})}
+	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
+		listening: make(chan struct{}), subscribed: make(chan struct{})}
 	// Subscribing does not wait for Redis: go-redis (re)connects in the
 	// background and the channel delivers once it has.
 	s.pubsub = client.Subscribe(context.Background())
@@ -468,7 +470,7 @@ func (s *Store) scan(ctx context.Context, k accountKeys, indexes []string, since
 // UpdatedAt as it is.
 func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (*store.Email, error) {
 	id = store.NormalizeID(id)
-	args := []any{id}
+	args := []any{id, eventHistory, s.channel(), accountID}
 	if u.Labels != nil {
 		labels := *u.Labels
 		if labels == nil {
@@ -505,6 +507,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	}
 	k := s.account(accountID)
 	keys := append([]string{k.email(id), k.all()}, k.statuses()...)
+	keys = append(keys, k.events())
 	v, err := updateScript.Run(ctx, s.client, keys, args...).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, store.ErrNotFound
@@ -516,9 +519,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	if err != nil {
 		return nil, err
 	}
-	e := r.email()
-	s.publish(ctx, store.EmailUpdated, accountID, id, e)
-	return e, nil
+	return r.email(), nil
 }
 
 // DeleteEmail removes the email with id in the account, its index entries
@@ -531,6 +532,10 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	// The recipient, sender and body never change, so the keys they name
 	// can be read first; the script checks that the email is still the one
 	// read, which only a delete and re-create with the same id could change.
+	deleted, err := eventPayload(store.EmailDeleted, accountID, id, nil)
+	if err != nil {
+		return err
+	}
 	for range casAttempts {
 		m, err := s.client.HGet(ctx, k.email(id), fieldFixed).Result()
 		if errors.Is(err, redis.Nil) {
@@ -544,14 +549,13 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			return err
 		}
 		keys := append([]string{k.email(id), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
-		keys = append(keys, k.body(f.Body), k.stats())
-		res, err := deleteScript.Run(ctx, s.client, keys, m, id).Int()
+		keys = append(keys, k.body(f.Body), k.stats(), k.events())
+		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.channel(), deleted).Int()
 		if err != nil {
 			return classify(err)
 		}
 		switch res {
 		case 1:
-			s.publish(ctx, store.EmailDeleted, accountID, id, nil)
 			return nil
 		case 0:
 			return store.ErrNotFound

@@ -72,14 +72,18 @@ return 0
 // changes, moves the id between status indexes.
 //
 // KEYS[1] the metadata key, KEYS[2] the "all" index, KEYS[3..5] the status
-// indexes. ARGV[1] the id, then field and value pairs to set.
+// indexes, KEYS[6] the account's event stream. ARGV[1] the id, ARGV[2] the
+// stream's length bound, ARGV[3] the event channel, ARGV[4] the account id,
+// then field and value pairs to set.
 //
-// It returns the email's fields after the update, or nil when it does not
-// exist.
+// It appends and publishes an email.updated event that carries the fields
+// after the update (decodeEvent reads them), in the same script so that
+// events are in commit order. It returns the email's fields after the
+// update, or nil when it does not exist.
 var updateScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local st = {received = KEYS[3], processed = KEYS[4], archived = KEYS[5]}
-for i = 2, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if ARGV[i] == 'st' then
     local old, new = redis.call('HGET', KEYS[1], 'st'), ARGV[i + 1]
     if old ~= new then
@@ -92,10 +96,14 @@ for i = 2, #ARGV, 2 do
     end
   end
 end
-if #ARGV > 1 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+if #ARGV > 4 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 end
-return redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+local f = redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+local payload = cjson.encode({type = 'email.updated', accountId = ARGV[4], emailId = ARGV[1], fields = f})
+local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'e', payload)
+redis.call('PUBLISH', ARGV[3], id .. ' ' .. payload)
+return f
 `)
 
 // deleteScript removes an email with its index entries, and its body when no
@@ -104,8 +112,10 @@ return redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
 //
 // KEYS[1] the metadata key, KEYS[2..4] the all, recipient and sender
 // indexes, KEYS[5..7] the status indexes, KEYS[8] the body key, KEYS[9] the
-// account's stats key. ARGV[1] the fixed metadata the caller read to name the
-// keys, ARGV[2] the id.
+// account's stats key, KEYS[10] the account's event stream. ARGV[1] the
+// fixed metadata the caller read to name the keys, ARGV[2] the id, ARGV[3]
+// the stream's length bound, ARGV[4] the event channel, ARGV[5] the
+// email.deleted event to append and publish.
 //
 // The size is subtracted as a string ("sb", written by createScript, with
 // its sign flipped), since a Lua number would reach Redis in a float format
@@ -143,6 +153,8 @@ if redis.call('ZCARD', KEYS[2]) == 0 then
 elseif sb then
   redis.call('HINCRBY', KEYS[9], 'bytes', sb)
 end
+local id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[5])
+redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[5])
 return 1
 `)
 

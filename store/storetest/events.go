@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +85,128 @@ func next(t *testing.T, sub store.Subscription) store.Event {
 		t.Fatal("no event within 10s")
 	}
 	return store.Event{}
+}
+
+// testEventsInCommitOrder updates one email from several goroutines and
+// checks that subscribers see the events in commit order: ids strictly
+// increasing, and the last event carrying the state the store kept.
+func testEventsInCommitOrder(t *testing.T, s store.Store) {
+	n, ok := s.(store.Notifier)
+	if !ok {
+		t.Skip("the store does not implement store.Notifier")
+	}
+	ctx := context.Background()
+	e := newEmail("acct-order", 1)
+	create(t, s, e)
+	sub := n.Subscribe("acct-order")
+	defer sub.Close()
+	const writers, each = 4, 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				notes := fmt.Sprintf("writer %d update %d", w, i)
+				if _, err := s.UpdateEmail(ctx, "acct-order", e.ID, store.Update{Notes: &store.Nullable{Value: &notes}}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	final, err := s.GetEmail(ctx, "acct-order", e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last store.Event
+	for i := 0; i < writers*each; {
+		ev := next(t, sub)
+		if last.ID != "" && !idLess(t, last.ID, ev.ID) {
+			t.Fatalf("event %d: id %s after %s", i, ev.ID, last.ID)
+		}
+		last = ev
+		if ev.Type == store.EmailUpdated {
+			i++ // the create's event may arrive after Subscribe on a shared backend
+		}
+	}
+	if last.Email == nil || final.Notes == nil || *last.Email.Notes != *final.Notes {
+		t.Errorf("the last event (%s) carries notes %q, the store kept %q", last.ID, showNotes(last.Email), *final.Notes)
+	}
+}
+
+// testEventsAfterLongGap replays more events than one page of the history:
+// a resume from a kept event must return every event after it.
+func testEventsAfterLongGap(t *testing.T, s store.Store) {
+	n, ok := s.(store.Notifier)
+	if !ok {
+		t.Skip("the store does not implement store.Notifier")
+	}
+	ctx := context.Background()
+	e := newEmail("acct-long", 1)
+	sub := n.Subscribe("acct-long")
+	defer sub.Close()
+	const updates = 1100
+	// The subscriber reads while the writes go on, as an event stream
+	// does: one that falls far behind is dropped.
+	collected := make(chan []string, 1)
+	go func() {
+		var ids []string
+		for ev := range sub.Events() {
+			if ids = append(ids, ev.ID); len(ids) == updates+1 {
+				break
+			}
+		}
+		collected <- ids
+	}()
+	create(t, s, e)
+	for i := range updates {
+		notes := fmt.Sprint(i)
+		if _, err := s.UpdateEmail(ctx, "acct-long", e.ID, store.Update{Notes: &store.Nullable{Value: &notes}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	select {
+	case ids = <-collected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the events did not all arrive within 30s")
+	}
+	if len(ids) != updates+1 {
+		t.Fatalf("the subscription got %d of %d events", len(ids), updates+1)
+	}
+	for _, from := range []int{90, 1000} {
+		got, complete, err := n.EventsAfter(ctx, "acct-long", ids[from])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from == 1000 && !complete {
+			t.Errorf("after event %d of %d: incomplete", from, len(ids))
+		}
+		if complete && len(got) != len(ids)-from-1 {
+			t.Errorf("after event %d of %d: %d events and complete, want %d", from, len(ids), len(got), len(ids)-from-1)
+		}
+		if len(got) > 0 && got[len(got)-1].ID != ids[len(ids)-1] {
+			t.Errorf("after event %d: the replay ends at %s, want %s", from, got[len(got)-1].ID, ids[len(ids)-1])
+		}
+	}
+}
+
+func idLess(t *testing.T, a, b string) bool {
+	t.Helper()
+	var am, as, bm, bs int64
+	if _, err := fmt.Sscanf(a, "%d-%d", &am, &as); err != nil {
+		t.Fatalf("event id %q: %v", a, err)
+	}
+	if _, err := fmt.Sscanf(b, "%d-%d", &bm, &bs); err != nil {
+		t.Fatalf("event id %q: %v", b, err)
+	}
+	return am < bm || am == bm && as < bs
+}
+
+func showNotes(e *store.Email) string {
+	if e == nil || e.Notes == nil {
+		return "<none>"
+	}
+	return *e.Notes
 }

@@ -71,6 +71,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"ConcurrentDeletes", testConcurrentDeletes},
 		{"Events", testEvents},
+		{"EventsInCommitOrder", testEventsInCommitOrder},
+		{"EventsAfterLongGap", testEventsAfterLongGap},
 		{"Stats", testStats},
 		{"StatsConcurrent", testStatsConcurrent},
 		{"OldestEmails", testOldestEmails},

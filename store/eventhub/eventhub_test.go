@@ -1,0 +1,93 @@
+package eventhub
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// TestConcurrentPublishesArriveInIDOrder publishes from many goroutines and
+// checks that a subscriber sees strictly increasing ids: ids are assigned
+// and delivered under one lock.
+func TestConcurrentPublishesArriveInIDOrder(t *testing.T) {
+	h := New(0)
+	sub := h.Subscribe("a")
+	const writers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				h.Publish(store.Event{Type: store.EmailUpdated, AccountID: "a", EmailID: fmt.Sprint(w, "-", i)})
+			}
+		}()
+	}
+	wg.Wait()
+	var last ID
+	for n := range writers * each {
+		e := <-sub.Events()
+		id, err := ParseID(e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 && !last.Less(id) {
+			t.Fatalf("event %d: id %s after %s", n, id, last)
+		}
+		last = id
+	}
+}
+
+// TestAfterKnowsWhatItCannotKnow checks that an id from before the Hub
+// started (an earlier process) and an id that fell out of the history both
+// report the replay as incomplete, and that recent ids replay completely.
+func TestAfterKnowsWhatItCannotKnow(t *testing.T) {
+	ms := int64(1_800_000_000_000)
+	clock := func() int64 { return ms }
+	old := newHub(0, clock)
+	old.Publish(store.Event{AccountID: "a", EmailID: "1"})
+	before, _, _ := old.After("a", "0-0")
+	ms += 1000 // the process restarts a second later
+	h := newHub(3, clock)
+	if _, complete, err := h.After("a", before[0].ID); err != nil || complete {
+		t.Errorf("after an id of an earlier hub: complete %v, err %v; want incomplete", complete, err)
+	}
+	for i := range 5 {
+		h.Publish(store.Event{AccountID: "a", EmailID: fmt.Sprint(i)})
+	}
+	all, _, _ := h.After("a", "0-0")
+	if len(all) != 3 {
+		t.Fatalf("kept %d events, want 3", len(all))
+	}
+	if _, complete, _ := h.After("a", all[0].ID); !complete {
+		t.Error("after the oldest kept event: incomplete")
+	}
+	first := New(0)
+	first.Publish(store.Event{AccountID: "a"})
+	firstEvents, _, _ := first.After("a", "0-0")
+	if _, complete, _ := first.After("a", firstEvents[0].ID); !complete {
+		t.Error("after this hub's first event: incomplete")
+	}
+	if _, _, err := h.After("a", "x"); !store.IsCode(err, store.Invalid) {
+		t.Errorf("bad id: %v", err)
+	}
+}
+
+func TestDropAllEndsSubscriptions(t *testing.T) {
+	h := New(0)
+	a, b := h.Subscribe("a"), h.Subscribe("b")
+	h.DropAll()
+	for _, s := range []store.Subscription{a, b} {
+		if _, open := <-s.Events(); open {
+			t.Error("a subscription is open after DropAll")
+		}
+		s.Close() // harmless after the drop
+	}
+	c := h.Subscribe("a")
+	h.Publish(store.Event{AccountID: "a"})
+	if e := <-c.Events(); e.ID == "" {
+		t.Error("a new subscription got no event after DropAll")
+	}
+}
