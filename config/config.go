@@ -33,6 +33,9 @@ type Config struct {
 	MaxMessageBytes int64
 	// ShutdownTimeout bounds how long in-flight work may take on SIGTERM.
 	ShutdownTimeout time.Duration
+	// PProfAddr, from MAILSINK_PPROF_ADDR, is where main serves
+	// net/http/pprof for profiling; empty (the default) serves nothing.
+	PProfAddr string
 }
 
 // HTTP configures the HTTP listener.
@@ -92,6 +95,9 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 		},
 		MaxMessageBytes: p.int("MAILSINK_MAX_MESSAGE_BYTES", 26214400, 1, 1<<40),
 		ShutdownTimeout: p.duration("MAILSINK_SHUTDOWN_TIMEOUT", 10*time.Second),
+	}
+	if _, ok := p.lookup("MAILSINK_PPROF_ADDR"); ok {
+		c.PProfAddr = p.addr("MAILSINK_PPROF_ADDR", "")
 	}
 	if seeds := p.str("MAILSINK_REDIS_CLUSTER", ""); seeds != "" {
 		for _, s := range strings.Split(seeds, ",") {
