@@ -75,7 +75,7 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "%s\n\n", n)
 	}
 
-	b.WriteString("| store | scenario | load | msg/s | p50 | p99 | mailsink CPU per op (total / ops) | mailsink RSS after (anon; peak) | redis-server CPU | load tool CPU | machine busy (stolen) |\n")
+	b.WriteString("| store | scenario | load | msg/s | p50 | p99 | mailsink CPU per op (total / ops) | mailsink RSS after (anon; peak) | redis-server CPU (all clients) | load tool CPU | machine busy (stolen) |\n")
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		var load, rate, p50, p99 string
@@ -113,6 +113,7 @@ func (r *Report) Markdown() string {
 		}
 		if res.RedisCPU > 0 {
 			rcpu = res.RedisCPU.Round(10 * time.Millisecond).String()
+			rcpu += fmt.Sprintf("; %d commands from all clients", res.RedisCommands)
 			if res.RedisMemory > 0 {
 				rcpu += fmt.Sprintf("; used_memory %s after", MiB(res.RedisMemory))
 			}

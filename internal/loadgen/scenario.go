@@ -63,6 +63,10 @@ type Result struct {
 	RedisCPU time.Duration
 	// RedisMemory is Redis's used_memory after the scenario.
 	RedisMemory int64
+	// RedisCommands is how many commands Redis processed during the timed
+	// phase, from every client: far more than the phase's own operations
+	// means other work shared the Redis.
+	RedisCommands int64
 	// ToolCPU is the load tool's own CPU time during the timed phase.
 	ToolCPU time.Duration
 	// MachineBusy and MachineSteal are the shares of all CPUs' time during
@@ -152,7 +156,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	redisBefore := r.redisCPU(ctx)
+	redisBefore, cmdsBefore := r.redisCPU(ctx), r.redisCommands(ctx)
 	if res.Before, err = r.proc(); err != nil {
 		return res, err
 	}
@@ -180,6 +184,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	}
 	if rc := r.redisCPU(ctx); rc > 0 && redisBefore > 0 {
 		res.RedisCPU = rc - redisBefore
+		res.RedisCommands = r.redisCommands(ctx) - cmdsBefore
 	}
 	if perr2 := stopProfile(); err == nil {
 		err = perr2
@@ -236,7 +241,7 @@ func (r *Result) Summary() string {
 			r.ServerCPU().Round(time.Millisecond), fmtDur(r.CPUPerOp()), MiB(r.After.RSS), MiB(r.After.RSSAnon), MiB(r.After.HWM))
 	}
 	if r.RedisCPU > 0 {
-		s += fmt.Sprintf("; redis-server CPU %s", r.RedisCPU.Round(time.Millisecond))
+		s += fmt.Sprintf("; redis-server CPU %s, %d commands from all clients", r.RedisCPU.Round(time.Millisecond), r.RedisCommands)
 	}
 	s += fmt.Sprintf("; load tool CPU %s; machine %.0f%% busy, %.0f%% stolen", r.ToolCPU.Round(time.Millisecond), 100*r.MachineBusy, 100*r.MachineSteal)
 	return s
@@ -261,6 +266,19 @@ func (r *Runner) redisCPU(ctx context.Context) time.Duration {
 	user, _ := strconv.ParseFloat(info["used_cpu_user"], 64)
 	sys, _ := strconv.ParseFloat(info["used_cpu_sys"], 64)
 	return time.Duration((user + sys) * float64(time.Second))
+}
+
+// redisCommands returns Redis's total_commands_processed, or 0.
+func (r *Runner) redisCommands(ctx context.Context) int64 {
+	if r.Server == nil {
+		return 0
+	}
+	info, err := r.Server.RedisInfo(ctx, "stats")
+	if err != nil || info == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(info["total_commands_processed"], 10, 64)
+	return n
 }
 
 // startProfile starts a CPU profile of the server when s asks for one; the
