@@ -120,6 +120,7 @@ func single(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&s.Messages, "messages", 20_000, "messages to send (ingest)")
 	fs.IntVar(&s.Connections, "conns", 8, "concurrent SMTP clients")
 	fs.BoolVar(&s.Reuse, "reuse", true, "send each client's messages over one connection; false: a new connection per message")
+	fs.BoolVar(&s.Pipeline, "pipeline", false, "pipeline MAIL, RCPT and DATA in one write (RFC 2920) with the tool's own client instead of go-smtp's")
 	fs.IntVar(&s.Size, "size", 2048, "approximate message size in bytes")
 	fs.StringVar(&s.Shape, "shape", loadgen.ShapePlain, "plain (text/plain) or attachment (multipart with a base64 attachment)")
 	fs.IntVar(&s.Recipients, "recipients", 100, "distinct recipients the messages cycle through")

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -25,6 +26,8 @@ func TestScenarios(t *testing.T) {
 			defer cancel()
 			for _, s := range []Scenario{
 				{Name: "reuse", Kind: "ingest", Messages: 60, Connections: 3, Reuse: true, Size: 2048, Shape: ShapePlain, Recipients: 7, PerMessage: 1, Verify: true},
+				{Name: "pipelined", Kind: "ingest", Messages: 40, Connections: 2, Reuse: true, Pipeline: true, Size: 2048, Shape: ShapePlain, Recipients: 5, PerMessage: 3, Verify: true},
+				{Name: "pipelined-newconn", Kind: "ingest", Messages: 10, Connections: 2, Pipeline: true, Size: 512, Shape: ShapePlain, Recipients: 2, PerMessage: 1, Verify: true},
 				{Name: "newconn", Kind: "ingest", Messages: 20, Connections: 2, Size: 2048, Shape: ShapePlain, Recipients: 3, PerMessage: 2, Verify: true},
 				{Name: "attachment", Kind: "ingest", Messages: 10, Connections: 2, Reuse: true, Size: 100 << 10, Shape: ShapeAttachment, Recipients: 2, PerMessage: 1, Verify: true},
 				{Name: "list", Kind: "list", AccountSize: 400, Connections: 4, Reuse: true, Size: 1024, Shape: ShapePlain, Recipients: 10, PerMessage: 5, Queries: 30, QueryConns: 2},
@@ -128,5 +131,21 @@ func TestReadProc(t *testing.T) {
 	}
 	if !strings.Contains(MiB(3<<20), "3.0 MiB") {
 		t.Errorf("MiB(3<<20) = %q", MiB(3<<20))
+	}
+}
+
+func TestWriteDotStuffed(t *testing.T) {
+	for in, want := range map[string]string{
+		"a\r\nb\r\n":          "a\r\nb\r\n",
+		".a\r\n..b\r\nc.\r\n": "..a\r\n...b\r\nc.\r\n",
+		"no final crlf":       "no final crlf\r\n",
+	} {
+		var b strings.Builder
+		w := bufio.NewWriter(&b)
+		writeDotStuffed(w, []byte(in))
+		w.Flush()
+		if b.String() != want {
+			t.Errorf("writeDotStuffed(%q) = %q, want %q", in, b.String(), want)
+		}
 	}
 }

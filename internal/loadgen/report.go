@@ -96,6 +96,9 @@ func (r *Report) Markdown() string {
 			if !res.Reuse {
 				conn = "new per message"
 			}
+			if res.Pipeline {
+				conn += ", pipelined"
+			}
 			load = fmt.Sprintf("%d × %d B (%s), %d connections, %s", res.Messages, res.MessageBytes, res.Shape, res.Connections, conn)
 			if res.Verify != nil {
 				load += fmt.Sprintf("; %d/%d found via API", res.Verify.Found, res.Verify.Expected)

@@ -17,6 +17,9 @@ type IngestOptions struct {
 	Messages    int  // how many messages to send
 	Connections int  // concurrent SMTP clients
 	Reuse       bool // send every message of a client over one connection; false: one connection per message
+	// Pipeline sends MAIL, RCPT and DATA in one write (RFC 2920) with the
+	// load tool's own client, instead of go-smtp's one command at a time.
+	Pipeline bool
 	// MaxErrors stops the run after this many failed messages; 0 means 100.
 	MaxErrors int64
 }
@@ -69,11 +72,11 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var c *smtp.Client
+			var c smtpConn
 			defer func() {
 				if c != nil {
-					c.Quit()
-					c.Close()
+					c.quit()
+					c.close()
 				}
 			}()
 			buf := make([]byte, 0, m.Size()+256)
@@ -85,23 +88,23 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 				t0 := time.Now()
 				if c == nil {
 					var err error
-					if c, err = dial(ctx, addr); err != nil {
+					if c, err = connect(ctx, addr, o.Pipeline); err != nil {
 						fail(err)
 						continue
 					}
 				}
 				buf = m.Build(i, buf[:0])
-				err := send(c, m, i, buf)
+				err := c.send(m, i, buf)
 				if err != nil {
 					fail(fmt.Errorf("message %d: %w", i, err))
 					// The connection's state is unknown: start a new one.
-					c.Close()
+					c.close()
 					c = nil
 					continue
 				}
 				if !o.Reuse {
-					err = c.Quit()
-					c.Close()
+					err = c.quit()
+					c.close()
 					c = nil
 					if err != nil {
 						fail(fmt.Errorf("message %d: QUIT: %w", i, err))
@@ -126,6 +129,17 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 		return res, fmt.Errorf("stopped after %d of %d messages: %w", res.Sent+res.Failed, o.Messages, err)
 	}
 	return res, nil
+}
+
+func connect(ctx context.Context, addr string, pipeline bool) (smtpConn, error) {
+	if pipeline {
+		return dialPipelined(ctx, addr)
+	}
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return goSMTPConn{c}, nil
 }
 
 func dial(ctx context.Context, addr string) (*smtp.Client, error) {

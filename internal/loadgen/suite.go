@@ -10,6 +10,7 @@ import (
 const (
 	Ingest2KReuse   = "ingest-2k-reuse"
 	Ingest2KNewConn = "ingest-2k-newconn"
+	Ingest2KPipe    = "ingest-2k-pipelined"
 	Ingest100K      = "ingest-100k-attachment"
 	List100K        = "list-100k"
 	List1M          = "list-1m"
@@ -20,6 +21,8 @@ const (
 func Standard() []Scenario {
 	return []Scenario{
 		{Name: Ingest2KReuse, Kind: "ingest", Messages: 30_000, Connections: 8, Reuse: true,
+			Size: 2048, Shape: ShapePlain, Recipients: 100, PerMessage: 1, Verify: true},
+		{Name: Ingest2KPipe, Kind: "ingest", Messages: 20_000, Connections: 8, Reuse: true, Pipeline: true,
 			Size: 2048, Shape: ShapePlain, Recipients: 100, PerMessage: 1, Verify: true},
 		{Name: Ingest2KNewConn, Kind: "ingest", Messages: 10_000, Connections: 8, Reuse: false,
 			Size: 2048, Shape: ShapePlain, Recipients: 100, PerMessage: 1, Verify: true},
@@ -50,6 +53,9 @@ func (s Scenario) Command(backend string) string {
 			fmt.Sprintf("-queries %d", s.Queries), fmt.Sprintf("-query-conns %d", s.QueryConns))
 	} else {
 		args = append(args, fmt.Sprintf("-messages %d", s.Messages))
+	}
+	if s.Pipeline {
+		args = append(args, "-pipeline")
 	}
 	args = append(args, fmt.Sprintf("-conns %d", s.Connections), fmt.Sprintf("-reuse=%v", s.Reuse),
 		fmt.Sprintf("-size %d", s.Size), "-shape "+s.Shape, fmt.Sprintf("-recipients %d", s.Recipients),
