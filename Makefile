@@ -5,8 +5,9 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 PKGS     := ./...
 FUZZTIME ?= 30s
+BENCH_DOC ?= docs/benchmarks.md
 
-.PHONY: all build run test test-short lint vet fmt bench fuzz cluster-up cluster-down clean
+.PHONY: all build run test test-short lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
 
 all: lint test build
 
@@ -36,9 +37,20 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-## bench: Go benchmarks of the parser, the rules and the stores
+## bench: Go micro-benchmarks, then the load tool's standard suite against a mailsink it starts on the
+## embedded store and on Redis (127.0.0.1:6379, own key prefix); results go into $(BENCH_DOC)
 bench:
+	@mkdir -p bin
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS) > bin/gobench.txt 2>&1; st=$$?; cat bin/gobench.txt; exit $$st
+	$(GO) run ./cmd/mailsink-bench suite -doc $(BENCH_DOC) -gobench bin/gobench.txt -command 'make bench'
+
+## bench-go: only the Go micro-benchmarks of the parser and the stores
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-large: opt-in, long: 1,000,000 emails in one account on each store, list latency and RSS there
+bench-large:
+	$(GO) run ./cmd/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large'
 
 ## fuzz: each fuzz target for FUZZTIME
 fuzz:

@@ -40,6 +40,10 @@ type Config struct {
 	// Version is the build's version, for mailsink_build_info; main sets
 	// it, no variable does.
 	Version string
+
+	// PProfAddr, from MAILSINK_PPROF_ADDR, is where main serves
+	// net/http/pprof for profiling; empty (the default) serves nothing.
+	PProfAddr string
 }
 
 // HTTP configures the HTTP listener.
@@ -164,6 +168,9 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 		},
 		MaxMessageBytes: p.int("MAILSINK_MAX_MESSAGE_BYTES", 26214400, 1, 1<<40),
 		ShutdownTimeout: p.duration("MAILSINK_SHUTDOWN_TIMEOUT", 10*time.Second),
+	}
+	if _, ok := p.lookup("MAILSINK_PPROF_ADDR"); ok {
+		c.PProfAddr = p.addr("MAILSINK_PPROF_ADDR", "")
 	}
 	if seeds := p.str("MAILSINK_REDIS_CLUSTER", ""); seeds != "" {
 		for _, s := range strings.Split(seeds, ",") {

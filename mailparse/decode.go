@@ -75,7 +75,41 @@ func flushBase64(dst []byte, acc uint32, n int) []byte {
 }
 
 // base64Size returns len(decodeBase64(nil, src)) without decoding.
+//
+// It is on the path of every attachment, so the common case is one pass
+// that only counts alphabet characters: when no '=' is followed by more
+// alphabet characters, every quantum before the padding is whole and the
+// size follows from the count. Other input takes base64SizeSlow.
 func base64Size(src []byte) int {
+	end := bytes.IndexByte(src, '=')
+	if end < 0 {
+		end = len(src)
+	}
+	valid := 0
+	for _, c := range src[:end] {
+		valid += int(b64Alphabet[c])
+	}
+	for _, c := range src[end:] {
+		if b64Alphabet[c] != 0 {
+			return base64SizeSlow(src)
+		}
+	}
+	return valid/4*3 + partialQuantum[valid%4]
+}
+
+// b64Alphabet is 1 for the bytes of the standard base64 alphabet, else 0.
+var b64Alphabet = func() (t [256]uint8) {
+	for i, v := range b64Value {
+		if v < 64 {
+			t[i] = 1
+		}
+	}
+	return t
+}()
+
+// base64SizeSlow is base64Size for any input: it follows decodeBase64's
+// quanta, where a '=' ends the current one.
+func base64SizeSlow(src []byte) int {
 	size, n := 0, 0
 	for _, c := range src {
 		v := b64Value[c]

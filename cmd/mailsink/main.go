@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -73,8 +74,22 @@ func serve(stdout, stderr io.Writer) int {
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var pprofAddr net.Addr
+	if cfg.PProfAddr != "" {
+		ln, err := net.Listen("tcp", cfg.PProfAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "mailsink: configuration: MAILSINK_PPROF_ADDR:", err)
+			return 2
+		}
+		defer ln.Close()
+		pprofAddr = ln.Addr()
+		go servePProf(ln)
+	}
 	err = app.Run(ctx, cfg, log, func(a *app.App) {
 		fmt.Fprintf(stdout, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n", version, dialable(a.SMTPAddr()), dialable(a.HTTPAddr()))
+		if pprofAddr != nil {
+			fmt.Fprintf(stdout, "  pprof http://%s\n", dialable(pprofAddr))
+		}
 		key := "<your key>"
 		if cfg.GeneratedKey != "" {
 			key = cfg.GeneratedKey
@@ -117,6 +132,20 @@ func healthcheck(stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// servePProf serves net/http/pprof's handlers on ln, a debug listener that is
+// only opened when MAILSINK_PPROF_ADDR asks for it (the load tool uses it to
+// profile the server under load). It runs until ln is closed.
+func servePProf(ln net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.Serve(ln)
 }
 
 func newLogger(cfg config.Log, w io.Writer) *slog.Logger {

@@ -1,0 +1,270 @@
+package loadgen
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Target is a mailsink to drive: its listeners, an API key of the account
+// the load lands in, and its process id when the load tool may read /proc.
+type Target struct {
+	SMTP    string // host:port
+	HTTP    string // base URL, http://host:port
+	APIKey  string
+	PID     int    // 0 when unknown: server CPU and RSS are not measured
+	PProf   string // base URL of the debug listener, when there is one
+	Backend string // "embedded" or "redis", for reports
+}
+
+// Build compiles ./cmd/mailsink of the module at root into dir and returns
+// the binary's path.
+func Build(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "mailsink")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/mailsink")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/mailsink: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// ServerOptions say how to start mailsink.
+type ServerOptions struct {
+	Binary string
+	// RedisURL selects the Redis store; empty means the embedded store in a
+	// temporary directory.
+	RedisURL string
+	// PProf starts the opt-in debug listener (MAILSINK_PPROF_ADDR) on a free
+	// loopback port.
+	PProf bool
+	// Log receives the server's stderr; nil discards it.
+	Log io.Writer
+}
+
+// Server is a mailsink process started by the load tool.
+type Server struct {
+	Target
+	cmd     *exec.Cmd
+	dataDir string
+	redis   *redis.Client
+	prefix  string
+	exited  chan struct{}
+	waitErr error
+}
+
+// StartServer runs `mailsink serve` on free loopback ports with a random API
+// key, and either a temporary data directory or Redis under a key prefix of
+// its own, and waits until it prints that it is ready.
+func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
+	key, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{exited: make(chan struct{})}
+	s.APIKey = "bench-" + key
+	env := []string{
+		"MAILSINK_HTTP_ADDR=127.0.0.1:0",
+		"MAILSINK_SMTP_ADDR=127.0.0.1:0",
+		"MAILSINK_API_KEY=" + s.APIKey,
+		"MAILSINK_LOG_LEVEL=warn",
+	}
+	if o.PProf {
+		env = append(env, "MAILSINK_PPROF_ADDR=127.0.0.1:0")
+	}
+	if o.RedisURL != "" {
+		opts, err := redis.ParseURL(o.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL: %v", err)
+		}
+		tag, err := randomHex(6)
+		if err != nil {
+			return nil, err
+		}
+		s.prefix = "mailsink-bench-" + tag + ":"
+		s.redis = redis.NewClient(opts)
+		if err := s.redis.Ping(ctx).Err(); err != nil {
+			s.redis.Close()
+			return nil, fmt.Errorf("redis at %s: %v", opts.Addr, err)
+		}
+		env = append(env, "MAILSINK_REDIS_URL="+o.RedisURL, "MAILSINK_REDIS_PREFIX="+s.prefix)
+		s.Backend = "redis"
+	} else {
+		dir, err := os.MkdirTemp("", "mailsink-bench-data-")
+		if err != nil {
+			return nil, err
+		}
+		s.dataDir = dir
+		env = append(env, "MAILSINK_DATA_DIR="+dir)
+		s.Backend = "embedded"
+	}
+
+	s.cmd = exec.Command(o.Binary, "serve")
+	s.cmd.Env = append(withoutMailsinkEnv(os.Environ()), env...)
+	if o.Log != nil {
+		s.cmd.Stderr = o.Log
+	}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	if err := s.cmd.Start(); err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	s.PID = s.cmd.Process.Pid
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+
+	ready := make(chan error, 1)
+	var once sync.Once
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			switch f := strings.Fields(line); {
+			case len(f) == 2 && f[0] == "SMTP":
+				s.SMTP = f[1]
+			case len(f) == 2 && f[0] == "HTTP":
+				s.HTTP = f[1]
+			case len(f) == 2 && f[0] == "pprof":
+				s.PProf = f[1]
+			case line == "mailsink is ready":
+				once.Do(func() { ready <- nil })
+			}
+		}
+		once.Do(func() { ready <- errors.New("mailsink exited before it was ready") })
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(30 * time.Second):
+		err = errors.New("mailsink did not say it was ready within 30s")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil && (s.SMTP == "" || s.HTTP == "") {
+		err = errors.New("mailsink's banner did not name both listeners")
+	}
+	if err == nil && o.PProf && s.PProf == "" {
+		err = errors.New("mailsink's banner did not name the pprof listener (MAILSINK_PPROF_ADDR)")
+	}
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop ends the server with SIGTERM (SIGKILL after 15s) and deletes what it
+// stored: the temporary data directory, or every Redis key under its prefix
+// (with SCAN and DEL, never FLUSHDB).
+func (s *Server) Stop() error {
+	var errs []error
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(15 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.exited
+			errs = append(errs, errors.New("mailsink did not stop within 15s of SIGTERM; killed"))
+		}
+	}
+	errs = append(errs, s.cleanup())
+	return errors.Join(errs...)
+}
+
+func (s *Server) cleanup() error {
+	var err error
+	if s.dataDir != "" {
+		err = os.RemoveAll(s.dataDir)
+	}
+	if s.redis != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		_, derr := DeletePrefix(ctx, s.redis, s.prefix)
+		err = errors.Join(err, derr, s.redis.Close())
+	}
+	return err
+}
+
+// RedisInfo returns a section of INFO of the server's Redis, or nil when it
+// does not use Redis.
+func (s *Server) RedisInfo(ctx context.Context, section string) (map[string]string, error) {
+	if s.redis == nil {
+		return nil, nil
+	}
+	text, err := s.redis.Info(ctx, section).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// DeletePrefix deletes every key that starts with prefix, found with SCAN,
+// and returns how many it deleted. prefix must not hold glob characters.
+func DeletePrefix(ctx context.Context, c *redis.Client, prefix string) (int, error) {
+	if prefix == "" || strings.ContainsAny(prefix, "*?[]\\") {
+		return 0, fmt.Errorf("refusing to delete keys under prefix %q", prefix)
+	}
+	n := 0
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return n, err
+		}
+		if len(keys) > 0 {
+			if err := c.Del(ctx, keys...).Err(); err != nil {
+				return n, err
+			}
+			n += len(keys)
+		}
+		if cursor = next; cursor == 0 {
+			return n, nil
+		}
+	}
+}
+
+func withoutMailsinkEnv(env []string) []string {
+	out := env[:0:0]
+	for _, e := range env {
+		if !strings.HasPrefix(e, "MAILSINK_") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
