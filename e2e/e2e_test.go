@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/internal/testenv"
@@ -249,5 +250,42 @@ func TestHealthcheckCommand(t *testing.T) {
 	p.kill()
 	if code := check(); code != 1 {
 		t.Errorf("healthcheck of a stopped mailsink exited %d, want 1", code)
+	}
+}
+
+// TestLogsKeepSecretsOut sends a message and API calls with keys, right and
+// wrong, and checks the log lines: one per SMTP message and HTTP request,
+// JSON when asked, and never a key, a password or a message body.
+func TestLogsKeepSecretsOut(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "MAILSINK_API_KEY=log-secret-key", "MAILSINK_LOG_FORMAT=json")
+	const body = "body-secret-314159"
+	if err := sendOne(p.SMTP, "app@example.com", "logs@example.com", "Subject: hi\r\n\r\n"+body+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	e := p.env()
+	e.Do(t, http.MethodGet, "/v1/emails", "log-secret-key", nil)
+	e.Do(t, http.MethodGet, "/v1/emails", "wrong-secret-key", nil)
+	c, err := smtp.Dial(p.SMTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Auth(sasl.NewPlainClient("", "user", "smtp-secret-password"))
+	c.Close()
+	// The process's stderr is read whole when it exits.
+	p.kill()
+	<-p.exited
+	out := p.Output()
+	smtpLines := strings.Count(out, `"msg":"smtp message"`)
+	if httpLines := strings.Count(out, `"msg":"http request"`); httpLines != 2 {
+		t.Errorf("%d http request lines for 2 requests:\n%s", httpLines, out)
+	}
+	for _, secret := range []string{"log-secret-key", "wrong-secret-key", "smtp-secret-password", body} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the logs contain %q:\n%s", secret, out)
+		}
+	}
+	if smtpLines != 1 {
+		t.Errorf("%d smtp message lines for one message", smtpLines)
 	}
 }
