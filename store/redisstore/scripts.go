@@ -191,6 +191,12 @@ local off, lim = tonumber(ARGV[3]), tonumber(ARGV[4])
 if off >= total then return {} end
 local last = math.min(off + lim, total) - 1
 local ids = redis.call('ZREVRANGE', KEYS[1], string.format('%d', off), string.format('%d', last))
+` + loadItems)
+
+// loadItems ends the scripts that answer a page of emails: it loads the
+// metadata of ids (under the key prefix ARGV[1]) and returns {id1, its 6
+// fields, id2, ...}, leaving out ids whose email is gone.
+const loadItems = `
 local res = {}
 for _, id in ipairs(ids) do
   local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
@@ -200,7 +206,7 @@ for _, id in ipairs(ids) do
   end
 end
 return res
-`)
+`
 
 // scanScript examines one bounded batch of an index, newest first, starting
 // after a cursor, and keeps the ids that are also members of every other
@@ -340,13 +346,4 @@ var oldestScript = redis.NewScript(`
 local n = math.min(tonumber(ARGV[3]), redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2]))
 if n <= 0 then return {} end
 local ids = redis.call('ZRANGE', KEYS[1], 0, string.format('%d', n - 1))
-local res = {}
-for _, id in ipairs(ids) do
-  local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
-  if v[1] then
-    res[#res + 1] = id
-    for j = 1, 6 do res[#res + 1] = v[j] end
-  end
-end
-return res
-`)
+` + loadItems)
