@@ -27,4 +27,6 @@ VOLUME /data
 # SMTP, HTTP (API, dashboard, /healthz, /readyz, /metrics).
 EXPOSE 1025 8025
 USER nonroot:nonroot
+# Exits 0 when GET /readyz answers 200 (no shell or curl needed).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s CMD ["/mailsink", "healthcheck"]
 ENTRYPOINT ["/mailsink", "serve"]
