@@ -241,7 +241,10 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 					done = true
 					break
 				}
-				if recent(e, graceCut) {
+				// The age counts from when the email was received or
+				// stored, whichever is later: an email created through
+				// the API with an old receivedAt gets MaxAge too.
+				if recent(e, ageCut) || recent(e, graceCut) {
 					continue
 				}
 				budget--

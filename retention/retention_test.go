@@ -112,9 +112,9 @@ func round(t *testing.T, p *retention.Pruner, want int) {
 
 const day = 24 * time.Hour
 
-// TestAgeRule checks that emails received longer ago than MaxAge go, others
-// stay, an email backdated but just stored waits for the grace period, and
-// accounts without a rule are left alone.
+// TestAgeRule checks that emails received and stored longer ago than MaxAge
+// go, others stay, an email backdated but just stored gets MaxAge from when
+// it was stored, and accounts without a rule are left alone.
 func TestAgeRule(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, st backend) {
@@ -146,9 +146,16 @@ func TestAgeRule(t *testing.T) {
 		round(t, p, 0)
 
 		clk.Add(5 * time.Minute)
+		round(t, p, 0)
+		clk.Add(7*day - 7*time.Minute)
+		round(t, p, 1) // fresh is 8 days old; backdated was stored 7 days less a minute ago
+		if got, want := remaining(t, st, "acme"), ids(backdated); !slices.Equal(got, want) {
+			t.Errorf("a week later: %v left, want %v", got, want)
+		}
+		clk.Add(2 * time.Minute)
 		round(t, p, 1)
-		if got, want := remaining(t, st, "acme"), ids(fresh); !slices.Equal(got, want) {
-			t.Errorf("after the grace period: %v left, want %v", got, want)
+		if got := remaining(t, st, "acme"); len(got) != 0 {
+			t.Errorf("a week after it was stored, the backdated email is still there: %v", got)
 		}
 		if got, want := remaining(t, st, "globex"), ids(other); !slices.Equal(got, want) {
 			t.Errorf("the account without retention: %v left, want %v", got, want)
