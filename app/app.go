@@ -88,6 +88,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MaxHeldPerAccount:     cfg.HTTP.MaxHeldPerAccount,
 		MaxJSONBytes:          cfg.HTTP.MaxJSONBytes,
 		AuthFailuresPerMinute: cfg.HTTP.AuthFailuresPerMinute,
+		AuthLimitLoopback:     cfg.HTTP.AuthLimitLoopback,
 		Metrics:               m,
 		MetricsHandler:        promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 	}, st, reg, ing, log.With("component", "http"), time.Now)

@@ -65,6 +65,10 @@ type HTTP struct {
 	// AuthFailuresPerMinute is how many wrong API keys one client address
 	// may send per minute before it is answered 429; 0 means no limit.
 	AuthFailuresPerMinute int
+	// AuthLimitLoopback applies that limit to loopback clients too; by
+	// default they are exempt, so a test suite on the same host that checks
+	// its 401s is never throttled.
+	AuthLimitLoopback bool
 }
 
 // SMTP configures the SMTP listener.
@@ -141,6 +145,7 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			IdleTimeout:           p.duration("MAILSINK_HTTP_IDLE_TIMEOUT", 2*time.Minute),
 			MaxJSONBytes:          p.int("MAILSINK_HTTP_MAX_JSON_BYTES", 1<<20, 1024, 1<<30),
 			AuthFailuresPerMinute: int(p.int("MAILSINK_AUTH_FAILURES_PER_MINUTE", 60, 0, 1000000)),
+			AuthLimitLoopback:     p.bool("MAILSINK_AUTH_LIMIT_LOOPBACK", false),
 		},
 		SMTP: SMTP{
 			Addr:              p.addr("MAILSINK_SMTP_ADDR", ":1025"),

@@ -41,8 +41,10 @@ type Config struct {
 	SSEWriteTimeout time.Duration
 	// AuthFailuresPerMinute is how many wrong API keys one client address
 	// may send per minute; past it the address is answered 429 until the
-	// minute is over. 0 means no limit.
+	// minute is over. 0 means no limit. Loopback clients are exempt unless
+	// AuthLimitLoopback is set.
 	AuthFailuresPerMinute int
+	AuthLimitLoopback     bool
 	// Metrics, when not nil, counts requests by route; MetricsHandler, when
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
@@ -94,6 +96,7 @@ func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service,
 		held:     &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
 		stopHeld: make(chan struct{}),
 		failures: newFailureLimiter(cfg.AuthFailuresPerMinute, time.Minute, now)}
+	a.failures.exemptLoopback = !cfg.AuthLimitLoopback
 	a.handler = a.routes()
 	return a
 }

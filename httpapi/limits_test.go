@@ -11,7 +11,10 @@ import (
 
 func TestWrongKeysAreRateLimited(t *testing.T) {
 	t.Parallel()
-	forEachBackendWith(t, func(c *config.Config) { c.HTTP.AuthFailuresPerMinute = 3 }, func(t *testing.T, e *testenv.Env) {
+	forEachBackendWith(t, func(c *config.Config) {
+		c.HTTP.AuthFailuresPerMinute = 3
+		c.HTTP.AuthLimitLoopback = true
+	}, func(t *testing.T, e *testenv.Env) {
 		// Missing keys do not count; wrong and unknown keys do.
 		for range 5 {
 			wantError(t, get(t, e, "/v1/emails", ""), http.StatusUnauthorized)
@@ -31,6 +34,17 @@ func TestWrongKeysAreRateLimited(t *testing.T) {
 		wantError(t, get(t, e, "/v1/emails", "other-guess"), http.StatusTooManyRequests)
 		if resp := get(t, e, "/healthz", ""); resp.Status != http.StatusOK {
 			t.Errorf("healthz: %d", resp.Status)
+		}
+	})
+}
+
+// TestLoopbackIsNotRateLimitedByDefault checks that a test suite on the
+// same host can check its 401s as often as it likes.
+func TestLoopbackIsNotRateLimitedByDefault(t *testing.T) {
+	t.Parallel()
+	forEachBackendWith(t, func(c *config.Config) { c.HTTP.AuthFailuresPerMinute = 3 }, func(t *testing.T, e *testenv.Env) {
+		for range 10 {
+			wantError(t, get(t, e, "/v1/emails", "guess"), http.StatusUnauthorized)
 		}
 	})
 }
