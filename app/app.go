@@ -21,6 +21,7 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/retention"
 	"github.com/mailsink/mailsink/smtpd"
@@ -68,6 +69,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a := &App{cfg: cfg, log: log, store: st, metrics: m}
 	reg := accounts.New(cfg.Accounts)
 	ing := ingest.New(st, time.Now)
+	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
+	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
 	if stats, ok := raw.(store.Stats); ok {
 		m.StoredEmails(stats, reg.Accounts(), 2*time.Second)
 	}
@@ -81,16 +84,16 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 		DataTimeout:       cfg.SMTP.DataTimeout,
 		MaxConnections:    cfg.SMTP.MaxConnections,
+		AuthLimiter:       guard,
 		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))
 	api := httpapi.New(httpapi.Config{
-		MaxMessageBytes:       cfg.MaxMessageBytes,
-		MaxHeldPerAccount:     cfg.HTTP.MaxHeldPerAccount,
-		MaxJSONBytes:          cfg.HTTP.MaxJSONBytes,
-		AuthFailuresPerMinute: cfg.HTTP.AuthFailuresPerMinute,
-		AuthLimitLoopback:     cfg.HTTP.AuthLimitLoopback,
-		Metrics:               m,
-		MetricsHandler:        promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		MaxMessageBytes:   cfg.MaxMessageBytes,
+		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
+		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,
+		AuthLimiter:       guard,
+		Metrics:           m,
+		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
@@ -39,12 +41,9 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
-	// AuthFailuresPerMinute is how many wrong API keys one client address
-	// may send per minute; past it the address is answered 429 until the
-	// minute is over. 0 means no limit. Loopback clients are exempt unless
-	// AuthLimitLoopback is set.
-	AuthFailuresPerMinute int
-	AuthLimitLoopback     bool
+	// AuthLimiter, when not nil, counts wrong API keys per client address;
+	// an address over its limit is answered 429 for wrong keys.
+	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts requests by route; MetricsHandler, when
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
@@ -61,7 +60,6 @@ type API struct {
 	now      func() time.Time
 	handler  http.Handler
 	held     *heldRequests
-	failures *failureLimiter
 	// stopHeld is closed by StopHeld: held requests answer and event
 	// streams end, so that shutdown need not wait for them.
 	stopHeld chan struct{}
@@ -95,8 +93,7 @@ func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service,
 	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
 		held:     &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
 		stopHeld: make(chan struct{}),
-		failures: newFailureLimiter(cfg.AuthFailuresPerMinute, time.Minute, now)}
-	a.failures.exemptLoopback = !cfg.AuthLimitLoopback
+	}
 	a.handler = a.routes()
 	return a
 }
@@ -213,18 +210,28 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 			// Only wrong keys are limited, so one client guessing behind a
 			// shared address (a proxy, a CI NAT) locks no valid key out.
 			client := clientAddress(r)
-			if wait, limited := a.failures.limited(client); limited {
+			if wait, limited := a.cfg.AuthLimiter.Limited(client); limited {
 				w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
 				writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
 				return
 			}
-			a.failures.fail(client)
+			a.cfg.AuthLimiter.Fail(client)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink", error="invalid_token"`)
 			writeMessage(w, http.StatusUnauthorized, "invalid API key")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, acc)))
 	})
+}
+
+// clientAddress is the request's peer IP. Forwarding headers are not
+// trusted: a client could name any address in them.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 func accountOf(r *http.Request) *store.Account {

@@ -1,11 +1,15 @@
 package smtpd_test
 
 import (
+	"errors"
 	"net"
+	"net/http"
 	"net/textproto"
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mailsink/mailsink/config"
@@ -132,5 +136,46 @@ func TestRejectionMetrics(t *testing.T) {
 		if got := testutil.ToFloat64(m.SMTPRejected.WithLabelValues(reason)); got != want {
 			t.Errorf("rejections{reason=%q} = %v, want %v", reason, got, want)
 		}
+	}
+}
+
+// TestAuthFailuresAreRateLimited guesses SMTP AUTH passwords (API keys)
+// from one address: past the limit AUTH answers 454 for wrong keys, the
+// right key still works, and HTTP shares the budget.
+func TestAuthFailuresAreRateLimited(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+		c.HTTP.AuthFailuresPerMinute = 2
+		c.HTTP.AuthLimitLoopback = true
+	})
+	try := func(password string) int {
+		c, err := smtp.Dial(e.SMTP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		err = c.Auth(sasl.NewPlainClient("", "user", password))
+		var se *smtp.SMTPError
+		switch {
+		case err == nil:
+			return 235
+		case errors.As(err, &se):
+			return se.Code
+		}
+		t.Fatalf("AUTH: %v", err)
+		return 0
+	}
+	for _, want := range []int{535, 535, 454} {
+		if got := try("guess"); got != want {
+			t.Errorf("wrong key: %d, want %d", got, want)
+		}
+	}
+	if got := try(testenv.AcmeKey); got != 235 {
+		t.Errorf("right key after the limit: %d, want 235", got)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.BaseURL+"/v1/emails", nil)
+	req.Header.Set("X-Api-Key", "guess")
+	if resp := e.Send(t, req); resp.Status != http.StatusTooManyRequests {
+		t.Errorf("HTTP with a wrong key from the same address: %d, want 429", resp.Status)
 	}
 }

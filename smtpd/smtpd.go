@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
@@ -44,6 +45,9 @@ type Config struct {
 	// MaxConnections bounds the connections open at once; more are
 	// answered 421. 0 means no bound.
 	MaxConnections int
+	// AuthLimiter, when not nil, counts failed AUTHs per client address (the
+	// password is an API key); an address over its limit gets 454.
+	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts connections and messages.
 	Metrics *metrics.Metrics
 }
@@ -176,12 +180,28 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 func (s *session) authenticate(key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
 	if !ok {
+		client := s.remoteIP()
+		if _, limited := s.srv.cfg.AuthLimiter.Limited(client); limited {
+			s.srv.cfg.Metrics.SMTPRejection("auth_limited")
+			return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+				Message: "Too many failed authentications from this address, try again later"}
+		}
+		s.srv.cfg.AuthLimiter.Fail(client)
 		s.srv.cfg.Metrics.SMTPRejection("auth_failed")
 		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed
 	}
 	s.account = acc
 	return nil
+}
+
+// remoteIP is the client's IP address.
+func (s *session) remoteIP() string {
+	host, _, err := net.SplitHostPort(s.remote)
+	if err != nil {
+		return s.remote
+	}
+	return host
 }
 
 // Mail starts a message. An empty or unusable reverse path is allowed: the

@@ -1,16 +1,19 @@
-package httpapi
+// Package authlimit slows down the guessing of API keys: it counts wrong
+// keys per client address, over HTTP and SMTP AUTH alike, and refuses an
+// address that sent too many until its window ends.
+package authlimit
 
 import (
 	"net"
-	"net/http"
 	"sync"
 	"time"
 )
 
-// failureLimiter counts wrong API keys per client address in fixed windows;
-// an address that reaches the limit is refused until its window ends, so
-// keys cannot be guessed at speed. Unknown and wrong keys count alike.
-type failureLimiter struct {
+// Limiter counts wrong API keys per client address in fixed windows; an
+// address that reaches the limit is refused until its window ends, so keys
+// cannot be guessed at speed. Unknown and wrong keys count alike. It is safe
+// for concurrent use; a nil *Limiter limits nothing.
+type Limiter struct {
 	max    int // per window; 0 disables the limiter
 	window time.Duration
 	now    func() time.Time
@@ -31,13 +34,15 @@ type failureWindow struct {
 // are dropped, and if none has expired the table is cleared.
 const maxTrackedClients = 100_000
 
-func newFailureLimiter(max int, window time.Duration, now func() time.Time) *failureLimiter {
-	return &failureLimiter{max: max, window: window, now: now, clients: map[string]*failureWindow{}}
+// New returns a Limiter of max wrong keys per window and client address
+// (0: no limit); with exemptLoopback, loopback clients are never limited.
+func New(max int, window time.Duration, exemptLoopback bool, now func() time.Time) *Limiter {
+	return &Limiter{max: max, window: window, exemptLoopback: exemptLoopback, now: now, clients: map[string]*failureWindow{}}
 }
 
-// limited reports whether client has used up its failures, and how long
-// until it may try again.
-func (l *failureLimiter) limited(client string) (time.Duration, bool) {
+// Limited reports whether client (an IP address) has used up its wrong
+// keys, and how long until it may try again.
+func (l *Limiter) Limited(client string) (time.Duration, bool) {
 	if !l.applies(client) {
 		return 0, false
 	}
@@ -55,8 +60,8 @@ func (l *failureLimiter) limited(client string) (time.Duration, bool) {
 	return left, w.n >= l.max
 }
 
-// fail counts one wrong key from client.
-func (l *failureLimiter) fail(client string) {
+// Fail counts one wrong key from client.
+func (l *Limiter) Fail(client string) {
 	if !l.applies(client) {
 		return
 	}
@@ -75,8 +80,8 @@ func (l *failureLimiter) fail(client string) {
 }
 
 // applies reports whether the limit applies to client.
-func (l *failureLimiter) applies(client string) bool {
-	if l.max <= 0 {
+func (l *Limiter) applies(client string) bool {
+	if l == nil || l.max <= 0 {
 		return false
 	}
 	if ip := net.ParseIP(client); l.exemptLoopback && ip != nil && ip.IsLoopback() {
@@ -85,7 +90,7 @@ func (l *failureLimiter) applies(client string) bool {
 	return true
 }
 
-func (l *failureLimiter) dropExpired(now time.Time) {
+func (l *Limiter) dropExpired(now time.Time) {
 	for c, w := range l.clients {
 		if now.Sub(w.start) >= l.window {
 			delete(l.clients, c)
@@ -94,14 +99,4 @@ func (l *failureLimiter) dropExpired(now time.Time) {
 	if len(l.clients) >= maxTrackedClients {
 		clear(l.clients)
 	}
-}
-
-// clientAddress is the request's peer IP. Forwarding headers are not
-// trusted: a client could name any address in them.
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
