@@ -130,7 +130,14 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path)
 	}
-	return &Store{db: db, events: eventhub.New(0)}, nil
+	s := &Store{db: db, events: eventhub.New(0)}
+	var seq uint64
+	if err := db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
+		_ = db.Close()
+		return nil, wrap(err, "open "+path)
+	}
+	s.events.StartSequence(seq + 1)
+	return s, nil
 }
 
 // CreateEmails implements store.Store. It returns Invalid for an empty slice,
@@ -144,23 +151,37 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	if err := validateCreate(body, emails); err != nil {
 		return err
 	}
-	if err := s.write(newCreateOp(body, emails).apply); err != nil {
+	op := newCreateOp(body, emails)
+	if err := s.write(op.apply); err != nil {
 		return wrap(err, "create emails")
 	}
-	for _, e := range emails {
-		s.publish(store.EmailCreated, e.AccountID, e.ID, e)
+	for i, e := range emails {
+		s.publish(op.firstEvent+uint64(i), store.EmailCreated, e.AccountID, e.ID, e)
 	}
 	return nil
 }
 
-// publish announces a committed change.
-func (s *Store) publish(typ store.EventType, accountID, id string, e *store.Email) {
+// nextEvents numbers n events inside tx, so that the numbers follow commit
+// order; it returns the first. The numbers of a transaction that rolls back
+// are given again, so those of committed ones have no gaps.
+func nextEvents(tx *bolt.Tx, n int) (uint64, error) {
+	b := tx.Bucket(bucketEvents)
+	first := b.Sequence() + 1
+	if err := b.SetSequence(first + uint64(n) - 1); err != nil {
+		return 0, err
+	}
+	return first, nil
+}
+
+// publish announces a committed change numbered seq by nextEvents. Writers
+// finish in any order; the hub delivers by number, so in commit order.
+func (s *Store) publish(seq uint64, typ store.EventType, accountID, id string, e *store.Email) {
 	if e != nil {
 		c := *e
 		c.Labels = append([]string(nil), e.Labels...)
 		e = &c
 	}
-	s.events.Publish(store.Event{Type: typ, AccountID: accountID, EmailID: id, Email: e})
+	s.events.PublishInOrder(seq, store.Event{Type: typ, AccountID: accountID, EmailID: id, Email: e})
 }
 
 // Subscribe implements store.Notifier.
@@ -181,6 +202,9 @@ type createOp struct {
 	keys     [][]byte
 	indexes  [][4][]byte
 	rawBytes int64 // sum of the emails' RawSize
+	// firstEvent is the number of the first email's event, set by the run
+	// of apply that committed.
+	firstEvent uint64
 }
 
 func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
@@ -234,7 +258,12 @@ func (op *createOp) apply(tx *bolt.Tx) error {
 	}
 	// The totals are read from tx and written back, so a run that Batch
 	// repeats after a rollback adds them once.
-	return addStats(tx, op.emails[0].AccountID, int64(len(op.emails)), op.rawBytes)
+	if err := addStats(tx, op.emails[0].AccountID, int64(len(op.emails)), op.rawBytes); err != nil {
+		return err
+	}
+	first, err := nextEvents(tx, len(op.emails))
+	op.firstEvent = first
+	return err
 }
 
 func validateCreate(body *store.Body, emails []*store.Email) error {
@@ -459,6 +488,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	}
 	key := emailKey(accountID, id)
 	var result *store.Email
+	var event uint64
 	fn := func(tx *bolt.Tx) error {
 		result = nil
 		eb := tx.Bucket(bucketEmails)
@@ -487,7 +517,8 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 			return err
 		}
 		result = &r.Email
-		return nil
+		event, err = nextEvents(tx, 1)
+		return err
 	}
 	if err := s.write(fn); err != nil {
 		return nil, wrap(err, "update email")
@@ -495,7 +526,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	if result == nil {
 		return nil, store.ErrNotFound
 	}
-	s.publish(store.EmailUpdated, accountID, result.ID, result)
+	s.publish(event, store.EmailUpdated, accountID, result.ID, result)
 	return result, nil
 }
 
@@ -532,6 +563,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	}
 	key := emailKey(accountID, id)
 	var found bool
+	var event uint64
 	fn := func(tx *bolt.Tx) error {
 		found = false
 		eb := tx.Bucket(bucketEmails)
@@ -559,7 +591,8 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			return err
 		}
 		found = true
-		return nil
+		event, err = nextEvents(tx, 1)
+		return err
 	}
 	if err := s.write(fn); err != nil {
 		return wrap(err, "delete email")
@@ -567,7 +600,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	if !found {
 		return store.ErrNotFound
 	}
-	s.publish(store.EmailDeleted, accountID, id, nil)
+	s.publish(event, store.EmailDeleted, accountID, id, nil)
 	return nil
 }
 

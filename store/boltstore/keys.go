@@ -36,8 +36,11 @@ var (
 	bucketRefs   = []byte("bodyrefs")
 	bucketStats  = []byte("stats")
 	bucketMeta   = []byte("meta")
+	// bucketEvents holds nothing: its sequence numbers the events in
+	// commit order (nextEvents).
+	bucketEvents = []byte("events")
 
-	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta}
+	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta, bucketEvents}
 )
 
 // Index kinds.

@@ -7,6 +7,7 @@ package eventhub
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,14 @@ type Hub struct {
 	// start is below every id this Hub generates: events before it are
 	// not in its history.
 	start ID
+	// nextSeq and pending order PublishInOrder's events.
+	nextSeq uint64
+	pending map[uint64]store.Event
 }
+
+// maxPending bounds the events PublishInOrder holds back waiting for an
+// earlier one; past it they go out in order, over the gap.
+const maxPending = 10_000
 
 // New returns a Hub that keeps the last history events of each account for
 // After; a negative history keeps none (the caller keeps its own).
@@ -84,6 +92,57 @@ func (h *Hub) nextIDLocked() string {
 func (h *Hub) Publish(e store.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.publishLocked(e)
+}
+
+// StartSequence sets the number PublishInOrder expects next.
+func (h *Hub) StartSequence(next uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextSeq = next
+}
+
+// PublishInOrder publishes events numbered by the writer's gapless sequence
+// (numbers given inside the committing transactions), in that order: an
+// event published before an earlier-numbered one waits for it. Writers
+// that commit concurrently reach Publish in any order; this puts their
+// events back in commit order.
+func (h *Hub) PublishInOrder(seq uint64, e store.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if seq < h.nextSeq {
+		h.publishLocked(e) // not expected: a number given twice
+		return
+	}
+	if h.pending == nil {
+		h.pending = map[uint64]store.Event{}
+	}
+	h.pending[seq] = e
+	for {
+		next, ok := h.pending[h.nextSeq]
+		if !ok {
+			break
+		}
+		delete(h.pending, h.nextSeq)
+		h.nextSeq++
+		h.publishLocked(next)
+	}
+	if len(h.pending) > maxPending {
+		// A number that never came: go on without it rather than stall.
+		seqs := make([]uint64, 0, len(h.pending))
+		for s := range h.pending {
+			seqs = append(seqs, s)
+		}
+		slices.Sort(seqs)
+		for _, s := range seqs {
+			h.publishLocked(h.pending[s])
+		}
+		clear(h.pending)
+		h.nextSeq = seqs[len(seqs)-1] + 1
+	}
+}
+
+func (h *Hub) publishLocked(e store.Event) {
 	if h.closed {
 		return
 	}

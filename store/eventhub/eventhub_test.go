@@ -91,3 +91,28 @@ func TestDropAllEndsSubscriptions(t *testing.T) {
 		t.Error("a new subscription got no event after DropAll")
 	}
 }
+
+// TestPublishInOrder publishes numbered events out of order and checks they
+// arrive by number, an event waiting for its predecessors.
+func TestPublishInOrder(t *testing.T) {
+	h := New(0)
+	h.StartSequence(10)
+	sub := h.Subscribe("a")
+	h.PublishInOrder(12, store.Event{AccountID: "a", EmailID: "12"})
+	h.PublishInOrder(11, store.Event{AccountID: "a", EmailID: "11"})
+	select {
+	case e := <-sub.Events():
+		t.Fatalf("got %s before event 10", e.EmailID)
+	default:
+	}
+	h.PublishInOrder(10, store.Event{AccountID: "a", EmailID: "10"})
+	for _, want := range []string{"10", "11", "12"} {
+		if e := <-sub.Events(); e.EmailID != want {
+			t.Fatalf("got %s, want %s", e.EmailID, want)
+		}
+	}
+	h.PublishInOrder(13, store.Event{AccountID: "a", EmailID: "13"})
+	if e := <-sub.Events(); e.EmailID != "13" {
+		t.Fatalf("got %s, want 13", e.EmailID)
+	}
+}
