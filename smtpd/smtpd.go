@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -157,8 +158,11 @@ type session struct {
 	id      string
 	remote  string
 	account *store.Account // set by a successful AUTH
-	from    string
-	rcpts   []ingest.Recipient
+	// mu guards from and rcpts: with BDAT, go-smtp runs Data in a
+	// goroutine of its own while it goes on with commands (RSET, MAIL).
+	mu    sync.Mutex
+	from  string
+	rcpts []ingest.Recipient
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -214,8 +218,10 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if !s.conn.begin() {
 		return errShuttingDown
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.from = from
-	s.rcpts = s.rcpts[:0]
+	s.rcpts = nil
 	return nil
 }
 
@@ -235,6 +241,8 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 				Message: "No account receives mail for this recipient; authenticate with an API key or use a configured domain"}
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, r := range s.rcpts {
 		if strings.EqualFold(r.Address, to) && r.Account == acc {
 			return nil // one email per distinct recipient
@@ -248,18 +256,38 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 // only once the store has committed them.
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
+	s.mu.Lock()
+	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
+	s.mu.Unlock()
+	// readInTime reports, once the message is read, whether that was within
+	// the data timeout: then the timer is stopped before the store is asked.
+	readInTime := func() bool { return true }
 	if d := s.srv.cfg.DataTimeout; d > 0 && s.conn != nil {
 		// go-smtp set a per-command deadline before DATA; the transfer
 		// gets a deadline of its own. BDAT chunks each get go-smtp's
 		// per-command deadline, so the timer bounds the whole message
 		// whichever command carries it.
 		s.conn.SetReadDeadline(start.Add(d))
-		timer := time.AfterFunc(d, func() { s.conn.abort("421 4.4.2 Message transfer timed out") })
+		aborted := make(chan struct{})
+		timer := time.AfterFunc(d, func() {
+			s.conn.abort("421 4.4.2 Message transfer timed out")
+			close(aborted)
+		})
 		defer timer.Stop()
+		readInTime = func() bool {
+			if timer.Stop() {
+				return true
+			}
+			// The timer fired: let it close the connection before go-smtp
+			// reads on, or the rest of the message would be read as
+			// commands.
+			<-aborted
+			return false
+		}
 	}
-	size, result, err := s.receive(r)
-	s.srv.cfg.Metrics.SMTPMessage(result, size, len(s.rcpts))
-	attrs := []any{"session", s.id, "remote", s.remote, "from", s.from, "recipients", len(s.rcpts),
+	size, result, err := s.receive(r, env, readInTime)
+	s.srv.cfg.Metrics.SMTPMessage(result, size, len(env.Recipients))
+	attrs := []any{"session", s.id, "remote", s.remote, "from", env.Sender, "recipients", len(env.Recipients),
 		"bytes", size, "result", result, "duration", time.Since(start).Round(time.Microsecond)}
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
@@ -273,11 +301,19 @@ func (s *session) Data(r io.Reader) error {
 
 // receive reads and stores one message; it returns its size, the result
 // for the metrics ("accepted", or why it was refused) and the reply error.
-func (s *session) receive(r io.Reader) (int, string, error) {
+func (s *session) receive(r io.Reader, env ingest.Envelope, readInTime func() bool) (int, string, error) {
 	raw, err := io.ReadAll(r)
+	if !readInTime() {
+		// The timer fired: the connection is closing, nothing is stored.
+		return len(raw), "timeout", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
+	}
 	if err != nil {
 		var smtpErr *smtp.SMTPError
 		switch {
+		case errors.Is(err, smtp.ErrDataReset):
+			// RSET during BDAT, or a BDAT chunk over the size limit:
+			// go-smtp has answered, the connection goes on.
+			return len(raw), "reset", err
 		case errors.As(err, &smtpErr):
 			if smtpErr.Code == 552 {
 				return len(raw), "too_large", smtpErr
@@ -299,7 +335,7 @@ func (s *session) receive(r io.Reader) (int, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 	defer cancel()
-	_, err = s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), ingest.Envelope{Sender: s.from, Recipients: s.rcpts})
+	_, err = s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), env)
 	if err != nil {
 		return len(raw), strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
@@ -308,8 +344,10 @@ func (s *session) receive(r io.Reader) (int, string, error) {
 
 // Reset forgets the current message.
 func (s *session) Reset() {
+	s.mu.Lock()
 	s.from = ""
-	s.rcpts = s.rcpts[:0]
+	s.rcpts = nil
+	s.mu.Unlock()
 	s.conn.end()
 }
 
