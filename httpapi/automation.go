@@ -221,9 +221,13 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Live events up to the last one replayed were sent from the backlog
-	// (the subscription started before it was read); later ones are new.
+	// Live events up to the last one replayed (or the client's
+	// Last-Event-ID) were sent already: the subscription started before the
+	// backlog was read.
 	var replayed eventhub.ID
+	if lastID != "" {
+		replayed, _ = eventhub.ParseID(lastID)
+	}
 	for _, e := range backlog {
 		if !send(a.sseEvent(e)) {
 			return
@@ -247,7 +251,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			if !open {
 				return // the client reconnects with Last-Event-ID
 			}
-			if id, err := eventhub.ParseID(e.ID); err == nil && len(backlog) > 0 && !replayed.Less(id) {
+			if id, err := eventhub.ParseID(e.ID); err == nil && lastID != "" && !replayed.Less(id) {
 				continue
 			}
 			if !send(a.sseEvent(e)) {

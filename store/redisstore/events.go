@@ -43,12 +43,13 @@ func (s *Store) listen(ps *redis.PubSub) {
 			if m.Kind != "subscribe" {
 				continue
 			}
+			// Subscriptions taken before this one (Subscribe gave up
+			// waiting) may have missed events: end them too.
+			s.hub.DropAll()
 			if first {
 				first = false
 				close(s.subscribed)
-				continue
 			}
-			s.hub.DropAll()
 		case *redis.Message:
 			id, payload, ok := strings.Cut(m.Payload, " ")
 			if !ok {
