@@ -71,6 +71,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	ing := ingest.New(st, time.Now)
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
+	if cfg.HTTP.AuthFailuresPerMinute > 0 && !cfg.HTTP.AuthLimitLoopback {
+		log.Info("the wrong-key limit leaves loopback clients alone; behind a proxy on this host set MAILSINK_AUTH_LIMIT_LOOPBACK=true")
+	}
 	if stats, ok := raw.(store.Stats); ok {
 		m.StoredEmails(stats, reg.Accounts(), 2*time.Second)
 	}

@@ -42,7 +42,8 @@ type Config struct {
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
 	// AuthLimiter, when not nil, counts wrong API keys per client address;
-	// an address over its limit is answered 429 for wrong keys.
+	// an address over its limit is answered 429 for every key that has not
+	// worked from it before.
 	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts requests by route; MetricsHandler, when
 	// not nil, is served at /metrics.
@@ -206,16 +207,14 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		acc, ok := a.accounts.ByKey(key)
+		// Past the limit an address gets 429 for every key but those that
+		// already worked from it, right or wrong alike.
+		if allowed, wait := a.cfg.AuthLimiter.Attempt(clientAddress(r), key, ok); !allowed {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+			writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
+			return
+		}
 		if !ok {
-			// Only wrong keys are limited, so one client guessing behind a
-			// shared address (a proxy, a CI NAT) locks no valid key out.
-			client := clientAddress(r)
-			if wait, limited := a.cfg.AuthLimiter.Limited(client); limited {
-				w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
-				writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
-				return
-			}
-			a.cfg.AuthLimiter.Fail(client)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink", error="invalid_token"`)
 			writeMessage(w, http.StatusUnauthorized, "invalid API key")
 			return

@@ -174,13 +174,19 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 		t.Fatalf("AUTH: %v", err)
 		return 0
 	}
+	if got := try(testenv.AcmeKey); got != 235 {
+		t.Fatalf("right key: %d, want 235", got)
+	}
 	for _, want := range []int{535, 535, 454} {
 		if got := try("guess"); got != want {
 			t.Errorf("wrong key: %d, want %d", got, want)
 		}
 	}
 	if got := try(testenv.AcmeKey); got != 235 {
-		t.Errorf("right key after the limit: %d, want 235", got)
+		t.Errorf("a key that worked before, after the limit: %d, want 235", got)
+	}
+	if got := try(testenv.GlobexKey); got != 454 {
+		t.Errorf("a right key new to the address, after the limit: %d, want 454 like a guess", got)
 	}
 	req, _ := http.NewRequest(http.MethodGet, e.BaseURL+"/v1/emails", nil)
 	req.Header.Set("X-Api-Key", "guess")

@@ -47,7 +47,8 @@ type Config struct {
 	// answered 421. 0 means no bound.
 	MaxConnections int
 	// AuthLimiter, when not nil, counts failed AUTHs per client address (the
-	// password is an API key); an address over its limit gets 454.
+	// password is an API key); an address over its limit gets 454 for every
+	// key that has not worked from it before.
 	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts connections and messages.
 	Metrics *metrics.Metrics
@@ -183,14 +184,12 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 
 func (s *session) authenticate(key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
+	if allowed, _ := s.srv.cfg.AuthLimiter.Attempt(s.remoteIP(), key, ok); !allowed {
+		s.srv.cfg.Metrics.SMTPRejection("auth_limited")
+		return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+			Message: "Too many failed authentications from this address, try again later"}
+	}
 	if !ok {
-		client := s.remoteIP()
-		if _, limited := s.srv.cfg.AuthLimiter.Limited(client); limited {
-			s.srv.cfg.Metrics.SMTPRejection("auth_limited")
-			return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-				Message: "Too many failed authentications from this address, try again later"}
-		}
-		s.srv.cfg.AuthLimiter.Fail(client)
 		s.srv.cfg.Metrics.SMTPRejection("auth_failed")
 		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed

@@ -4,14 +4,20 @@
 package authlimit
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
 
-// Limiter counts wrong API keys per client address in fixed windows; an
-// address that reaches the limit is refused until its window ends, so keys
-// cannot be guessed at speed. Unknown and wrong keys count alike. It is safe
+// Limiter counts wrong API keys per client address in fixed windows. An
+// address that reaches the limit is refused until its window ends, for
+// every key but those that already worked from it: so the answer to a guess
+// tells nothing once the limit is reached, while the clients that were
+// already working there go on. Unknown and wrong keys count alike. IPv6
+// addresses count per /64, the block one client usually holds. It is safe
 // for concurrent use; a nil *Limiter limits nothing.
 type Limiter struct {
 	max    int // per window; 0 disables the limiter
@@ -22,78 +28,110 @@ type Limiter struct {
 	exemptLoopback bool
 
 	mu      sync.Mutex
-	clients map[string]*failureWindow
+	clients map[string]*client
 }
 
-type failureWindow struct {
-	start time.Time
-	n     int
+type client struct {
+	start   time.Time // of the current window
+	n       int       // wrong keys in the window
+	trusted [][32]byte
 }
 
-// maxTrackedClients bounds the limiter's memory; past it, expired windows
-// are dropped, and if none has expired the table is cleared.
-const maxTrackedClients = 100_000
+const (
+	// maxTrackedClients bounds the limiter's memory; past it, clients
+	// whose window is over and who have no trusted key are dropped, and if
+	// that is not enough the table is cleared.
+	maxTrackedClients = 100_000
+	// maxTrusted bounds the keys remembered per address.
+	maxTrusted = 8
+)
 
 // New returns a Limiter of max wrong keys per window and client address
 // (0: no limit); with exemptLoopback, loopback clients are never limited.
 func New(max int, window time.Duration, exemptLoopback bool, now func() time.Time) *Limiter {
-	return &Limiter{max: max, window: window, exemptLoopback: exemptLoopback, now: now, clients: map[string]*failureWindow{}}
+	return &Limiter{max: max, window: window, exemptLoopback: exemptLoopback, now: now, clients: map[string]*client{}}
 }
 
-// Limited reports whether client (an IP address) has used up its wrong
-// keys, and how long until it may try again.
-func (l *Limiter) Limited(client string) (time.Duration, bool) {
-	if !l.applies(client) {
-		return 0, false
+// Attempt records one try of key from addr (an IP address), valid telling
+// whether the key is right, and reports whether to answer it (401 or the
+// request for a wrong key, the request for a right one). When it reports
+// false the address is over its limit: answer 429 (SMTP 454), and wait is
+// how long until its window ends.
+func (l *Limiter) Attempt(addr, key string, valid bool) (ok bool, wait time.Duration) {
+	id, limited := l.clientID(addr)
+	if !limited {
+		return true, 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.clients[client]
-	if w == nil {
-		return 0, false
-	}
-	left := w.start.Add(l.window).Sub(l.now())
-	if left <= 0 {
-		delete(l.clients, client)
-		return 0, false
-	}
-	return left, w.n >= l.max
-}
-
-// Fail counts one wrong key from client.
-func (l *Limiter) Fail(client string) {
-	if !l.applies(client) {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	digest := sha256.Sum256([]byte(key))
 	now := l.now()
-	w := l.clients[client]
-	if w == nil || now.Sub(w.start) >= l.window {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.clients[id]
+	if c == nil {
 		if len(l.clients) >= maxTrackedClients {
 			l.dropExpired(now)
 		}
-		w = &failureWindow{start: now}
-		l.clients[client] = w
+		c = &client{start: now}
+		l.clients[id] = c
 	}
-	w.n++
+	if now.Sub(c.start) >= l.window {
+		c.start, c.n = now, 0
+	}
+	over := c.n >= l.max
+	wait = c.start.Add(l.window).Sub(now)
+	switch {
+	case valid && (!over || c.trusts(digest)):
+		c.trust(digest)
+		return true, 0
+	case over:
+		return false, wait
+	case !valid:
+		c.n++
+	}
+	return true, 0
 }
 
-// applies reports whether the limit applies to client.
-func (l *Limiter) applies(client string) bool {
+// clientID is the key addr is counted under, and whether it is counted.
+func (l *Limiter) clientID(addr string) (string, bool) {
 	if l == nil || l.max <= 0 {
-		return false
+		return "", false
 	}
-	if ip := net.ParseIP(client); l.exemptLoopback && ip != nil && ip.IsLoopback() {
-		return false
+	ip := net.ParseIP(addr)
+	if ip == nil {
+		return addr, true
 	}
-	return true
+	if l.exemptLoopback && ip.IsLoopback() {
+		return "", false
+	}
+	if ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64", true
+	}
+	return ip.String(), true
+}
+
+func (c *client) trusts(digest [32]byte) bool {
+	for _, d := range c.trusted {
+		if subtle.ConstantTimeCompare(d[:], digest[:]) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *client) trust(digest [32]byte) {
+	if c.trusts(digest) {
+		return
+	}
+	if len(c.trusted) == maxTrusted {
+		c.trusted = slices.Delete(c.trusted, 0, 1)
+	}
+	c.trusted = append(c.trusted, digest)
 }
 
 func (l *Limiter) dropExpired(now time.Time) {
-	for c, w := range l.clients {
-		if now.Sub(w.start) >= l.window {
-			delete(l.clients, c)
+	for id, c := range l.clients {
+		if now.Sub(c.start) >= l.window && len(c.trusted) == 0 {
+			delete(l.clients, id)
 		}
 	}
 	if len(l.clients) >= maxTrackedClients {
