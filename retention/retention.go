@@ -217,9 +217,11 @@ type accountResult struct {
 }
 
 // pruneAccount applies the age rule, then the count rule, to one account
-// within the round's budget. Each rule asks for the oldest emails batch by
-// batch and stops at a batch in which it deleted nothing: what is left is
-// protected by the grace period, or being deleted by another process.
+// within the round's budget. Each rule reads the oldest emails batch by
+// batch, stepping over the ones it keeps (inside the grace period, or
+// backdated but stored recently), so that they never hide older emails
+// behind them; it ends at the first email too young for the rule, or when
+// a batch comes back short.
 func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 	var r accountResult
 	now := p.now()
@@ -227,24 +229,24 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 	budget := p.maxPerRound
 	if a.MaxAge > 0 {
 		ageCut := now.Add(-a.MaxAge)
-		for budget > 0 {
+		var skipped int64
+	age:
+		for budget > 0 && skipped < maxSkipped {
 			limit := min(p.batch, budget)
-			batch, err := p.oldest.OldestEmails(ctx, a.ID, 0, limit)
+			batch, err := p.oldest.OldestEmails(ctx, a.ID, 0, skipped, limit)
 			if err != nil {
 				r.err = err
 				return r
 			}
-			done := len(batch) < limit
-			progress := false
 			for _, e := range batch {
 				if !e.ReceivedAt.Before(ageCut) {
-					done = true
-					break
+					break age
 				}
 				// The age counts from when the email was received or
 				// stored, whichever is later: an email created through
 				// the API with an old receivedAt gets MaxAge too.
 				if recent(e, ageCut) || recent(e, graceCut) {
+					skipped++
 					continue
 				}
 				budget--
@@ -255,25 +257,25 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 				}
 				if ok {
 					r.age++
-					progress = true
 				}
 			}
-			if done || !progress {
+			if len(batch) < limit {
 				break
 			}
 		}
 	}
 	if a.MaxEmails > 0 {
-		for budget > 0 {
+		var skipped int64
+		for budget > 0 && skipped < maxSkipped {
 			limit := min(p.batch, budget)
-			batch, err := p.oldest.OldestEmails(ctx, a.ID, a.MaxEmails, limit)
+			batch, err := p.oldest.OldestEmails(ctx, a.ID, a.MaxEmails, skipped, limit)
 			if err != nil {
 				r.err = err
 				return r
 			}
-			progress := false
 			for _, e := range batch {
 				if recent(e, graceCut) {
+					skipped++
 					continue
 				}
 				budget--
@@ -284,10 +286,9 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 				}
 				if ok {
 					r.count++
-					progress = true
 				}
 			}
-			if len(batch) < limit || !progress {
+			if len(batch) < limit {
 				break
 			}
 		}
@@ -295,6 +296,10 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 	r.full = budget == 0 && r.age+r.count > 0
 	return r
 }
+
+// maxSkipped bounds how many kept emails one rule steps over in a round, so
+// that an account full of them costs a bounded read.
+const maxSkipped = 100_000
 
 // recent reports whether e was stored or received after cutoff: inside the
 // grace period.

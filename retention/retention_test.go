@@ -84,7 +84,7 @@ func put(t *testing.T, st store.Store, accountID string, ago, storedAgo time.Dur
 // remaining returns the ids of the account's emails, oldest first.
 func remaining(t *testing.T, st backend, accountID string) []string {
 	t.Helper()
-	es, err := st.OldestEmails(context.Background(), accountID, 0, 100)
+	es, err := st.OldestEmails(context.Background(), accountID, 0, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,4 +401,47 @@ func TestLifecycle(t *testing.T) {
 	if err := p.Shutdown(sctx); err != nil {
 		t.Errorf("Shutdown after the context ended: %v", err)
 	}
+}
+
+// TestKeptEmailsDoNotHideOlderOnes puts more backdated-but-just-stored
+// emails at the head of the account than one batch holds: the age rule
+// steps over them and still deletes the old email behind them, and the
+// count rule does the same with emails inside the grace period.
+func TestKeptEmailsDoNotHideOlderOnes(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, st backend) {
+		var fixtures []*store.Email
+		for range 4 {
+			fixtures = append(fixtures, put(t, st, "acme", 400*day, day))
+		}
+		old := put(t, st, "acme", 10*day, 10*day)
+		p := retention.New(st, st, retention.Config{
+			Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: 7 * day}},
+			Batch:    3,
+			Now:      newClock().Now,
+		})
+		round(t, p, 1)
+		left := remaining(t, st, "acme")
+		if slices.Contains(left, old.ID) || len(left) != len(fixtures) {
+			t.Errorf("after a round: %v left, want only the 4 backdated fixtures (old %s deleted)", left, old.ID)
+		}
+
+		for range 4 {
+			put(t, st, "count", 400*day, time.Minute) // inside the grace period
+		}
+		over := put(t, st, "count", 10*day, 10*day)
+		for range 2 {
+			put(t, st, "count", day, day)
+		}
+		p = retention.New(st, st, retention.Config{
+			Accounts: []retention.Account{{ID: "count", Slug: "count", MaxEmails: 2}},
+			Batch:    3,
+			Grace:    5 * time.Minute,
+			Now:      newClock().Now,
+		})
+		round(t, p, 1)
+		if slices.Contains(remaining(t, st, "count"), over.ID) {
+			t.Errorf("the count rule did not reach the email behind the protected ones")
+		}
+	})
 }

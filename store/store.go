@@ -216,8 +216,10 @@ type Pruner interface {
 	// with keep k they are the emails beyond the newest k, read in one
 	// snapshot with the account's count, so that processes pruning the same
 	// account at once, each deleting what it was given, never leave fewer
-	// than k. Its cost grows with limit, not with the size of the account.
-	// It returns Invalid when limit is not in 1..100 or keep is negative,
-	// and Unavailable when the backend cannot be reached.
-	OldestEmails(ctx context.Context, accountID string, keep int64, limit int) ([]*Email, error)
+	// than k. It starts after the skip oldest of them, so that a caller can
+	// step over emails it decided to keep. Its cost grows with skip+limit,
+	// not with the size of the account (the Redis store's only with limit).
+	// It returns Invalid when limit is not in 1..100 or keep or skip is
+	// negative, and Unavailable when the backend cannot be reached.
+	OldestEmails(ctx context.Context, accountID string, keep, skip int64, limit int) ([]*Email, error)
 }

@@ -32,7 +32,7 @@ func (s *Store) AccountStats(ctx context.Context, accountID string) (emails, raw
 // OldestEmails implements store.Pruner: it walks the account's index of all
 // emails forward from its oldest entry, after reading the account's count
 // from its stats record in the same transaction when keep is not 0.
-func (s *Store) OldestEmails(ctx context.Context, accountID string, keep int64, limit int) ([]*store.Email, error) {
+func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip int64, limit int) ([]*store.Email, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "oldest emails")
 	}
@@ -41,6 +41,8 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep int64, 
 		return nil, store.Errorf(store.Invalid, "oldest: limit %d is not from 1 to %d", limit, maxOldest)
 	case keep < 0:
 		return nil, store.Errorf(store.Invalid, "oldest: negative keep %d", keep)
+	case skip < 0:
+		return nil, store.Errorf(store.Invalid, "oldest: negative skip %d", skip)
 	}
 	var out []*store.Email
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -50,7 +52,7 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep int64, 
 			if err != nil {
 				return err
 			}
-			n = min(n, count-keep)
+			n = min(n, count-keep-skip)
 		}
 		if n <= 0 {
 			return nil
@@ -61,7 +63,12 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep int64, 
 		key := appendAccount(nil, accountID)
 		acctLen := len(key)
 		c := tx.Bucket(bucketIndex).Cursor()
+		skipped := int64(0)
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if skipped < skip {
+				skipped++
+				continue
+			}
 			if len(k) < len(prefix)+timeLen {
 				return internalf("oldest: short index key %x", k)
 			}

@@ -339,11 +339,13 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('HGET', KEYS[2], 'bytes') or '0
 // at one instant.
 //
 // KEYS[1] the account's "all" index. ARGV[1] the account's metadata key
-// prefix, ARGV[2] keep, ARGV[3] the limit.
+// prefix, ARGV[2] keep, ARGV[3] the limit, ARGV[4] how many of the oldest
+// to step over first.
 //
 // It returns {id1, the 6 metadata fields of id1, id2, ...}, oldest first.
 var oldestScript = redis.NewScript(`
-local n = math.min(tonumber(ARGV[3]), redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2]))
+local skip = tonumber(ARGV[4])
+local n = math.min(tonumber(ARGV[3]), redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2]) - skip)
 if n <= 0 then return {} end
-local ids = redis.call('ZRANGE', KEYS[1], 0, string.format('%d', n - 1))
+local ids = redis.call('ZRANGE', KEYS[1], string.format('%d', skip), string.format('%d', skip + n - 1))
 ` + loadItems)

@@ -37,15 +37,17 @@ func (s *Store) AccountStats(ctx context.Context, accountID string) (emails, raw
 // account's count and the first ranks of its "all" index together, at a cost
 // of O(log N + limit). It returns Invalid when limit is not in 1..100 or keep
 // is negative, and Unavailable when Redis cannot be reached.
-func (s *Store) OldestEmails(ctx context.Context, accountID string, keep int64, limit int) ([]*store.Email, error) {
+func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip int64, limit int) ([]*store.Email, error) {
 	switch {
 	case limit < 1 || limit > maxLimit:
 		return nil, store.Errorf(store.Invalid, "limit must be between 1 and %d", maxLimit)
 	case keep < 0:
 		return nil, store.Errorf(store.Invalid, "keep must not be negative")
+	case skip < 0:
+		return nil, store.Errorf(store.Invalid, "skip must not be negative")
 	}
 	k := s.account(accountID)
-	v, err := oldestScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), formatInt(keep), limit).Slice()
+	v, err := oldestScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), formatInt(keep), limit, formatInt(skip)).Slice()
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -140,7 +140,7 @@ func testOldestEmails(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	oldest := func(accountID string, keep int64, limit int) []*store.Email {
 		t.Helper()
-		got, err := p.OldestEmails(ctx, accountID, keep, limit)
+		got, err := p.OldestEmails(ctx, accountID, keep, 0, limit)
 		if err != nil {
 			t.Fatalf("OldestEmails(%s, keep %d, limit %d): %v", accountID, keep, limit, err)
 		}
@@ -199,6 +199,28 @@ func testOldestEmails(t *testing.T, s store.Store) {
 			t.Errorf("OldestEmails(keep %d, limit %d) = %v, want %v", tt.keep, tt.limit, got, tt.want)
 		}
 	}
+	for _, tt := range []struct {
+		keep, skip int64
+		limit      int
+		want       []string
+	}{
+		{0, 2, 2, order[2:4]},
+		{0, 6, 100, order[6:]},
+		{0, 7, 100, nil},
+		{2, 2, 100, order[2:5]},
+		{5, 2, 100, nil},
+	} {
+		got, err := p.OldestEmails(ctx, acctA, tt.keep, tt.skip, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalIDs(ids(got), tt.want) {
+			t.Errorf("OldestEmails(keep %d, skip %d, limit %d) = %v, want %v", tt.keep, tt.skip, tt.limit, ids(got), tt.want)
+		}
+	}
+	if _, err := p.OldestEmails(ctx, acctA, 0, -1, 10); !store.IsCode(err, store.Invalid) {
+		t.Errorf("OldestEmails(skip -1): %v, want Invalid", err)
+	}
 	if got := ids(oldest(acctB, 0, 100)); !equalIDs(got, idsOf(8)) {
 		t.Errorf("OldestEmails of the other account = %v, want %v", got, idsOf(8))
 	}
@@ -217,7 +239,7 @@ func testOldestEmails(t *testing.T, s store.Store) {
 		keep  int64
 		limit int
 	}{{0, 0}, {0, 101}, {0, -1}, {-1, 10}} {
-		_, err := p.OldestEmails(ctx, acctA, tt.keep, tt.limit)
+		_, err := p.OldestEmails(ctx, acctA, tt.keep, 0, tt.limit)
 		wantCode(t, err, store.Invalid, fmt.Sprintf("OldestEmails(keep %d, limit %d)", tt.keep, tt.limit))
 	}
 }
@@ -245,7 +267,7 @@ func testOldestConcurrentKeep(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for {
-				batch, err := p.OldestEmails(ctx, acctA, keep, 4)
+				batch, err := p.OldestEmails(ctx, acctA, keep, 0, 4)
 				if err != nil {
 					errs <- err
 					return
