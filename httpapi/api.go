@@ -282,14 +282,9 @@ func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.readBody(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
+	// JSON escaping can make raw up to several times longer in the body.
+	obj, v, ok := a.readObject(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
 	if !ok {
-		return
-	}
-	v := newValidationError()
-	obj, ok := parseObject(body, v)
-	if !ok {
-		writeValidation(w, v)
 		return
 	}
 	in := ingest.NewEmail{
@@ -371,14 +366,8 @@ func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, ok := a.readBody(w, r, a.cfg.MaxJSONBytes)
+	obj, v, ok := a.readObject(w, r, a.cfg.MaxJSONBytes)
 	if !ok {
-		return
-	}
-	v := newValidationError()
-	obj, ok := parseObject(body, v)
-	if !ok {
-		writeValidation(w, v)
 		return
 	}
 	u := store.Update{UpdatedAt: a.now().UTC().Truncate(time.Millisecond)}
@@ -477,6 +466,23 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		items[i] = a.emailJSON(e)
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"items": items})
+}
+
+// readObject reads a JSON object body of at most limit bytes, with the
+// validation error its fields are checked into; it reports false when it
+// has answered (413, or 400 for a body that is not a JSON object).
+func (a *API) readObject(w http.ResponseWriter, r *http.Request, limit int64) (*object, *validationError, bool) {
+	body, ok := a.readBody(w, r, limit)
+	if !ok {
+		return nil, nil, false
+	}
+	v := newValidationError()
+	obj, ok := parseObject(body, v)
+	if !ok {
+		writeValidation(w, v)
+		return nil, nil, false
+	}
+	return obj, v, true
 }
 
 // readBody reads the request body up to limit bytes; a larger body is
