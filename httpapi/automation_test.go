@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store/eventhub"
 )
 
 // forEachBackendWith is forEachBackend with a configuration change.
@@ -412,8 +413,7 @@ func TestEventStreamUnderConcurrentWrites(t *testing.T) {
 }
 
 func eventIDLess(a, b string) bool {
-	var am, as, bm, bs int64
-	fmt.Sscanf(a, "%d-%d", &am, &as)
-	fmt.Sscanf(b, "%d-%d", &bm, &bs)
-	return am < bm || am == bm && as < bs
+	ia, _ := eventhub.ParseID(a)
+	ib, _ := eventhub.ParseID(b)
+	return ia.Less(ib)
 }

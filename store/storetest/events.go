@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/eventhub"
 )
 
 // testEvents checks a store.Notifier: every create, update and delete of an
@@ -192,16 +193,15 @@ func testEventsAfterLongGap(t *testing.T, s store.Store) {
 	}
 }
 
+// idLess reports whether event id a comes before b.
 func idLess(t *testing.T, a, b string) bool {
 	t.Helper()
-	var am, as, bm, bs int64
-	if _, err := fmt.Sscanf(a, "%d-%d", &am, &as); err != nil {
-		t.Fatalf("event id %q: %v", a, err)
+	ia, errA := eventhub.ParseID(a)
+	ib, errB := eventhub.ParseID(b)
+	if errA != nil || errB != nil {
+		t.Fatalf("event ids %q, %q: %v %v", a, b, errA, errB)
 	}
-	if _, err := fmt.Sscanf(b, "%d-%d", &bm, &bs); err != nil {
-		t.Fatalf("event id %q: %v", b, err)
-	}
-	return am < bm || am == bm && as < bs
+	return ia.Less(ib)
 }
 
 func showNotes(e *store.Email) string {
