@@ -2,8 +2,8 @@
 // indexes and its body live in one bbolt file under the data directory.
 //
 // Writes are durable when they return (bbolt commits with fsync), and
-// concurrent writers share commits through bbolt's batching, so an SMTP burst
-// is not serialised on fsync. Listing walks an index whose key order is list
+// concurrent writers share commits (commit.go), so an SMTP burst is not
+// serialised on fsync. Listing walks an index whose key order is list
 // order, so a page costs Offset+Limit cursor steps however large the account
 // is; see keys.go for the layout.
 package boltstore
@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,9 +35,8 @@ const schemaVersion = "2"
 // use.
 type Store struct {
 	db *bolt.DB
-	// writers counts write calls in progress: a lone writer commits at once,
-	// and only writers that overlap another join a batch.
-	writers atomic.Int64
+	// commits runs the read-write transactions, in group commits.
+	commits *committer
 	// events fans out this process's changes: the file is locked by one
 	// process, so every subscriber is here.
 	events *eventhub.Hub
@@ -55,9 +53,8 @@ var (
 type Option func(*options)
 
 type options struct {
-	lockTimeout   time.Duration
-	maxBatchDelay time.Duration
-	maxBatchSize  int
+	lockTimeout  time.Duration
+	maxBatchSize int
 }
 
 // WithLockTimeout sets how long Open waits for the file lock that another
@@ -66,16 +63,8 @@ func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) { o.lockTimeout = d }
 }
 
-// WithMaxBatchDelay sets how long a write that overlaps another waits for
-// more writes to share its commit. The default, 1ms, is about the time of one
-// commit with fsync on an SSD: bbolt's own default of 10ms left 32 concurrent
-// writers idle most of the time (see BenchmarkCreate).
-func WithMaxBatchDelay(d time.Duration) Option {
-	return func(o *options) { o.maxBatchDelay = d }
-}
-
-// WithMaxBatchSize sets how many writes at most share one commit. The default
-// is bbolt's, 1000.
+// WithMaxBatchSize sets how many writes at most share one commit (commit.go).
+// The default is 1000.
 func WithMaxBatchSize(n int) Option {
 	return func(o *options) { o.maxBatchSize = n }
 }
@@ -85,7 +74,7 @@ func WithMaxBatchSize(n int) Option {
 // the lock timeout with an error with code Unavailable. Its errors are for
 // the operator, not a client: they name the file.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{lockTimeout: time.Second, maxBatchDelay: time.Millisecond}
+	o := options{lockTimeout: time.Second, maxBatchSize: 1000}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -99,12 +88,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	if err != nil {
 		return nil, store.Wrap(codeOfDBError(err), err, "open "+path)
-	}
-	if o.maxBatchDelay > 0 {
-		db.MaxBatchDelay = o.maxBatchDelay
-	}
-	if o.maxBatchSize > 0 {
-		db.MaxBatchSize = o.maxBatchSize
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
@@ -130,7 +113,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path)
 	}
-	s := &Store{db: db, events: eventhub.New(0)}
+	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1))}
 	var seq uint64
 	if err := db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
 		_ = db.Close()
@@ -194,8 +177,8 @@ func (s *Store) EventsAfter(_ context.Context, accountID, afterID string) ([]sto
 }
 
 // createOp is one validated CreateEmails call. Everything that does not
-// depend on the transaction is computed once, in newCreateOp: Batch may call
-// apply more than once.
+// depend on the transaction is computed once, in newCreateOp: a group commit
+// may call apply more than once.
 type createOp struct {
 	emails   []*store.Email
 	body     []byte
@@ -256,8 +239,8 @@ func (op *createOp) apply(tx *bolt.Tx) error {
 			}
 		}
 	}
-	// The totals are read from tx and written back, so a run that Batch
-	// repeats after a rollback adds them once.
+	// The totals are read from tx and written back, so a run that a group
+	// commit repeats after a rollback adds them once.
 	if err := addStats(tx, op.emails[0].AccountID, int64(len(op.emails)), op.rawBytes); err != nil {
 		return err
 	}
@@ -495,7 +478,8 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		v := eb.Get(key)
 		if v == nil {
 			// Not an error for the transaction: returning one would make
-			// Batch roll back and re-run every other write sharing it.
+			// the group commit roll back and re-run every other write
+			// sharing it.
 			return nil
 		}
 		r, err := decodeEmail(v)
@@ -645,21 +629,15 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store. It waits for transactions in progress.
 func (s *Store) Close() error {
+	s.commits.close()
 	s.events.Close()
 	return wrap(s.db.Close(), "close")
 }
 
 // write runs fn in a read-write transaction that is committed and synced
-// when it returns nil. A writer alone commits at once; writers that overlap
-// go through Batch, which may run fn more than once, so fn must reset any
-// result it reports.
-func (s *Store) write(fn func(*bolt.Tx) error) error {
-	defer s.writers.Add(-1)
-	if s.writers.Add(1) == 1 {
-		return s.db.Update(fn)
-	}
-	return s.db.Batch(fn)
-}
+// when it returns nil. Concurrent writes share commits (commit.go), so fn
+// may run more than once and must reset any result it reports.
+func (s *Store) write(fn func(*bolt.Tx) error) error { return s.commits.write(fn) }
 
 // wrap gives err a store code unless it has one, and nil for nil. The
 // client-safe message names only the kind of failure; op and the cause go to
