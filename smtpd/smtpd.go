@@ -87,7 +87,7 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	if cfg.MaxMessageBytes > 0 {
 		// go-smtp's DATA reader refuses a message of exactly MaxMessageBytes
 		// (it fails before reading the end-of-data line), so it gets one
-		// byte more; Mail and Data enforce the real limit, and sizeConn
+		// byte more; Mail and Data enforce the real limit, and replyConn
 		// advertises the real one in EHLO.
 		srv.MaxMessageBytes = cfg.MaxMessageBytes + 1
 	}
@@ -111,7 +111,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
-	ln = &sizeListener{Listener: ln, limit: s.cfg.MaxMessageBytes}
+	ln = &replyListener{Listener: ln, limit: s.cfg.MaxMessageBytes}
 	ln = &drainListener{Listener: ln, state: &s.drain, refused: s.cfg.Metrics.SMTPConnectionRefused}
 	s.ln = ln
 	go func() {
@@ -383,62 +383,91 @@ const maxLineLength = 1 << 20
 // errTooLarge is the reply to a message over the size limit.
 var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
 
-// sizeListener hands out connections that advertise the real size limit in
-// EHLO, where go-smtp would show the one-byte-larger limit it is given, and
-// that write a multi-line reply in one system call.
-type sizeListener struct {
+// replyListener hands out replyConns.
+type replyListener struct {
 	net.Listener
 	limit int64 // 0: no limit, SIZE is left alone
 }
 
-func (l *sizeListener) Accept() (net.Conn, error) {
+func (l *replyListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	sc := &sizeConn{Conn: c}
+	rc := &replyConn{Conn: c}
 	if l.limit > 0 {
-		sc.from = []byte(fmt.Sprintf("SIZE %d\r\n", l.limit+1))
-		sc.to = []byte(fmt.Sprintf("SIZE %d\r\n", l.limit))
+		rc.from = []byte(fmt.Sprintf("SIZE %d\r\n", l.limit+1))
+		rc.to = []byte(fmt.Sprintf("SIZE %d\r\n", l.limit))
 	}
-	return sc, nil
+	return rc, nil
 }
 
-// sizeConn rewrites the EHLO SIZE line, and holds the continuation lines of
-// a multi-line reply ("250-...") until its last line ("250 ..."), then
-// writes them all at once: go-smtp flushes every line with its own write,
-// and on a small VM each write costs about as much CPU as parsing a 2 KB
-// message (docs/benchmarks.md). go-smtp writes each reply line in one
-// Write and a reply's lines one after the other, so a line is never split
-// and a held line is always followed by the rest of its reply.
-type sizeConn struct {
+// replyConn holds the server's replies until it reads again (or closes),
+// then writes them in one system call, and rewrites the EHLO SIZE line to
+// the real limit where go-smtp shows the one-byte-larger one it is given.
+//
+// go-smtp flushes every reply line with its own write, and on a small VM
+// each write costs about as much CPU as parsing a 2 KB message
+// (docs/benchmarks.md). The server only ever waits for the client after
+// reading, so a reply held until the next read reaches the client before
+// the server waits for it: a multi-line reply goes out whole, and a
+// pipelining client (RFC 2920) gets the replies to its whole command group
+// in one write. A reply written while the server goes on working (a timer's
+// 421 before the connection closes) goes out on Close.
+type replyConn struct {
 	net.Conn
 	from, to []byte
-	// mu guards pending: a reply may also come from a timer (drainConn.abort).
+	// mu guards pending and err: a reply may also come from a timer
+	// (drainConn.abort) while go-smtp reads.
 	mu      sync.Mutex
-	pending []byte // continuation lines not written yet
+	pending []byte // replies not written yet
+	err     error  // the error of the last failed write
 }
 
-func (c *sizeConn) Write(b []byte) (int, error) {
+func (c *replyConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(b)
+	if c.err != nil {
+		return 0, c.err
+	}
 	if c.from != nil && len(b) > 4 && b[0] == '2' && bytes.Equal(b[4:], c.from) {
-		b = append(b[:4:4], c.to...)
-	}
-	if len(b) > 4 && b[3] == '-' && bytes.HasSuffix(b, []byte("\r\n")) {
+		c.pending = append(append(c.pending, b[:4]...), c.to...)
+	} else {
 		c.pending = append(c.pending, b...)
-		return n, nil
 	}
-	if len(c.pending) > 0 {
-		b = append(c.pending, b...)
-		c.pending = c.pending[:0]
-	}
-	if _, err := c.Conn.Write(b); err != nil {
+	return len(b), nil
+}
+
+// Read writes the held replies, then reads.
+func (c *replyConn) Read(b []byte) (int, error) {
+	if err := c.flush(); err != nil {
 		return 0, err
 	}
-	return n, nil
+	return c.Conn.Read(b)
 }
+
+// Close writes the held replies, then closes.
+func (c *replyConn) Close() error {
+	c.flush()
+	return c.Conn.Close()
+}
+
+func (c *replyConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) > 0 && c.err == nil {
+		_, c.err = c.Conn.Write(c.pending)
+	}
+	if cap(c.pending) > maxHeldReplies {
+		c.pending = nil
+	}
+	c.pending = c.pending[:0]
+	return c.err
+}
+
+// maxHeldReplies bounds the buffer a replyConn keeps between flushes; an
+// EHLO reply or a pipelined group's replies fit many times over.
+const maxHeldReplies = 16 << 10
 
 // loginServer is the server side of the LOGIN mechanism, which go-sasl does
 // not provide: it asks for a username, then a password.
