@@ -19,9 +19,11 @@ build:
 run:
 	$(GO) run ./cmd/mailsink serve
 
-## test: the whole suite with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants)
+## test: the whole suite with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants),
+## and the tests of the patched go-smtp in third_party/go-smtp
 test:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd third_party/go-smtp && $(GO) test -race -count=1 ./...
 
 ## test-short: the suite without the slow end-to-end package
 test-short:
