@@ -99,6 +99,9 @@ func (r *Report) Markdown() string {
 			if res.Pipeline {
 				conn += ", pipelined"
 			}
+			if res.GoSMTP {
+				conn += ", go-smtp's client"
+			}
 			load = fmt.Sprintf("%d × %d B (%s), %d connections, %s", res.Messages, res.MessageBytes, res.Shape, res.Connections, conn)
 			if res.Verify != nil {
 				load += fmt.Sprintf("; %d/%d found via API", res.Verify.Found, res.Verify.Expected)

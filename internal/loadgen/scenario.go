@@ -26,6 +26,7 @@ type Scenario struct {
 	Connections int
 	Reuse       bool
 	Pipeline    bool   // pipeline MAIL, RCPT and DATA (RFC 2920)
+	GoSMTP      bool   // send with go-smtp's client instead of the tool's own
 	Size        int    // approximate message size in bytes
 	Shape       string // ShapePlain or ShapeAttachment
 	Recipients  int    // distinct recipients
@@ -133,7 +134,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	}
 	res := &Result{Scenario: s, Backend: r.Target.Backend, MessageBytes: m.Size()}
 	client := NewClient(r.Target.HTTP, r.Target.APIKey, max(s.QueryConns, 4))
-	ingest := IngestOptions{Messages: s.Messages, Connections: s.Connections, Reuse: s.Reuse, Pipeline: s.Pipeline}
+	ingest := IngestOptions{Messages: s.Messages, Connections: s.Connections, Reuse: s.Reuse, Pipeline: s.Pipeline, GoSMTP: s.GoSMTP}
 
 	if s.Kind == "list" {
 		if s.AccountSize > 0 {
@@ -165,7 +166,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	machineBefore, _ := ReadMachine()
 	switch s.Kind {
 	case "ingest":
-		r.logf("%s: %d messages of %d bytes over %d connections (reuse=%v, pipeline=%v)", s.Name, s.Messages, res.MessageBytes, s.Connections, s.Reuse, s.Pipeline)
+		r.logf("%s: %d messages of %d bytes over %d connections (reuse=%v, pipeline=%v, gosmtp=%v)", s.Name, s.Messages, res.MessageBytes, s.Connections, s.Reuse, s.Pipeline, s.GoSMTP)
 		res.Ingest, err = Ingest(ctx, r.Target.SMTP, m, ingest)
 		if res.Ingest != nil {
 			r.emails += res.Ingest.Sent * s.PerMessage

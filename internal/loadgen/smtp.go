@@ -17,9 +17,12 @@ type IngestOptions struct {
 	Messages    int  // how many messages to send
 	Connections int  // concurrent SMTP clients
 	Reuse       bool // send every message of a client over one connection; false: one connection per message
-	// Pipeline sends MAIL, RCPT and DATA in one write (RFC 2920) with the
-	// load tool's own client, instead of go-smtp's one command at a time.
+	// Pipeline sends MAIL, RCPT and DATA in one write (RFC 2920) instead of
+	// one command at a time.
 	Pipeline bool
+	// GoSMTP sends with go-smtp's client instead of the tool's own
+	// (rawConn); it cannot pipeline.
+	GoSMTP bool
 	// MaxErrors stops the run after this many failed messages; 0 means 100.
 	MaxErrors int64
 }
@@ -44,6 +47,9 @@ func (r *IngestResult) PerSecond() float64 { return float64(r.Sent) / r.Elapsed.
 func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*IngestResult, error) {
 	if o.Messages < 1 || o.Connections < 1 {
 		return nil, fmt.Errorf("need at least one message and one connection")
+	}
+	if o.GoSMTP && o.Pipeline {
+		return nil, fmt.Errorf("go-smtp's client does not pipeline")
 	}
 	if o.MaxErrors == 0 {
 		o.MaxErrors = 100
@@ -88,7 +94,7 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 				t0 := time.Now()
 				if c == nil {
 					var err error
-					if c, err = connect(ctx, addr, o.Pipeline); err != nil {
+					if c, err = connect(ctx, addr, o); err != nil {
 						fail(err)
 						continue
 					}
@@ -131,9 +137,9 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 	return res, nil
 }
 
-func connect(ctx context.Context, addr string, pipeline bool) (smtpConn, error) {
-	if pipeline {
-		return dialPipelined(ctx, addr)
+func connect(ctx context.Context, addr string, o IngestOptions) (smtpConn, error) {
+	if !o.GoSMTP {
+		return dialRaw(ctx, addr, o.Pipeline)
 	}
 	c, err := dial(ctx, addr)
 	if err != nil {

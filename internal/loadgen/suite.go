@@ -57,6 +57,9 @@ func (s Scenario) Command(backend string) string {
 	if s.Pipeline {
 		args = append(args, "-pipeline")
 	}
+	if s.GoSMTP {
+		args = append(args, "-gosmtp")
+	}
 	args = append(args, fmt.Sprintf("-conns %d", s.Connections), fmt.Sprintf("-reuse=%v", s.Reuse),
 		fmt.Sprintf("-size %d", s.Size), "-shape "+s.Shape, fmt.Sprintf("-recipients %d", s.Recipients),
 		fmt.Sprintf("-rcpts-per-msg %d", s.PerMessage), fmt.Sprintf("-verify=%v", s.Verify))

@@ -109,3 +109,23 @@ func loadAccount(b *testing.B, s *Store, account string, n int) {
 		}
 	}
 }
+
+// BenchmarkCreateArgs measures what a create costs mailsink before Redis
+// sees it: the email's fields, the body record and the event, encoded.
+func BenchmarkCreateArgs(b *testing.B) {
+	s := &Store{prefix: "bench:"}
+	text := strings.Repeat("Hello, this is line of a plain text message.\r\n", 44)
+	body := testBody(text)
+	body.Text = &text
+	body.Headers = map[string]string{"subject": "Order 1234 confirmed", "from": "shop@example.com",
+		"to": "user@example.com", "date": "Sun, 22 Nov 2026 16:00:00 +0000", "message-id": "<abc@example.com>",
+		"content-type": "text/plain; charset=utf-8"}
+	e := testEmail(acct, "user@example.com", "shop@example.com", 1700000000000)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := s.createArgs(body, []*store.Email{e}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
