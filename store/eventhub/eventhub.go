@@ -207,6 +207,15 @@ func (h *Hub) After(accountID, afterID string) ([]store.Event, bool, error) {
 	return events, complete && known, nil
 }
 
+// Wants reports whether an event of the account would reach anyone now: a
+// subscriber, or the history. A publisher may skip building an event that
+// is not wanted.
+func (h *Hub) Wants(accountID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.recent != nil || len(h.subs[accountID]) > 0
+}
+
 // Subscribers returns how many subscriptions are open.
 func (h *Hub) Subscribers() int {
 	h.mu.Lock()

@@ -55,11 +55,34 @@ func (s *Store) listen(ps *redis.PubSub) {
 			if !ok {
 				continue
 			}
+			if acc, ok := accountOf(payload); ok && !s.hub.Wants(acc) {
+				// Decoding is most of what an event costs a replica,
+				// and under load nobody is listening.
+				continue
+			}
 			if e, ok := decodeEvent(id, payload); ok {
 				s.hub.Publish(e)
 			}
 		}
 	}
+}
+
+// accountOf returns the account of an event payload without decoding it;
+// it reports false when it cannot tell. Every "accountId" key in a payload
+// (the event's, its email's) holds the same account, and none can appear
+// inside a string value, whose quotes are escaped.
+func accountOf(payload string) (string, bool) {
+	const key = `"accountId":"`
+	i := strings.Index(payload, key)
+	if i < 0 {
+		return "", false
+	}
+	rest := payload[i+len(key):]
+	j := strings.IndexByte(rest, '"')
+	if j < 0 || strings.IndexByte(rest[:j], '\\') >= 0 {
+		return "", false
+	}
+	return rest[:j], true
 }
 
 // wireEvent is an event as the stream and the channel carry it: a

@@ -79,3 +79,26 @@ func TestPubSubReconnectEndsSubscriptions(t *testing.T) {
 		t.Fatal("no event after the reconnect")
 	}
 }
+
+func TestAccountOf(t *testing.T) {
+	goPayload, err := eventPayload(store.EmailCreated, "acct-1", "id-1", &store.Email{AccountID: "acct-1", Subject: ptr(`"accountId":"other"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		payload string
+		want    string
+		ok      bool
+	}{
+		{string(goPayload), "acct-1", true},
+		{`{"fields":["subj","x"],"accountId":"acct-2","type":"email.updated"}`, "acct-2", true},
+		{`{"type":"email.deleted","accountId":"a\/b"}`, "", false}, // escaped: decode to know
+		{`{"type":"email.deleted"}`, "", false},
+		{`{"accountId":"unterminated`, "", false},
+	} {
+		got, ok := accountOf(tc.payload)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("accountOf(%s) = %q, %v; want %q, %v", tc.payload, got, ok, tc.want, tc.ok)
+		}
+	}
+}
