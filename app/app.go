@@ -87,6 +87,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 		DataTimeout:       cfg.SMTP.DataTimeout,
 		MaxConnections:    cfg.SMTP.MaxConnections,
+		MaxLargeTransfers: cfg.SMTP.MaxLargeTransfers,
 		AuthLimiter:       guard,
 		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))

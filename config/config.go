@@ -84,6 +84,9 @@ type SMTP struct {
 	DataTimeout time.Duration
 	// MaxConnections bounds the connections open at once.
 	MaxConnections int
+	// MaxLargeTransfers bounds the messages over 1 MiB read and stored at
+	// once (smtpd.Config).
+	MaxLargeTransfers int
 }
 
 // Store selects and configures the backend: Redis when RedisURL or
@@ -155,6 +158,7 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			WriteTimeout:      p.duration("MAILSINK_SMTP_WRITE_TIMEOUT", 60*time.Second),
 			DataTimeout:       p.duration("MAILSINK_SMTP_DATA_TIMEOUT", 5*time.Minute),
 			MaxConnections:    int(p.int("MAILSINK_SMTP_MAX_CONNECTIONS", 1000, 1, 1000000)),
+			MaxLargeTransfers: int(p.int("MAILSINK_SMTP_MAX_LARGE_TRANSFERS", 2, 1, 10000)),
 		},
 		Store: Store{
 			DataDir:     p.str("MAILSINK_DATA_DIR", "./data"),

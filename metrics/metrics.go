@@ -24,6 +24,7 @@ type Metrics struct {
 	SMTPMessages    *prometheus.CounterVec // by result: accepted, or the reason of a refusal
 	SMTPBytes       prometheus.Counter
 	SMTPRecipients  prometheus.Histogram
+	SMTPLarge       *prometheus.GaugeVec // messages over 1 MiB, by state: waiting or active
 	HTTPRequests    *prometheus.CounterVec   // by route, method, status
 	HTTPDuration    *prometheus.HistogramVec // by route, method
 	StoreDuration   *prometheus.HistogramVec // by operation, backend, result
@@ -60,6 +61,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "mailsink_smtp_recipients_per_message", Help: "Accepted recipients per accepted SMTP message.",
 			Buckets: []float64{1, 2, 3, 5, 10, 20, 50, 100},
 		}),
+		SMTPLarge: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsink_smtp_large_transfers",
+			Help: "SMTP messages over 1 MiB now, by state: active (being read and stored) or waiting (for MAILSINK_SMTP_MAX_LARGE_TRANSFERS).",
+		}, []string{"state"}),
 		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_http_requests_total", Help: "HTTP requests by route template, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -111,6 +116,14 @@ func (m *Metrics) SMTPMessage(result string, bytes, recipients int) {
 	if result == "accepted" {
 		m.SMTPBytes.Add(float64(bytes))
 		m.SMTPRecipients.Observe(float64(recipients))
+	}
+}
+
+// SMTPLargeTransfer adds delta to the large messages in state (active or
+// waiting).
+func (m *Metrics) SMTPLargeTransfer(state string, delta float64) {
+	if m != nil {
+		m.SMTPLarge.WithLabelValues(state).Add(delta)
 	}
 }
 

@@ -1,10 +1,13 @@
 package smtpd_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
 	"net/textproto"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store"
 )
 
 // greet opens a raw SMTP connection and reads the greeting.
@@ -220,5 +224,80 @@ func TestRSETDuringBDAT(t *testing.T) {
 	}
 	if n := len(items(t, e, testenv.AcmeKey, "")); n != 0 {
 		t.Errorf("stored %d emails from a reset transaction", n)
+	}
+}
+
+// holdingStore holds every create of a message over 1 MiB until the test
+// lets it go, and counts how many are held at once.
+type holdingStore struct {
+	store.Store
+	release chan struct{}
+	mu      sync.Mutex
+	held    int
+	maxHeld int
+}
+
+func (h *holdingStore) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
+	if len(body.Raw) > 1<<20 {
+		h.mu.Lock()
+		h.held++
+		h.maxHeld = max(h.maxHeld, h.held)
+		h.mu.Unlock()
+		<-h.release
+		h.mu.Lock()
+		h.held--
+		h.mu.Unlock()
+	}
+	return h.Store.CreateEmails(ctx, body, emails)
+}
+
+func (h *holdingStore) counts() (held, maxHeld int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held, h.maxHeld
+}
+
+// Messages over 1 MiB take turns (MaxLargeTransfers) while small ones pass:
+// with one large message in the store, the other large ones wait, counted
+// by the waiting gauge, and a small message is stored meanwhile.
+func TestLargeMessagesTakeTurns(t *testing.T) {
+	t.Parallel()
+	hs := &holdingStore{release: make(chan struct{})}
+	backend := testenv.Backend{Name: "embedded", Open: func(t *testing.T) store.Store {
+		hs.Store = testenv.OpenBolt(t)
+		return hs
+	}}
+	e := testenv.Start(t, backend, func(c *config.Config) { c.SMTP.MaxLargeTransfers = 1 })
+	large := e.App.Metrics().SMTPLarge
+	big := "Subject: big\r\n\r\n" + strings.Repeat(strings.Repeat("x", 98)+"\r\n", 15000) // 1.5 MB
+
+	const senders = 3
+	errs := make(chan error, senders)
+	for range senders {
+		go func() { errs <- send(t, e.SMTP, nil, "a@example.com", []string{"big@acme.test"}, big) }()
+	}
+	testenv.WaitFor(t, 20*time.Second, "one large message in the store, the others waiting", func() bool {
+		held, _ := hs.counts()
+		return held == 1 && testutil.ToFloat64(large.WithLabelValues("waiting")) == senders-1
+	})
+	if err := send(t, e.SMTP, nil, "a@example.com", []string{"small@acme.test"}, "Subject: small\r\n\r\nhi\r\n"); err != nil {
+		t.Fatalf("small message while large ones wait: %v", err)
+	}
+	for range senders {
+		hs.release <- struct{}{}
+	}
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Errorf("large message: %v", err)
+		}
+	}
+	if _, maxHeld := hs.counts(); maxHeld != 1 {
+		t.Errorf("%d large messages were in the store at once, want 1", maxHeld)
+	}
+	if n := len(items(t, e, testenv.AcmeKey, "recipient=big@acme.test")); n != senders {
+		t.Errorf("%d large messages stored, want %d", n, senders)
+	}
+	if a, w := testutil.ToFloat64(large.WithLabelValues("active")), testutil.ToFloat64(large.WithLabelValues("waiting")); a != 0 || w != 0 {
+		t.Errorf("gauges after the transfers: active %v, waiting %v; want 0, 0", a, w)
 	}
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// MaxConnections bounds the connections open at once; more are
 	// answered 421. 0 means no bound.
 	MaxConnections int
+	// MaxLargeTransfers bounds the messages over largeMessage bytes read
+	// and stored at once; the others wait before reading past their first
+	// largeMessage bytes. 0 means DefaultMaxLargeTransfers.
+	MaxLargeTransfers int
 	// AuthLimiter, when not nil, counts failed AUTHs per client address (the
 	// password is an API key); an address over its limit gets 454 for every
 	// key that has not worked from it before.
@@ -63,6 +67,8 @@ type Server struct {
 	smtp     *smtp.Server
 	ln       net.Listener
 	drain    drainState
+	// large holds a token per large message being read or stored.
+	large chan struct{}
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -77,7 +83,10 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
+	if cfg.MaxLargeTransfers <= 0 {
+		cfg.MaxLargeTransfers = DefaultMaxLargeTransfers
+	}
+	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log, large: make(chan struct{}, cfg.MaxLargeTransfers)}
 	s.drain.conns = map[*drainConn]struct{}{}
 	s.drain.max = cfg.MaxConnections
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -164,6 +173,7 @@ type session struct {
 	mu    sync.Mutex
 	from  string
 	rcpts []ingest.Recipient
+	size  int64 // the SIZE the client announced in MAIL, or 0
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -221,6 +231,10 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	defer s.mu.Unlock()
 	s.from = from
 	s.rcpts = nil
+	s.size = 0
+	if opts != nil {
+		s.size = opts.Size
+	}
 	return nil
 }
 
@@ -257,17 +271,19 @@ func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
 	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
+	sizeHint := s.size
 	s.mu.Unlock()
 	// readInTime reports, once the message is read, whether that was within
 	// the data timeout: then the timer is stopped before the store is asked.
 	readInTime := func() bool { return true }
+	var aborted chan struct{} // closed when the timer has closed the connection
 	if d := s.srv.cfg.DataTimeout; d > 0 && s.conn != nil {
 		// go-smtp set a per-command deadline before DATA; the transfer
 		// gets a deadline of its own. BDAT chunks each get go-smtp's
 		// per-command deadline, so the timer bounds the whole message
 		// whichever command carries it.
 		s.conn.SetReadDeadline(start.Add(d))
-		aborted := make(chan struct{})
+		aborted = make(chan struct{})
 		timer := time.AfterFunc(d, func() {
 			s.conn.abort("421 4.4.2 Message transfer timed out")
 			close(aborted)
@@ -284,7 +300,7 @@ func (s *session) Data(r io.Reader) error {
 			return false
 		}
 	}
-	size, result, err := s.receive(r, env, readInTime)
+	size, result, err := s.receive(r, env, sizeHint, aborted, readInTime)
 	s.srv.cfg.Metrics.SMTPMessage(result, size, len(env.Recipients))
 	attrs := []any{"session", s.id, "remote", s.remote, "from", env.Sender, "recipients", len(env.Recipients),
 		"bytes", size, "result", result, "duration", time.Since(start).Round(time.Microsecond)}
@@ -300,8 +316,11 @@ func (s *session) Data(r io.Reader) error {
 
 // receive reads and stores one message; it returns its size, the result
 // for the metrics ("accepted", or why it was refused) and the reply error.
-func (s *session) receive(r io.Reader, env ingest.Envelope, readInTime func() bool) (int, string, error) {
-	raw, err := io.ReadAll(r)
+// sizeHint is the size the client announced, or 0; aborted is closed if the
+// data timer closes the connection.
+func (s *session) receive(r io.Reader, env ingest.Envelope, sizeHint int64, aborted <-chan struct{}, readInTime func() bool) (int, string, error) {
+	raw, release, err := s.srv.readMessage(r, sizeHint, aborted)
+	defer release()
 	if !readInTime() {
 		// The timer fired: the connection is closing, nothing is stored.
 		return len(raw), "timeout", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
@@ -339,6 +358,87 @@ func (s *session) receive(r io.Reader, env ingest.Envelope, readInTime func() bo
 		return len(raw), strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
 	return len(raw), "accepted", nil
+}
+
+// DefaultMaxLargeTransfers is how many messages over largeMessage bytes the
+// server reads and stores at once by default. A large message is mostly
+// memory copies and a store write, so two keep both CPUs of a small machine
+// busy, and 100 clients sending 25 MB each at once cost a few hundred MB
+// instead of gigabytes (docs/benchmarks.md).
+const DefaultMaxLargeTransfers = 2
+
+// largeMessage is the size past which a message needs a large-transfer
+// slot: every session may hold this much of a message in memory, only
+// MaxLargeTransfers sessions more.
+const largeMessage = 1 << 20
+
+// readMessage reads a message from r. Past its first largeMessage bytes it
+// waits for a large-transfer slot before it reads on; the caller calls
+// release once the message is stored (or refused). While it waits, the
+// client's data stays in the socket: TCP holds the sender back. It gives up
+// waiting when aborted is closed or the server stops.
+func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted <-chan struct{}) (raw []byte, release func(), err error) {
+	release = func() {}
+	first := 64 << 10
+	if sizeHint > 0 && sizeHint <= largeMessage {
+		first = int(sizeHint) + 1 // one more byte to see the end
+	}
+	raw, done, err := readInto(r, make([]byte, 0, first), largeMessage+1)
+	if done || err != nil {
+		return raw, release, err
+	}
+	s.cfg.Metrics.SMTPLargeTransfer("waiting", 1)
+	select {
+	case s.large <- struct{}{}:
+		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+	case <-aborted:
+		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+		return raw, release, errAborted
+	case <-s.ctx.Done():
+		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+		return raw, release, errAborted
+	}
+	s.cfg.Metrics.SMTPLargeTransfer("active", 1)
+	release = func() {
+		s.cfg.Metrics.SMTPLargeTransfer("active", -1)
+		<-s.large
+	}
+	if limit := s.cfg.MaxMessageBytes; sizeHint > int64(len(raw)) && (limit <= 0 || sizeHint <= limit) {
+		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
+	}
+	raw, _, err = readInto(r, raw, -1)
+	return raw, release, err
+}
+
+// errAborted ends a message whose connection was closed while it waited.
+var errAborted = errors.New("smtpd: transfer aborted")
+
+// readInto appends what r gives to buf until r ends (done) or, when limit
+// is not negative, buf holds limit bytes. It grows buf by doubling, but not
+// past limit.
+func readInto(r io.Reader, buf []byte, limit int) (_ []byte, done bool, err error) {
+	for limit < 0 || len(buf) < limit {
+		if len(buf) == cap(buf) {
+			grow := max(cap(buf), 512)
+			if limit >= 0 {
+				grow = min(grow, limit-len(buf))
+			}
+			buf = slices.Grow(buf, grow)
+		}
+		end := cap(buf)
+		if limit >= 0 {
+			end = min(end, limit)
+		}
+		n, err := r.Read(buf[len(buf):end])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
 }
 
 // Reset forgets the current message.

@@ -75,7 +75,7 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "%s\n\n", n)
 	}
 
-	b.WriteString("| store | scenario | load | msg/s | p50 | p99 | mailsink CPU per op (total / ops) | mailsink RSS after (anon; peak) | redis-server CPU (all clients) | load tool CPU | machine busy (stolen) |\n")
+	b.WriteString("| store | scenario | load | msg/s | p50 | p99 | mailsink CPU per op (total / ops) | mailsink RSS after (anon; peak VmHWM; anon peak sampled) | redis-server CPU (all clients) | load tool CPU | machine busy (stolen) |\n")
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		var load, rate, p50, p99 string
@@ -115,7 +115,7 @@ func (r *Report) Markdown() string {
 		cpu, rss, rcpu := "-", "-", "-"
 		if res.After.CPU > 0 {
 			cpu = fmt.Sprintf("%s (%s / %d)", fmtDur(res.CPUPerOp()), res.ServerCPU().Round(10*time.Millisecond), opCount(res))
-			rss = fmt.Sprintf("%s (%s; %s)", MiB(res.After.RSS), MiB(res.After.RSSAnon), MiB(res.After.HWM))
+			rss = fmt.Sprintf("%s (%s; %s; %s)", MiB(res.After.RSS), MiB(res.After.RSSAnon), MiB(res.After.HWM), MiB(res.PeakAnon))
 		}
 		if res.RedisCPU > 0 {
 			rcpu = res.RedisCPU.Round(10 * time.Millisecond).String()

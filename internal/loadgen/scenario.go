@@ -60,6 +60,10 @@ type Result struct {
 	// Server process during the timed phase (ingest, or the queries of a
 	// list scenario); zero when the PID is unknown.
 	Before, After ProcSample
+	// PeakAnon is the largest RssAnon of the server seen during the timed
+	// phase, sampled every 20 ms: its own memory at its peak, without the
+	// embedded store's memory-mapped file that VmHWM counts.
+	PeakAnon int64
 	// RedisCPU is the CPU time redis-server spent during the timed phase,
 	// from INFO cpu; zero when the store is not Redis.
 	RedisCPU time.Duration
@@ -164,6 +168,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	}
 	toolBefore := SelfCPU()
 	machineBefore, _ := ReadMachine()
+	stopSampling := r.samplePeakAnon(&res.PeakAnon)
 	switch s.Kind {
 	case "ingest":
 		r.logf("%s: %d messages of %d bytes over %d connections (reuse=%v, pipeline=%v, gosmtp=%v)", s.Name, s.Messages, res.MessageBytes, s.Connections, s.Reuse, s.Pipeline, s.GoSMTP)
@@ -178,6 +183,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		err = fmt.Errorf("unknown scenario kind %q", s.Kind)
 	}
 	res.AccountEmails = r.emails
+	stopSampling()
 	after, perr := r.proc()
 	res.After = after
 	res.ToolCPU = SelfCPU() - toolBefore
@@ -239,14 +245,43 @@ func (r *Result) Summary() string {
 			fmtDur(in.Latency.Percentile(50)), fmtDur(in.Latency.Percentile(99)))
 	}
 	if r.After.CPU > 0 {
-		s += fmt.Sprintf("; server CPU %s (%s per op), RSS %s (anon %s, peak %s)",
-			r.ServerCPU().Round(time.Millisecond), fmtDur(r.CPUPerOp()), MiB(r.After.RSS), MiB(r.After.RSSAnon), MiB(r.After.HWM))
+		s += fmt.Sprintf("; server CPU %s (%s per op), RSS %s (anon %s, peak %s, anon peak %s)",
+			r.ServerCPU().Round(time.Millisecond), fmtDur(r.CPUPerOp()), MiB(r.After.RSS), MiB(r.After.RSSAnon), MiB(r.After.HWM), MiB(r.PeakAnon))
 	}
 	if r.RedisCPU > 0 {
 		s += fmt.Sprintf("; redis-server CPU %s, %d commands from all clients", r.RedisCPU.Round(time.Millisecond), r.RedisCommands)
 	}
 	s += fmt.Sprintf("; load tool CPU %s; machine %.0f%% busy, %.0f%% stolen", r.ToolCPU.Round(time.Millisecond), 100*r.MachineBusy, 100*r.MachineSteal)
 	return s
+}
+
+// samplePeakAnon keeps the server's largest RssAnon in peak until the
+// returned function is called.
+func (r *Runner) samplePeakAnon(peak *int64) (stop func()) {
+	if r.Target.PID == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if s, err := ReadProc(r.Target.PID); err == nil {
+				*peak = max(*peak, s.RSSAnon)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 func (r *Runner) proc() (ProcSample, error) {

@@ -1,0 +1,44 @@
+package smtpd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"testing/iotest"
+)
+
+// readMessage returns the message whole whatever its size relative to
+// largeMessage and whatever size the client announced, and takes a
+// large-transfer slot exactly when the message is over largeMessage.
+func TestReadMessage(t *testing.T) {
+	s := &Server{large: make(chan struct{}, 1), ctx: context.Background()}
+	for _, size := range []int{0, 1, 4095, largeMessage - 1, largeMessage, largeMessage + 1, 2*largeMessage + 3} {
+		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
+			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
+				msg := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+				raw, release, err := s.readMessage(iotest.HalfReader(bytes.NewReader(msg)), hint, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if held := len(s.large); held != btoi(size > largeMessage) {
+					t.Errorf("%d slots taken, want %d", held, btoi(size > largeMessage))
+				}
+				release()
+				if len(s.large) != 0 {
+					t.Error("release left the slot taken")
+				}
+				if !bytes.Equal(raw, msg) {
+					t.Errorf("read %d bytes, want the %d sent", len(raw), len(msg))
+				}
+			})
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
