@@ -24,7 +24,7 @@ type Metrics struct {
 	SMTPMessages    *prometheus.CounterVec // by result: accepted, or the reason of a refusal
 	SMTPBytes       prometheus.Counter
 	SMTPRecipients  prometheus.Histogram
-	SMTPLarge       *prometheus.GaugeVec // messages over 1 MiB, by state: waiting or active
+	SMTPLarge       *prometheus.GaugeVec     // messages over 1 MiB, by state: waiting or active
 	HTTPRequests    *prometheus.CounterVec   // by route, method, status
 	HTTPDuration    *prometheus.HistogramVec // by route, method
 	StoreDuration   *prometheus.HistogramVec // by operation, backend, result
