@@ -130,18 +130,31 @@ func decodeFields(v []any) (*record, error) {
 		s[i] = str
 	}
 	var r record
-	if err := decodeJSON(s[0], &r.fixed); err != nil {
-		return nil, err
+	var ok bool
+	if r.fixed, ok = fastFixed(s[0]); !ok {
+		r.fixed = fixed{}
+		if err := decodeJSON(s[0], &r.fixed); err != nil {
+			return nil, err
+		}
 	}
 	r.Status = store.Status(s[1])
-	if err := decodeJSON(s[2], &r.Subject); err != nil {
-		return nil, err
+	if r.Subject, ok = fastOptString(s[2]); !ok {
+		r.Subject = nil
+		if err := decodeJSON(s[2], &r.Subject); err != nil {
+			return nil, err
+		}
 	}
-	if err := decodeJSON(s[3], &r.Notes); err != nil {
-		return nil, err
+	if r.Notes, ok = fastOptString(s[3]); !ok {
+		r.Notes = nil
+		if err := decodeJSON(s[3], &r.Notes); err != nil {
+			return nil, err
+		}
 	}
-	if err := decodeJSON(s[4], &r.Labels); err != nil {
-		return nil, err
+	if r.Labels, ok = fastStrings(s[4]); !ok {
+		r.Labels = nil
+		if err := decodeJSON(s[4], &r.Labels); err != nil {
+			return nil, err
+		}
 	}
 	ms, err := strconv.ParseInt(s[5], 10, 64)
 	if err != nil {
