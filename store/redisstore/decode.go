@@ -76,10 +76,11 @@ func (p *jsonScanner) str() string {
 // unescape returns the value of v, the valid UTF-8 between the quotes of
 // a JSON string with escapes in it.
 func unescape(v string) (string, bool) {
-	b := make([]byte, 0, len(v))
+	var b strings.Builder
+	b.Grow(len(v))
 	for i := 0; i < len(v); {
 		if v[i] != '\\' {
-			b = append(b, v[i])
+			b.WriteByte(v[i])
 			i++
 			continue
 		}
@@ -88,30 +89,30 @@ func unescape(v string) (string, bool) {
 		}
 		switch c := v[i+1]; c {
 		case '"', '\\', '/':
-			b = append(b, c)
+			b.WriteByte(c)
 		case 'b':
-			b = append(b, '\b')
+			b.WriteByte('\b')
 		case 'f':
-			b = append(b, '\f')
+			b.WriteByte('\f')
 		case 'n':
-			b = append(b, '\n')
+			b.WriteByte('\n')
 		case 'r':
-			b = append(b, '\r')
+			b.WriteByte('\r')
 		case 't':
-			b = append(b, '\t')
+			b.WriteByte('\t')
 		case 'u':
 			r, ok := hex4(v[i+2:])
 			if !ok || utf16.IsSurrogate(r) {
 				return "", false
 			}
-			b = utf8.AppendRune(b, r)
+			b.WriteRune(r)
 			i += 4
 		default:
 			return "", false
 		}
 		i += 2
 	}
-	return string(b), true
+	return b.String(), true
 }
 
 // hex4 reads four hexadecimal digits from the front of s.
