@@ -222,6 +222,15 @@ func appendOptString(b []byte, s *string) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// plainByte[c] reports whether appendString copies the byte c as it is:
+// ASCII other than control characters, quote and backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendString appends s as a JSON string the way encoding/json does with
 // HTML escaping off: quote, backslash and control characters escaped (\b,
 // \f, \n, \r, \t by name), invalid UTF-8 replaced by \ufffd, and U+2028
@@ -231,11 +240,11 @@ func appendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plainByte[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':

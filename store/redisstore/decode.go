@@ -31,6 +31,15 @@ func (p *jsonScanner) lit(l string) {
 	p.s = p.s[len(l):]
 }
 
+// plainByte[c] reports whether c stands for itself in a JSON string: ASCII
+// other than control characters, quote and backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str consumes a string literal and returns its value. It takes the
 // escapes encoding/json writes; literals with invalid UTF-8 or escaped
 // surrogates, which encoding/json reads with replacements, fail.
@@ -43,6 +52,9 @@ func (p *jsonScanner) str() string {
 	i := 1
 	for ; i < len(p.s); i++ {
 		c := p.s[i]
+		if plainByte[c] {
+			continue
+		}
 		if c == '"' {
 			break
 		}
