@@ -65,6 +65,8 @@ type API struct {
 	// streams end, so that shutdown need not wait for them.
 	stopHeld chan struct{}
 	stopOnce sync.Once
+	// buffers holds *[]byte for the JSON answers written by hand (json.go).
+	buffers sync.Pool
 }
 
 // StopHeld ends the requests held open (list with wait answers what it has,
@@ -274,11 +276,7 @@ func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	items := make([]emailJSON, len(emails))
-	for i, e := range emails {
-		items[i] = a.emailJSON(e)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	a.writeList(w, http.StatusOK, emails)
 }
 
 func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
@@ -325,7 +323,7 @@ func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"item": a.emailJSON(e)})
+	a.writeItem(w, http.StatusCreated, e)
 }
 
 // emailID validates the path's email id; a bad one is answered with 400.
@@ -396,7 +394,7 @@ func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"item": a.emailJSON(e)})
+	a.writeItem(w, http.StatusOK, e)
 }
 
 func (a *API) deleteEmail(w http.ResponseWriter, r *http.Request) {
@@ -461,11 +459,7 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	items := make([]emailJSON, len(emails))
-	for i, e := range emails {
-		items[i] = a.emailJSON(e)
-	}
-	writeJSON(w, http.StatusCreated, map[string]any{"items": items})
+	a.writeList(w, http.StatusCreated, emails)
 }
 
 // readObject reads a JSON object body of at most limit bytes, with the

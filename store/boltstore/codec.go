@@ -43,6 +43,10 @@ func (e *encoder) optStr(p *string) {
 type decoder struct {
 	b   []byte
 	err error
+	// s, when not empty, holds the same bytes as the whole record b was
+	// at the start, and str returns substrings of it instead of copies:
+	// one allocation per record rather than one per string.
+	s string
 }
 
 func (d *decoder) fail() { d.err, d.b = errCorrupt, nil }
@@ -90,7 +94,15 @@ func (d *decoder) view() []byte {
 	return p
 }
 
-func (d *decoder) str() string     { return string(d.view()) }
+func (d *decoder) str() string {
+	p := d.view()
+	if d.s == "" || len(p) == 0 {
+		return string(p)
+	}
+	end := len(d.s) - len(d.b)
+	return d.s[end-len(p) : end]
+}
+
 func (d *decoder) time() time.Time { return time.UnixMilli(d.varint()).UTC() }
 
 // count reads a number of items that follow, each at least one byte long, so a
@@ -153,9 +165,10 @@ func encodeEmail(r *emailRecord) []byte {
 	return e.b
 }
 
-// decodeEmail returns a record that shares no memory with b.
+// decodeEmail returns a record that shares no memory with b: its strings
+// are substrings of one copy of b.
 func decodeEmail(b []byte) (*emailRecord, error) {
-	d := decoder{b: b}
+	d := decoder{b: b, s: string(b)}
 	if d.byte() != emailFormat {
 		return nil, errCorrupt
 	}

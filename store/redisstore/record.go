@@ -118,37 +118,58 @@ func (r *record) values() ([]string, error) {
 
 // decodeFields decodes the values of fields, as HMGET returns them.
 func decodeFields(v []any) (*record, error) {
+	var r record
+	if err := r.decode(v); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decode sets r from the values of fields, as HMGET returns them.
+func (r *record) decode(v []any) error {
 	if len(v) != len(fields) {
-		return nil, store.Errorf(store.Internal, "email has %d fields, want %d", len(v), len(fields))
+		return store.Errorf(store.Internal, "email has %d fields, want %d", len(v), len(fields))
 	}
 	var s [6]string
 	for i, x := range v {
 		str, ok := x.(string)
 		if !ok {
-			return nil, store.Errorf(store.Internal, "email field %v is %T", fields[i], x)
+			return store.Errorf(store.Internal, "email field %v is %T", fields[i], x)
 		}
 		s[i] = str
 	}
-	var r record
-	if err := decodeJSON(s[0], &r.fixed); err != nil {
-		return nil, err
+	var ok bool
+	if r.fixed, ok = fastFixed(s[0]); !ok {
+		r.fixed = fixed{}
+		if err := decodeJSON(s[0], &r.fixed); err != nil {
+			return err
+		}
 	}
 	r.Status = store.Status(s[1])
-	if err := decodeJSON(s[2], &r.Subject); err != nil {
-		return nil, err
+	if r.Subject, ok = fastOptString(s[2]); !ok {
+		r.Subject = nil
+		if err := decodeJSON(s[2], &r.Subject); err != nil {
+			return err
+		}
 	}
-	if err := decodeJSON(s[3], &r.Notes); err != nil {
-		return nil, err
+	if r.Notes, ok = fastOptString(s[3]); !ok {
+		r.Notes = nil
+		if err := decodeJSON(s[3], &r.Notes); err != nil {
+			return err
+		}
 	}
-	if err := decodeJSON(s[4], &r.Labels); err != nil {
-		return nil, err
+	if r.Labels, ok = fastStrings(s[4]); !ok {
+		r.Labels = nil
+		if err := decodeJSON(s[4], &r.Labels); err != nil {
+			return err
+		}
 	}
 	ms, err := strconv.ParseInt(s[5], 10, 64)
 	if err != nil {
-		return nil, store.Wrap(store.Internal, err, "decode email")
+		return store.Wrap(store.Internal, err, "decode email")
 	}
 	r.UpdatedAt = ms
-	return &r, nil
+	return nil
 }
 
 func encodeJSON(v any) (string, error) {

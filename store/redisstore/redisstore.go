@@ -389,9 +389,10 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 		return nil, store.Errorf(store.Internal, "%s script answered %d values", script, len(v))
 	}
 	out := make([]*store.Email, 0, len(v)/itemLen)
+	var r record
 	for i := 0; i < len(v); i += itemLen {
-		r, err := decodeFields(v[i+1 : i+itemLen])
-		if err != nil {
+		r = record{}
+		if err := r.decode(v[i+1 : i+itemLen]); err != nil {
 			return nil, err
 		}
 		out = append(out, r.email())
