@@ -379,7 +379,7 @@ const largeMessage = 1 << 20
 // waiting when aborted is closed or the server stops.
 func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted <-chan struct{}) (raw []byte, release func(), err error) {
 	release = func() {}
-	first := 64 << 10
+	first := 4 << 10
 	if sizeHint > 0 && sizeHint <= largeMessage {
 		first = int(sizeHint) + 1 // one more byte to see the end
 	}

@@ -2,9 +2,8 @@
 // that arrives while a batch runs waits, and the next batch carries every
 // call that arrived meanwhile. A lone call runs at once, and the size of a
 // batch follows the load: the longer a batch takes, the more calls the next
-// one carries. The stores use it to share one fsync among concurrent
-// commits (boltstore) and one round trip among concurrent creates
-// (redisstore).
+// one carries. boltstore uses it to share one fsync among concurrent
+// commits.
 package batch
 
 import "sync"
