@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -170,15 +170,15 @@ func writeBytes(w http.ResponseWriter, status int, b []byte) {
 // appendEmail appends e's summary, as encoding/json writes a.emailJSON(e).
 func (a *API) appendEmail(b []byte, e *store.Email) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, e.ID)
+	b = jsonenc.AppendString(b, e.ID)
 	b = append(b, `,"account":`...)
 	if acc := a.accounts.ByID(e.AccountID); acc != nil {
 		b = append(b, `{"id":`...)
-		b = appendString(b, acc.ID)
+		b = jsonenc.AppendString(b, acc.ID)
 		b = append(b, `,"slug":`...)
-		b = appendString(b, acc.Slug)
+		b = jsonenc.AppendString(b, acc.Slug)
 		b = append(b, `,"name":`...)
-		b = appendString(b, acc.Name)
+		b = jsonenc.AppendString(b, acc.Name)
 		b = append(b, '}')
 	} else {
 		b = append(b, "null"...)
@@ -186,13 +186,13 @@ func (a *API) appendEmail(b []byte, e *store.Email) []byte {
 	b = append(b, `,"messageId":`...)
 	b = appendOptString(b, e.MessageID)
 	b = append(b, `,"sender":`...)
-	b = appendString(b, e.Sender)
+	b = jsonenc.AppendString(b, e.Sender)
 	b = append(b, `,"recipient":`...)
-	b = appendString(b, e.Recipient)
+	b = jsonenc.AppendString(b, e.Recipient)
 	b = append(b, `,"subject":`...)
 	b = appendOptString(b, e.Subject)
 	b = append(b, `,"status":`...)
-	b = appendString(b, string(e.Status))
+	b = jsonenc.AppendString(b, string(e.Status))
 	b = append(b, `,"notes":`...)
 	b = appendOptString(b, e.Notes)
 	b = append(b, `,"labels":[`...)
@@ -200,7 +200,7 @@ func (a *API) appendEmail(b []byte, e *store.Email) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, l)
+		b = jsonenc.AppendString(b, l)
 	}
 	b = append(b, `],"rawSize":`...)
 	b = strconv.AppendInt(b, e.RawSize, 10)
@@ -217,72 +217,7 @@ func appendOptString(b []byte, s *string) []byte {
 	if s == nil {
 		return append(b, "null"...)
 	}
-	return appendString(b, *s)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// plainByte[c] reports whether appendString copies the byte c as it is:
-// ASCII other than control characters, quote and backslash.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string the way encoding/json does with
-// HTML escaping off: quote, backslash and control characters escaped (\b,
-// \f, \n, \r, \t by name), invalid UTF-8 replaced by \ufffd, and U+2028
-// and U+2029 escaped; everything else as it is.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if plainByte[c] {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return jsonenc.AppendString(b, *s)
 }
 
 // appendTime appends t as a JSON string in timeFormat, as formatTime writes it.
@@ -291,7 +226,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
 		// Years time.Format writes with a sign or more than four digits.
-		return appendString(b, formatTime(t))
+		return jsonenc.AppendString(b, formatTime(t))
 	}
 	hour, minute, sec := t.Clock()
 	b = append(b, '"')

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -188,7 +189,7 @@ func TestAppendTimeMatchesFormatTime(t *testing.T) {
 	for range 100000 {
 		tm := randomTime(r)
 		got := appendTime(nil, tm)
-		want := appendString(nil, formatTime(tm))
+		want := jsonenc.AppendString(nil, formatTime(tm))
 		if !bytes.Equal(got, want) {
 			t.Fatalf("appendTime(%v) = %s, want %s", tm, got, want)
 		}

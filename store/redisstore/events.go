@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/eventhub"
 )
@@ -109,6 +110,32 @@ func decodeEvent(id, payload string) (store.Event, bool) {
 	}
 	w.ID = id
 	return w.Event, true
+}
+
+// createdPayload is the event of a created email as the stream and the
+// channel carry it: with the email's stored fields (vals, in the order of
+// fields) instead of the email, as updateScript writes its events, so that
+// building it costs no reflection; decodeEvent reads both forms.
+func createdPayload(accountID, id string, vals []string) []byte {
+	n := 96 + len(accountID) + len(id)
+	for _, v := range vals {
+		n += len(v) + len(v)/4
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"type":`...)
+	b = jsonenc.AppendStringHTML(b, string(store.EmailCreated))
+	b = append(b, `,"accountId":`...)
+	b = jsonenc.AppendStringHTML(b, accountID)
+	b = append(b, `,"emailId":`...)
+	b = jsonenc.AppendStringHTML(b, id)
+	b = append(b, `,"fields":[`...)
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonenc.AppendStringHTML(b, v)
+	}
+	return append(b, "]}"...)
 }
 
 // eventPayload is an event as the stream and the channel carry it, without

@@ -240,11 +240,8 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 	keys := make([]string, 0, 3+4*len(emails))
 	keys = append(keys, k.all(), k.body(bodyID), k.stats())
 	args := make([]any, 0, 2+(3+len(fields))*len(emails))
-	bodyMeta, err := encodeBody(body)
-	if err != nil {
-		return nil, nil, err
-	}
-	args = append(args, bodyMeta, body.Raw)
+	args = append(args, encodeBody(body), body.Raw)
+	events := make([]any, 0, len(emails))
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {
@@ -265,26 +262,17 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 		}
 		seen[id] = true
 		r := newRecord(e, id, bodyID)
-		vals, err := r.values()
-		if err != nil {
-			return nil, nil, err
-		}
+		vals := r.values()
 		keys = append(keys, k.email(id), k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
 		args = append(args, id, r.score(), formatInt(e.RawSize))
 		for _, v := range vals {
 			args = append(args, v)
 		}
+		events = append(events, createdPayload(accountID, id, vals))
 	}
 	keys = append(keys, k.events())
 	args = append(args, eventHistory, s.channel())
-	for _, e := range emails {
-		payload, err := eventPayload(store.EmailCreated, accountID, store.NormalizeID(e.ID), e)
-		if err != nil {
-			return nil, nil, err
-		}
-		args = append(args, payload)
-	}
-	return keys, args, nil
+	return keys, append(args, events...), nil
 }
 
 // GetEmail returns the email with id in the account. It returns NotFound when
@@ -477,18 +465,10 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		if labels == nil {
 			labels = []string{}
 		}
-		v, err := encodeJSON(labels)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, fieldLabels, v)
+		args = append(args, fieldLabels, encodeLabels(labels))
 	}
 	if u.Notes != nil {
-		v, err := encodeJSON(u.Notes.Value)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, fieldNotes, v)
+		args = append(args, fieldNotes, encodeOptString(u.Notes.Value))
 	}
 	if u.Status != nil {
 		if !u.Status.Valid() {
@@ -497,11 +477,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		args = append(args, fieldStatus, string(*u.Status))
 	}
 	if u.Subject != nil {
-		v, err := encodeJSON(u.Subject.Value)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, fieldSubject, v)
+		args = append(args, fieldSubject, encodeOptString(u.Subject.Value))
 	}
 	if !u.UpdatedAt.IsZero() {
 		args = append(args, fieldUpdated, formatInt(u.UpdatedAt.UnixMilli()))
