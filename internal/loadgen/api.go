@@ -59,6 +59,16 @@ type listItem struct {
 
 // list calls GET /v1/emails with the given filters.
 func (c *Client) list(ctx context.Context, recipient string, limit, offset int) ([]listItem, error) {
+	body, err := c.fetchList(ctx, recipient, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	return decodeList(body)
+}
+
+// fetchList calls GET /v1/emails with the given filters and returns the
+// answer's body, unread.
+func (c *Client) fetchList(ctx context.Context, recipient string, limit, offset int) ([]byte, error) {
 	q := url.Values{}
 	q.Set("recipient", recipient)
 	q.Set("limit", strconv.Itoa(limit))
@@ -82,11 +92,16 @@ func (c *Client) list(ctx context.Context, recipient string, limit, offset int) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s: %.200s", req.URL.RequestURI(), resp.Status, body)
 	}
+	return body, nil
+}
+
+// decodeList reads the items of a list answer.
+func decodeList(body []byte) ([]listItem, error) {
 	var page struct {
 		Items []listItem `json:"items"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, fmt.Errorf("GET %s: %v", req.URL.RequestURI(), err)
+		return nil, fmt.Errorf("list answer: %v", err)
 	}
 	return page.Items, nil
 }
@@ -240,13 +255,20 @@ func (c *Client) ListLatency(ctx context.Context, m *Messages, o QueryOptions) (
 					return
 				}
 				addr := m.Recipient(r.IntN(m.Recipients))
+				// Timed: from sending the request to having read the
+				// whole answer; decoding it is the tool's business.
 				t0 := time.Now()
-				got, err := c.list(ctx, addr, o.Limit, 0)
+				body, err := c.fetchList(ctx, addr, o.Limit, 0)
 				if err != nil {
 					errs[w] = err
 					return
 				}
 				lat[w] = append(lat[w], time.Since(t0))
+				got, err := decodeList(body)
+				if err != nil {
+					errs[w] = err
+					return
+				}
 				if len(got) == 0 {
 					errs[w] = fmt.Errorf("recipient %s: no emails listed", addr)
 					return
