@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -287,5 +288,41 @@ func TestLogsKeepSecretsOut(t *testing.T) {
 	}
 	if smtpLines != 1 {
 		t.Errorf("%d smtp message lines for one message", smtpLines)
+	}
+}
+
+// TestMemoryLimit checks the soft memory limit mailsink gives Go's garbage
+// collector (go_gc_gomemlimit_bytes in /metrics): computed from the large
+// transfers and the message size, unless GOMEMLIMIT sets one.
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	limit := func(p *process) string {
+		t.Helper()
+		resp, err := http.Get(p.HTTP + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
+				return v
+			}
+		}
+		t.Fatalf("/metrics has no go_gc_gomemlimit_bytes:\n%s", body)
+		return ""
+	}
+	computed := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=",
+		"MAILSINK_SMTP_MAX_LARGE_TRANSFERS=3", "MAILSINK_MAX_MESSAGE_BYTES=10485760")
+	// 256 MiB + 3 transfers x 3 x 10 MiB = 346 MiB.
+	if got, want := limit(computed), "3.62807296e+08"; got != want {
+		t.Errorf("computed limit: go_gc_gomemlimit_bytes %s, want %s", got, want)
+	}
+	chosen := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=300MiB")
+	if got, want := limit(chosen), "3.145728e+08"; got != want {
+		t.Errorf("with GOMEMLIMIT=300MiB: go_gc_gomemlimit_bytes %s, want %s", got, want)
 	}
 }

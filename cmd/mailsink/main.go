@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -71,6 +72,9 @@ func serve(stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Version = version
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit(cfg))
+	}
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -132,6 +136,18 @@ func healthcheck(stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// memoryLimit is the soft memory limit mailsink gives Go's garbage
+// collector unless GOMEMLIMIT sets one: 256 MiB for everything but large
+// messages, plus three times the largest message for each large transfer
+// under way (the message, the store's record of it, the store's write
+// buffer). Without a limit the collector lets the heap grow to twice what is
+// live, which after a burst of 25 MB messages is most of a gigabyte; with
+// it, it collects sooner (docs/benchmarks.md). It is soft: past it the
+// collector works harder, nothing fails.
+func memoryLimit(cfg *config.Config) int64 {
+	return 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes
 }
 
 // servePProf serves net/http/pprof's handlers on ln, a debug listener that is
