@@ -55,3 +55,19 @@ func FuzzRequestBody(f *testing.F) {
 		obj.str("notes", false, true, maxNotes)
 	})
 }
+
+// BenchmarkParseListQuery measures the validation of a list request's
+// query, as the automation pattern's polling sends it.
+func BenchmarkParseListQuery(b *testing.B) {
+	q, err := url.ParseQuery("recipient=new-user%40example.com&status=received&limit=25&wait=30&since=2026-11-22T12:00:00.000Z")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		v := newValidationError()
+		if parseListQuery(q, v); !v.empty() {
+			b.Fatal("query refused")
+		}
+	}
+}

@@ -104,3 +104,22 @@ func FuzzValidAddress(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkValidation measures the rules every SMTP recipient, sender and
+// API id goes through.
+func BenchmarkValidation(b *testing.B) {
+	b.Run("ValidAddress", func(b *testing.B) {
+		addrs := []string{"user@example.com", "User.Name+tag@Sub.Example.CO", "not an address", "a@b", "x@" + string(make([]byte, 300))}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ValidAddress(addrs[i%len(addrs)])
+		}
+	})
+	b.Run("ValidID", func(b *testing.B) {
+		ids := []string{"0190b6d2-7c3e-7a1b-8c2d-000000000001", "0190B6D2-7C3E-7A1B-8C2D-000000000001", "nope"}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ValidID(ids[i%len(ids)])
+		}
+	})
+}
