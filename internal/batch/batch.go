@@ -30,7 +30,7 @@ type call[T any] struct {
 
 // New returns a Batcher that runs batches of at most size calls with run.
 // run reports each call's result through the call itself (T is usually a
-// pointer).
+// pointer). run must not panic: its callers would wait for ever.
 func New[T any](size int, run func([]T)) *Batcher[T] {
 	b := &Batcher[T]{run: run, max: max(size, 1)}
 	b.idle.L = &b.mu

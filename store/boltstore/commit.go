@@ -1,6 +1,8 @@
 package boltstore
 
 import (
+	"fmt"
+
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
@@ -51,7 +53,7 @@ func (c *committer) commit(calls []*writeCall) {
 		failed := -1
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			for i, call := range calls {
-				if err := call.fn(tx); err != nil {
+				if err := runWrite(call.fn, tx); err != nil {
 					failed = i
 					return err
 				}
@@ -68,6 +70,18 @@ func (c *committer) commit(calls []*writeCall) {
 		calls[failed].err = err
 		calls = append(calls[:failed:failed], calls[failed+1:]...)
 	}
+}
+
+// runWrite runs fn in tx and turns a panic into an error, so that one
+// faulty write fails alone, as with any other error, instead of leaving the
+// writes that share its batch without an answer.
+func runWrite(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("boltstore: write panicked: %v", p)
+		}
+	}()
+	return fn(tx)
 }
 
 // close refuses new writes and waits for the queued ones to finish.

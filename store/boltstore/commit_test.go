@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -97,4 +99,35 @@ func TestWriteAfterClose(t *testing.T) {
 	if store.CodeOf(err) != store.Unavailable {
 		t.Errorf("create after Close: %v, want Unavailable", err)
 	}
+}
+
+// A write that panics fails alone with an error; the writes sharing its
+// batch commit, and later writes still run.
+func TestPanickingWriteFailsAlone(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"))
+	errs := make([]error, 3)
+	calls := []*writeCall{
+		{fn: func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("a"), []byte("1")) }},
+		{fn: func(*bolt.Tx) error { panic("boom") }},
+		{fn: func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("b"), []byte("2")) }},
+	}
+	s.commits.commit(calls)
+	for i, c := range calls {
+		errs[i] = c.err
+	}
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil {
+		t.Fatalf("errors %v; want only the panicking write's", errs)
+	}
+	if err := s.commits.write(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("c"), []byte("3")) }); err != nil {
+		t.Fatalf("a write after the panic: %v", err)
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		for _, k := range []string{"a", "b", "c"} {
+			if tx.Bucket(bucketMeta).Get([]byte(k)) == nil {
+				t.Errorf("key %q was not committed", k)
+			}
+		}
+		return nil
+	})
 }
