@@ -31,6 +31,9 @@ type drainState struct {
 	mu       sync.Mutex
 	conns    map[*drainConn]struct{}
 	draining bool
+	// stopping is closed when draining starts: messages waiting for a
+	// large-transfer slot give up then (smtpd.go).
+	stopping chan struct{}
 	// max bounds the open connections; 0 means no bound.
 	max int
 }
@@ -40,6 +43,9 @@ type drainState struct {
 func (d *drainState) drain() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.draining {
+		close(d.stopping)
+	}
 	d.draining = true
 	deadline := time.Now().Add(idleGrace)
 	for c := range d.conns {

@@ -17,7 +17,7 @@ func TestReadMessage(t *testing.T) {
 		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
 			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
 				msg := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
-				raw, release, err := s.readMessage(iotest.HalfReader(bytes.NewReader(msg)), hint, nil)
+				raw, release, err := s.readMessage(iotest.HalfReader(bytes.NewReader(msg)), hint, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -41,4 +41,17 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// The part of a message every session may hold before it waits for a slot
+// takes largeMessage+1 bytes of memory, not a growth step more.
+func TestReadIntoStopsAtTheLimit(t *testing.T) {
+	msg := bytes.Repeat([]byte("x"), 3*largeMessage)
+	buf, done, err := readInto(iotest.HalfReader(bytes.NewReader(msg)), make([]byte, 0, 4096), largeMessage+1)
+	if err != nil || done {
+		t.Fatalf("readInto: done %v, err %v", done, err)
+	}
+	if len(buf) != largeMessage+1 || cap(buf) != largeMessage+1 {
+		t.Errorf("len %d, cap %d; want both %d", len(buf), cap(buf), largeMessage+1)
+	}
 }

@@ -88,6 +88,7 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	}
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log, large: make(chan struct{}, cfg.MaxLargeTransfers)}
 	s.drain.conns = map[*drainConn]struct{}{}
+	s.drain.stopping = make(chan struct{})
 	s.drain.max = cfg.MaxConnections
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
@@ -174,6 +175,17 @@ type session struct {
 	from  string
 	rcpts []ingest.Recipient
 	size  int64 // the SIZE the client announced in MAIL, or 0
+	// txDone is closed when the transaction is reset or the connection
+	// closes, so that a Data waiting for a large-transfer slot gives up.
+	txDone chan struct{}
+}
+
+// endTxLocked closes txDone; s.mu is held.
+func (s *session) endTxLocked() {
+	if s.txDone != nil {
+		close(s.txDone)
+		s.txDone = nil
+	}
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -232,6 +244,8 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	s.from = from
 	s.rcpts = nil
 	s.size = 0
+	s.endTxLocked()
+	s.txDone = make(chan struct{})
 	if opts != nil {
 		s.size = opts.Size
 	}
@@ -272,6 +286,7 @@ func (s *session) Data(r io.Reader) error {
 	s.mu.Lock()
 	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
 	sizeHint := s.size
+	txDone := s.txDone
 	s.mu.Unlock()
 	// readInTime reports, once the message is read, whether that was within
 	// the data timeout: then the timer is stopped before the store is asked.
@@ -300,7 +315,7 @@ func (s *session) Data(r io.Reader) error {
 			return false
 		}
 	}
-	size, result, err := s.receive(r, env, sizeHint, aborted, readInTime)
+	size, result, err := s.receive(r, env, sizeHint, aborted, txDone, readInTime)
 	s.srv.cfg.Metrics.SMTPMessage(result, size, len(env.Recipients))
 	attrs := []any{"session", s.id, "remote", s.remote, "from", env.Sender, "recipients", len(env.Recipients),
 		"bytes", size, "result", result, "duration", time.Since(start).Round(time.Microsecond)}
@@ -317,9 +332,9 @@ func (s *session) Data(r io.Reader) error {
 // receive reads and stores one message; it returns its size, the result
 // for the metrics ("accepted", or why it was refused) and the reply error.
 // sizeHint is the size the client announced, or 0; aborted is closed if the
-// data timer closes the connection.
-func (s *session) receive(r io.Reader, env ingest.Envelope, sizeHint int64, aborted <-chan struct{}, readInTime func() bool) (int, string, error) {
-	raw, release, err := s.srv.readMessage(r, sizeHint, aborted)
+// data timer closes the connection, txDone when the transaction ends.
+func (s *session) receive(r io.Reader, env ingest.Envelope, sizeHint int64, aborted, txDone <-chan struct{}, readInTime func() bool) (int, string, error) {
+	raw, release, err := s.srv.readMessage(r, sizeHint, aborted, txDone)
 	defer release()
 	if !readInTime() {
 		// The timer fired: the connection is closing, nothing is stored.
@@ -332,6 +347,12 @@ func (s *session) receive(r io.Reader, env ingest.Envelope, sizeHint int64, abor
 			// RSET during BDAT, or a BDAT chunk over the size limit:
 			// go-smtp has answered, the connection goes on.
 			return len(raw), "reset", err
+		case errors.Is(err, errShuttingDown):
+			// The server stops while the message waited for a
+			// large-transfer slot: the sender tries again later, and
+			// the rest of the message must not be read as commands.
+			s.conn.abort("421 4.3.2 Service shutting down, try again later")
+			return len(raw), "shutdown", errShuttingDown
 		case errors.As(err, &smtpErr):
 			if smtpErr.Code == 552 {
 				return len(raw), "too_large", smtpErr
@@ -376,8 +397,11 @@ const largeMessage = 1 << 20
 // waits for a large-transfer slot before it reads on; the caller calls
 // release once the message is stored (or refused). While it waits, the
 // client's data stays in the socket: TCP holds the sender back. It gives up
-// waiting when aborted is closed or the server stops.
-func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted <-chan struct{}) (raw []byte, release func(), err error) {
+// waiting when aborted is closed (the data timer closed the connection:
+// errAborted), when txDone is closed (RSET or the connection's end ended a
+// BDAT transaction, whose Data runs beside go-smtp's command loop:
+// smtp.ErrDataReset) or when the server starts draining (errShuttingDown).
+func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted, txDone <-chan struct{}) (raw []byte, release func(), err error) {
 	release = func() {}
 	first := 4 << 10
 	if sizeHint > 0 && sizeHint <= largeMessage {
@@ -394,9 +418,12 @@ func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted <-chan struct{
 	case <-aborted:
 		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
 		return raw, release, errAborted
-	case <-s.ctx.Done():
+	case <-s.drain.stopping:
 		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-		return raw, release, errAborted
+		return raw, release, errShuttingDown
+	case <-txDone:
+		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+		return raw, release, smtp.ErrDataReset
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("active", 1)
 	release = func() {
@@ -419,11 +446,15 @@ var errAborted = errors.New("smtpd: transfer aborted")
 func readInto(r io.Reader, buf []byte, limit int) (_ []byte, done bool, err error) {
 	for limit < 0 || len(buf) < limit {
 		if len(buf) == cap(buf) {
-			grow := max(cap(buf), 512)
+			// Doubled, but not past limit: a buffer that holds
+			// largeMessage+1 bytes has exactly that capacity.
+			c := max(2*cap(buf), 512)
 			if limit >= 0 {
-				grow = min(grow, limit-len(buf))
+				c = min(c, limit)
 			}
-			buf = slices.Grow(buf, grow)
+			grown := make([]byte, len(buf), c)
+			copy(grown, buf)
+			buf = grown
 		}
 		end := cap(buf)
 		if limit >= 0 {
@@ -446,12 +477,18 @@ func (s *session) Reset() {
 	s.mu.Lock()
 	s.from = ""
 	s.rcpts = nil
+	s.endTxLocked()
 	s.mu.Unlock()
 	s.conn.end()
 }
 
 // Logout ends the session.
-func (s *session) Logout() error { return nil }
+func (s *session) Logout() error {
+	s.mu.Lock()
+	s.endTxLocked()
+	s.mu.Unlock()
+	return nil
+}
 
 // reply maps an ingest error to the SMTP reply; it is the one place where
 // error codes become SMTP codes.

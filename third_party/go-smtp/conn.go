@@ -1043,13 +1043,17 @@ func (c *Conn) handleBdat(arg string) {
 		r, c.bdatPipe = io.Pipe()
 
 		c.dataResult = make(chan error, 1)
+		// mailsink patch: the goroutine answers on this transaction's
+		// channel; reading c.dataResult when it ends raced with the next
+		// transaction's BDAT, which could get this one's result.
+		dataResult := c.dataResult
 
 		go func() {
 			defer func() {
 				if err := recover(); err != nil {
 					c.handlePanic(err, c.bdatStatus)
 
-					c.dataResult <- errPanic
+					dataResult <- errPanic
 					r.CloseWithError(errPanic)
 				}
 			}()
@@ -1069,7 +1073,7 @@ func (c *Conn) handleBdat(arg string) {
 				}
 			}
 
-			c.dataResult <- err
+			dataResult <- err
 			r.CloseWithError(err)
 		}()
 	}

@@ -1,0 +1,164 @@
+package smtpd_test
+
+import (
+	"context"
+	"fmt"
+	"net/textproto"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store"
+)
+
+// largeSlotHeld starts a server with one large-transfer slot and fills it
+// with a message held in the store; it returns the server, the store and a
+// channel that gets the held sender's result once the test releases it.
+func largeSlotHeld(t *testing.T, edit func(*config.Config)) (*testenv.Env, *holdingStore, chan error) {
+	t.Helper()
+	hs := &holdingStore{release: make(chan struct{})}
+	backend := testenv.Backend{Name: "embedded", Open: func(t *testing.T) store.Store {
+		hs.Store = testenv.OpenBolt(t)
+		return hs
+	}}
+	e := testenv.Start(t, backend, func(c *config.Config) {
+		c.SMTP.MaxLargeTransfers = 1
+		if edit != nil {
+			edit(c)
+		}
+	})
+	big := "Subject: big\r\n\r\n" + strings.Repeat(strings.Repeat("x", 98)+"\r\n", 15000)
+	errs := make(chan error, 1)
+	go func() { errs <- send(t, e.SMTP, nil, "a@example.com", []string{"big@acme.test"}, big) }()
+	testenv.WaitFor(t, 20*time.Second, "the slot to be taken", func() bool { held, _ := hs.counts(); return held == 1 })
+	return e, hs, errs
+}
+
+// cmd sends line and fails the test unless the reply has code want.
+func cmd(t *testing.T, tp *textproto.Conn, line string, want int) {
+	t.Helper()
+	tp.PrintfLine("%s", line)
+	if code, msg, err := tp.ReadResponse(want); err != nil {
+		t.Fatalf("%s: %d %s %v", line, code, msg, err)
+	}
+}
+
+// bdatLarge starts a transaction and sends one BDAT chunk of just over
+// 1 MiB, so that the message needs a large-transfer slot while go-smtp goes
+// on reading commands.
+func bdatLarge(t *testing.T, tp *textproto.Conn, rcpt string) {
+	t.Helper()
+	cmd(t, tp, "MAIL FROM:<a@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<"+rcpt+">", 250)
+	chunk := strings.Repeat("y", 1<<20+1)
+	fmt.Fprintf(tp.W, "BDAT %d\r\n%s", len(chunk), chunk)
+	tp.W.Flush()
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("BDAT: %d %s %v", code, msg, err)
+	}
+}
+
+// A BDAT transaction that ends (RSET, or QUIT and the connection closed)
+// while its message waits for a large-transfer slot stops waiting: waits
+// cannot pile up past the slots and the connection limit, and one that
+// ends late cannot answer for a later transaction.
+func TestEndedBDATStopsWaitingForASlot(t *testing.T) {
+	t.Parallel()
+	waiting := func(e *testenv.Env) float64 {
+		return testutil.ToFloat64(e.App.Metrics().SMTPLarge.WithLabelValues("waiting"))
+	}
+	t.Run("RSET", func(t *testing.T) {
+		t.Parallel()
+		e, hs, errs := largeSlotHeld(t, nil)
+		tp, _, _ := greet(t, e.SMTP)
+		cmd(t, tp, "EHLO x.example", 250)
+		for range 5 {
+			bdatLarge(t, tp, "reset@acme.test")
+			cmd(t, tp, "RSET", 250)
+			testenv.WaitFor(t, 10*time.Second, "the wait to end", func() bool { return waiting(e) == 0 })
+		}
+		// The next transaction on the connection gets its own answer.
+		cmd(t, tp, "MAIL FROM:<a@example.com>", 250)
+		cmd(t, tp, "RCPT TO:<after@acme.test>", 250)
+		part := "Subject: after\r\n\r\nhello\r\n"
+		fmt.Fprintf(tp.W, "BDAT %d LAST\r\n%s", len(part), part)
+		tp.W.Flush()
+		if code, msg, err := tp.ReadResponse(250); err != nil {
+			t.Fatalf("BDAT LAST after the resets: %d %s %v", code, msg, err)
+		}
+		if n := len(items(t, e, testenv.AcmeKey, "recipient=after@acme.test")); n != 1 {
+			t.Errorf("%d emails stored for the transaction after the resets, want 1", n)
+		}
+		hs.release <- struct{}{}
+		if err := <-errs; err != nil {
+			t.Errorf("the held message: %v", err)
+		}
+		if n := len(items(t, e, testenv.AcmeKey, "recipient=reset@acme.test")); n != 0 {
+			t.Errorf("%d reset messages stored", n)
+		}
+	})
+	t.Run("QUIT", func(t *testing.T) {
+		t.Parallel()
+		e, hs, errs := largeSlotHeld(t, func(c *config.Config) { c.SMTP.MaxConnections = 3 })
+		for range 5 {
+			tp, code, _ := greet(t, e.SMTP)
+			if code != 220 {
+				t.Fatalf("greeted %d: the connections before were not closed", code)
+			}
+			cmd(t, tp, "EHLO x.example", 250)
+			bdatLarge(t, tp, "quit@acme.test")
+			cmd(t, tp, "QUIT", 221)
+			tp.Close()
+			testenv.WaitFor(t, 10*time.Second, "the wait to end", func() bool { return waiting(e) == 0 })
+		}
+		hs.release <- struct{}{}
+		if err := <-errs; err != nil {
+			t.Errorf("the held message: %v", err)
+		}
+	})
+}
+
+// A message waiting for a large-transfer slot when the server starts to
+// drain gets 421 4.3.2 at once (the sender tries again later) instead of
+// holding the shutdown up; the message that has the slot finishes.
+func TestShutdownEndsWaitForASlot(t *testing.T) {
+	t.Parallel()
+	e, hs, errs := largeSlotHeld(t, nil)
+	m := e.App.Metrics()
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO x.example", 250)
+	cmd(t, tp, "MAIL FROM:<a@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<waiting@acme.test>", 250)
+	cmd(t, tp, "DATA", 354)
+	go func() {
+		// Blocks once the server stops reading; ends when it closes.
+		fmt.Fprintf(tp.W, "Subject: waiting\r\n\r\n%s\r\n.\r\n", strings.Repeat(strings.Repeat("w", 98)+"\r\n", 15000))
+		tp.W.Flush()
+	}()
+	testenv.WaitFor(t, 10*time.Second, "the message to wait for a slot", func() bool {
+		return testutil.ToFloat64(m.SMTPLarge.WithLabelValues("waiting")) == 1
+	})
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- e.App.Shutdown(ctx)
+	}()
+	if code, msg, err := tp.ReadResponse(421); err != nil || !strings.HasPrefix(msg, "4.3.2") {
+		t.Errorf("the waiting message: %d %q %v, want 421 4.3.2", code, msg, err)
+	}
+	hs.release <- struct{}{}
+	if err := <-errs; err != nil {
+		t.Errorf("the message with the slot: %v, want 250", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if n := testutil.ToFloat64(m.SMTPMessages.WithLabelValues("shutdown")); n != 1 {
+		t.Errorf("messages refused by the shutdown: %v, want 1", n)
+	}
+}
