@@ -169,7 +169,7 @@ type session struct {
 	id      string
 	remote  string
 	account *store.Account // set by a successful AUTH
-	// mu guards from and rcpts: with BDAT, go-smtp runs Data in a
+	// mu guards the fields below: with BDAT, go-smtp runs Data in a
 	// goroutine of its own while it goes on with commands (RSET, MAIL).
 	mu    sync.Mutex
 	from  string
