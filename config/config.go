@@ -1,5 +1,5 @@
 // Package config reads mailsink's settings from the environment (the names
-// CONTRACT.md fixes) and the accounts file, and validates them once at
+// the README documents) and the accounts file, and validates them once at
 // start-up. A setting that does not parse is an error naming the variable; it
 // is never replaced by a default.
 package config

@@ -1,5 +1,5 @@
 // Package httpapi serves mailsink's HTTP interface: the /v1 email API of
-// SPEC.md, raw inbound, health and readiness. Auth, validation and the JSON
+// the OpenAPI document, raw inbound, health and readiness. Auth, validation and the JSON
 // envelopes live here; error codes become HTTP statuses in one table.
 package httpapi
 

@@ -8,7 +8,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// validationError is SPEC.md's validation error body.
+// validationError is the API's validation error body (OpenAPI: ValidationErrorResponse).
 type validationError struct {
 	FormErrors  []string            `json:"formErrors"`
 	FieldErrors map[string][]string `json:"fieldErrors"`

@@ -6,7 +6,7 @@ import (
 )
 
 // FuzzListQuery checks that no query string makes the list validator panic,
-// and that what it accepts is within the limits of SPEC.md.
+// and that what it accepts is within the limits of the OpenAPI document.
 func FuzzListQuery(f *testing.F) {
 	for _, s := range []string{"", "limit=25&offset=0", "limit=101", "offset=-1", "recipient=a@b.io&sender=x@y.zz",
 		"status=received", "subject=%00", "wait=60&since=2026-01-01T00:00:00Z", "limit=9999999999999999999999", "a=%zz"} {

@@ -10,7 +10,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// timeFormat is RFC 3339 in UTC with milliseconds (CONTRACT.md).
+// timeFormat is RFC 3339 in UTC with milliseconds (the README, "The API").
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
@@ -21,7 +21,7 @@ type accountJSON struct {
 	Name string `json:"name"`
 }
 
-// emailJSON is SPEC.md's email summary; every field is always present.
+// emailJSON is the API's email summary (OpenAPI: EmailSummary); every field is always present.
 type emailJSON struct {
 	ID         string       `json:"id"`
 	Account    *accountJSON `json:"account"`
@@ -38,7 +38,7 @@ type emailJSON struct {
 	UpdatedAt  string       `json:"updatedAt"`
 }
 
-// detailJSON is SPEC.md's email detail: the summary plus body.
+// detailJSON is the API's email detail (OpenAPI: EmailDetail): the summary plus body.
 type detailJSON struct {
 	emailJSON
 	Body *bodyJSON `json:"body"`

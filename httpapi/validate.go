@@ -13,7 +13,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// Limits of SPEC.md section 8.
+// Limits of the API (OpenAPI document and README).
 const (
 	maxListLimit     = 100
 	defaultListLimit = 25
@@ -28,7 +28,7 @@ const (
 var statusList = "received, processed, archived"
 
 // parseListQuery validates the list operation's query string: the filters
-// and page of SPEC.md, since (RFC 3339: only emails received after it) and
+// and page of the API, since (RFC 3339: only emails received after it) and
 // wait (seconds to hold an empty answer, 1 to 60), which it returns apart.
 func parseListQuery(q url.Values, v *validationError) (store.ListQuery, time.Duration) {
 	lq := store.ListQuery{Limit: defaultListLimit}

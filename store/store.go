@@ -15,7 +15,7 @@ import (
 // Status is the processing state of an email.
 type Status string
 
-// The three states an email can be in (SPEC.md section 3).
+// The three states an email can be in (the OpenAPI document, Status).
 const (
 	StatusReceived  Status = "received"
 	StatusProcessed Status = "processed"
