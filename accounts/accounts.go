@@ -1,19 +1,27 @@
 // Package accounts answers the two questions every edge asks about an
-// account: whose is this API key, and whose is this recipient. It is built
-// once from the configuration and is read-only afterwards.
+// account: whose is this API key, and whose is this recipient. The accounts
+// can be replaced while mailsink runs (the accounts file is reloaded): each
+// lookup sees either the old accounts or the new ones, never a mix.
 package accounts
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/store"
 )
 
-// Registry looks accounts up by API key and by recipient domain.
+// Registry looks accounts up by API key and by recipient domain. It is safe
+// for concurrent use, Replace included.
 type Registry struct {
+	current atomic.Pointer[snapshot]
+}
+
+// snapshot is one immutable set of accounts.
+type snapshot struct {
 	accounts []*store.Account
 	keys     []keyEntry
 	domains  map[string]*store.Account
@@ -26,26 +34,35 @@ type keyEntry struct {
 
 // New builds a Registry from configured accounts.
 func New(cfg []config.Account) *Registry {
-	r := &Registry{domains: map[string]*store.Account{}}
-	for _, c := range cfg {
-		a := &store.Account{ID: c.ID, Slug: c.Slug, Name: c.Name}
-		r.accounts = append(r.accounts, a)
-		for _, d := range c.KeyDigests {
-			r.keys = append(r.keys, keyEntry{digest: d, account: a})
-		}
-		for _, d := range c.Domains {
-			r.domains[d] = a
-		}
-	}
+	r := &Registry{}
+	r.Replace(cfg)
 	return r
 }
 
+// Replace puts cfg in force in one step: lookups that have begun finish
+// with the accounts they started with, later ones see cfg. An SMTP session
+// that authenticated keeps its account until it ends.
+func (r *Registry) Replace(cfg []config.Account) {
+	s := &snapshot{domains: map[string]*store.Account{}}
+	for _, c := range cfg {
+		a := &store.Account{ID: c.ID, Slug: c.Slug, Name: c.Name}
+		s.accounts = append(s.accounts, a)
+		for _, d := range c.KeyDigests {
+			s.keys = append(s.keys, keyEntry{digest: d, account: a})
+		}
+		for _, d := range c.Domains {
+			s.domains[d] = a
+		}
+	}
+	r.current.Store(s)
+}
+
 // Accounts returns every account, in configuration order.
-func (r *Registry) Accounts() []*store.Account { return r.accounts }
+func (r *Registry) Accounts() []*store.Account { return r.current.Load().accounts }
 
 // ByID returns the account with id, or nil.
 func (r *Registry) ByID(id string) *store.Account {
-	for _, a := range r.accounts {
+	for _, a := range r.current.Load().accounts {
 		if a.ID == id {
 			return a
 		}
@@ -58,10 +75,11 @@ func (r *Registry) ByID(id string) *store.Account {
 // is unknown, wrong or right.
 func (r *Registry) ByKey(key string) (*store.Account, bool) {
 	d := sha256.Sum256([]byte(key))
+	keys := r.current.Load().keys
 	var found *store.Account
-	for i := range r.keys {
-		if subtle.ConstantTimeCompare(d[:], r.keys[i].digest[:]) == 1 {
-			found = r.keys[i].account
+	for i := range keys {
+		if subtle.ConstantTimeCompare(d[:], keys[i].digest[:]) == 1 {
+			found = keys[i].account
 		}
 	}
 	return found, found != nil
@@ -71,10 +89,11 @@ func (r *Registry) ByKey(key string) (*store.Account, bool) {
 // SMTP AUTH: the account listing the address's domain or a parent domain of
 // it, else the only account when there is exactly one.
 func (r *Registry) ForRecipient(addr string) (*store.Account, bool) {
+	s := r.current.Load()
 	if at := strings.LastIndexByte(addr, '@'); at >= 0 {
 		domain := strings.ToLower(addr[at+1:])
 		for domain != "" {
-			if a, ok := r.domains[domain]; ok {
+			if a, ok := s.domains[domain]; ok {
 				return a, true
 			}
 			dot := strings.IndexByte(domain, '.')
@@ -84,8 +103,8 @@ func (r *Registry) ForRecipient(addr string) (*store.Account, bool) {
 			domain = domain[dot+1:]
 		}
 	}
-	if len(r.accounts) == 1 {
-		return r.accounts[0], true
+	if len(s.accounts) == 1 {
+		return s.accounts[0], true
 	}
 	return nil, false
 }

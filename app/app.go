@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,26 +35,46 @@ import (
 
 // App is a running mailsink.
 type App struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	store   store.Store
-	smtp    *smtpd.Server
-	http    *httpapi.Server
-	api     *httpapi.API
-	metrics *metrics.Metrics
-	// retention is nil when the store cannot find its oldest emails.
-	retention *retention.Pruner
+	cfg       *config.Config
+	log       *slog.Logger
+	store     store.Store
+	storeName string
+	smtp      *smtpd.Server
+	http      *httpapi.Server
+	api       *httpapi.API
+	metrics   *metrics.Metrics
+	accounts  *accounts.Registry
+
+	// ctx is Start's, under which retention runs.
+	ctx context.Context
+	// reloadMu serialises reloads of the accounts file; under it are the
+	// digest of the file's content last read and retention, which is
+	// rebuilt for the new accounts (nil when the store cannot find its
+	// oldest emails, then oldest is nil too).
+	reloadMu   sync.Mutex
+	oldest     store.Pruner
+	lastDigest [32]byte
+	retention  *retention.Pruner
+	// stopWatch ends the accounts file's watcher, whose end closes
+	// watchDone.
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // Start opens the store and starts both listeners. On error nothing is left
 // running.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	st, backend, err := openStore(cfg.Store)
+	st, name, err := openStore(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("store opened", "store", backend)
-	return StartWithStore(ctx, cfg, st, log)
+	log.Info("store opened", "store", name)
+	a, err := StartWithStore(ctx, cfg, st, log)
+	if err != nil {
+		return nil, err
+	}
+	a.storeName = name
+	return a, nil
 }
 
 // StartWithStore starts both listeners on an open store, which the App then
@@ -66,8 +89,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	if b, ok := st.(metrics.Backend); ok {
 		st = m.InstrumentStore(b, backendName(st))
 	}
-	a := &App{cfg: cfg, log: log, store: st, metrics: m}
 	reg := accounts.New(cfg.Accounts)
+	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx}
 	ing := ingest.New(st, time.Now)
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
@@ -95,6 +118,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
 		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,
+		StoreTimeout:      cfg.Store.Timeout,
+		SSEHeartbeat:      cfg.HTTP.SSEHeartbeat,
+		SSEWriteTimeout:   cfg.HTTP.SSEWriteTimeout,
 		AuthLimiter:       guard,
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
@@ -119,18 +145,20 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		return nil, fmt.Errorf("MAILSINK_HTTP_ADDR %s: %w", cfg.HTTP.Addr, err)
 	}
 	if oldest, ok := raw.(store.Pruner); ok {
-		a.retention = retention.New(st, oldest, retentionConfig(cfg, m, log.With("component", "retention")))
+		a.oldest = oldest
+		a.retention = retention.New(st, oldest, retentionConfig(cfg, cfg.Accounts, m, log.With("component", "retention")))
 		a.retention.Start(ctx)
 	}
+	a.watchAccounts()
 	log.Info("mailsink started", "smtp", a.smtp.Addr().String(), "http", a.http.Addr().String())
 	return a, nil
 }
 
 // retentionConfig gives each account its retention: its override from the
 // accounts file, else the default.
-func retentionConfig(cfg *config.Config, m *metrics.Metrics, log *slog.Logger) retention.Config {
+func retentionConfig(cfg *config.Config, accs []config.Account, m *metrics.Metrics, log *slog.Logger) retention.Config {
 	rc := retention.Config{Grace: cfg.Retention.Grace, Interval: cfg.Retention.Interval, Metrics: m, Log: log}
-	for _, a := range cfg.Accounts {
+	for _, a := range accs {
 		maxAge, maxEmails := cfg.Retention.For(a)
 		rc.Accounts = append(rc.Accounts, retention.Account{ID: a.ID, Slug: a.Slug, MaxAge: maxAge, MaxEmails: maxEmails})
 	}
@@ -145,9 +173,9 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 		}
 		opts := redisstore.Options{Prefix: cfg.RedisPrefix}
 		if len(cfg.RedisCluster) > 0 {
-			return redisstore.New(client, opts), "redis cluster", nil
+			return redisstore.New(client, opts), "Redis Cluster at " + strings.Join(cfg.RedisCluster, ","), nil
 		}
-		return redisstore.New(client, opts), "redis", nil
+		return redisstore.New(client, opts), "Redis at " + redisHost(cfg.RedisURL), nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
@@ -157,7 +185,16 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: open %s: %w", path, err)
 	}
-	return st, "embedded " + path, nil
+	return st, "the embedded store at " + path, nil
+}
+
+// redisHost is the host:port of a Redis URL, without the password.
+func redisHost(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "the configured URL"
+	}
+	return u.Host
 }
 
 // backendName is the store label of the metrics.
@@ -187,7 +224,11 @@ func (a *App) Store() store.Store { return a.store }
 // transactions and HTTP requests finish until ctx is done, then closes the
 // store.
 func (a *App) Shutdown(ctx context.Context) error {
+	a.stopWatch()
+	<-a.watchDone
+	a.reloadMu.Lock()
 	errRetention := a.retention.Shutdown(ctx)
+	a.reloadMu.Unlock()
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
@@ -195,21 +236,58 @@ func (a *App) Shutdown(ctx context.Context) error {
 	return errors.Join(errRetention, errSMTP, errHTTP, errStore)
 }
 
-// Run starts mailsink and runs it until ctx is cancelled, then shuts down
-// within the configured timeout.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, banner func(*App)) error {
+// Run starts mailsink, calls started, and runs until ctx is cancelled,
+// reloading the accounts file whenever reload delivers (main sends SIGHUP
+// there); then it shuts down within the configured timeout.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, reload <-chan os.Signal, started func(*App)) error {
 	a, err := Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	if banner != nil {
-		banner(a)
+	if started != nil {
+		started(a)
 	}
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-reload:
+			a.ReloadAccounts()
+		case <-ctx.Done():
+		}
+	}
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	return a.Shutdown(sctx)
+}
+
+// StoreName says which store the app uses, as "Redis at 127.0.0.1:6379".
+func (a *App) StoreName() string { return a.storeName }
+
+// WaitForStore returns nil once the store answers a ping, polling every
+// interval; before that it calls waiting with each ping error that differs
+// from the previous one. It returns ctx's error if ctx ends first.
+func (a *App) WaitForStore(ctx context.Context, interval time.Duration, waiting func(error)) error {
+	var last string
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := a.store.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err.Error() != last {
+			last = err.Error()
+			waiting(err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
 }
 
 // HeldRequests returns how many HTTP requests are held open: list requests

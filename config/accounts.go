@@ -1,9 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -64,8 +68,8 @@ func Digest(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 // ParseAccounts parses and validates an accounts file.
 func ParseAccounts(data []byte) ([]Account, error) {
 	var f accountsFile
-	if err := yaml.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	if err := decodeStrict(data, &f); err != nil {
+		return nil, err
 	}
 	if len(f.Accounts) == 0 {
 		return nil, fmt.Errorf("no accounts: the file needs an accounts list with at least one entry")
@@ -135,6 +139,105 @@ func ParseAccounts(data []byte) ([]Account, error) {
 		out = append(out, acc)
 	}
 	return out, nil
+}
+
+// decodeStrict decodes an accounts file into f, refusing unknown keys (a
+// misspelt key would otherwise be dropped in silence: `domain:` for
+// `domains:` leaves an account without domains) and values of the wrong
+// type. Its errors name each line and the key, as in
+// `line 5: accounts[0].domain: unknown key; the keys are ...`.
+func decodeStrict(data []byte, f *accountsFile) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(f)
+	if errors.Is(err, io.EOF) {
+		return nil // an empty file: ParseAccounts says what is missing
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		msgs = append(msgs, explain(&root, e))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+var (
+	yamlLine    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	yamlUnknown = regexp.MustCompile(`^field (\S+) not found in type`)
+	yamlType    = regexp.MustCompile(`^cannot unmarshal (!!\w+)(?: .*)? into (.+)$`)
+)
+
+// explain rewrites one of yaml.v3's decoding errors ("line 5: field domain
+// not found in type struct {...}") to name the key by its path.
+func explain(root *yaml.Node, e string) string {
+	m := yamlLine.FindStringSubmatch(e)
+	if m == nil {
+		return e
+	}
+	line, _ := strconv.Atoi(m[1])
+	if u := yamlUnknown.FindStringSubmatch(m[2]); u != nil {
+		path := keyAt(root, "", func(k, _ *yaml.Node) bool { return k.Line == line && k.Value == u[1] })
+		known := accountKeys
+		if !strings.Contains(path, ".") {
+			known = "accounts"
+		}
+		return fmt.Sprintf("line %d: %s: unknown key; the keys here are %s", line, path, known)
+	}
+	if t := yamlType.FindStringSubmatch(m[2]); t != nil {
+		path := keyAt(root, "", func(_, v *yaml.Node) bool { return v.Line == line && v.Tag == t[1] })
+		want := "a list of accounts (- slug: ...)"
+		switch t[2] {
+		case "string":
+			want = "a single value"
+		case "[]string":
+			want = "a list like [a, b]"
+		}
+		got, ok := map[string]string{"!!str": "a string", "!!seq": "a list", "!!map": "a map", "!!int": "a number", "!!bool": "a boolean"}[t[1]]
+		if !ok {
+			got = t[1]
+		}
+		return fmt.Sprintf("line %d: %s: must be %s, not %s", line, path, want, got)
+	}
+	return e
+}
+
+// accountKeys are the keys of one account, for error messages.
+const accountKeys = "slug, name, id, apiKeys, domains, retention"
+
+// keyAt returns the path (accounts[0].domains) of the deepest key under n
+// for which match holds of the key and its value, or "".
+func keyAt(n *yaml.Node, path string, match func(k, v *yaml.Node) bool) string {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := path
+			if n.Kind == yaml.SequenceNode {
+				p = fmt.Sprintf("%s[%d]", path, i)
+			}
+			if found := keyAt(c, p, match); found != "" {
+				return found
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := strings.TrimPrefix(path+"."+k.Value, ".")
+			if found := keyAt(v, p, match); found != "" {
+				return found
+			}
+			if match(k, v) {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // parseRetention reads an account's retention entry:

@@ -7,9 +7,11 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net"
-	"strconv"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -24,12 +26,17 @@ type Config struct {
 	// the accounts file may override MaxAge and MaxEmails.
 	Retention Retention
 
-	// Accounts are the accounts and their keys, from MAILSINK_ACCOUNTS_FILE or
-	// the single default account.
+	// Accounts are the accounts and their keys, from AccountsFile or the
+	// single default account. Load leaves it empty when neither the file nor
+	// MAILSINK_API_KEY gives them: UseKeyFile then makes the default account.
 	Accounts []Account
-	// GeneratedKey is the default account's key when mailsink made one up
-	// (no accounts file and no MAILSINK_API_KEY); main prints it once.
-	GeneratedKey string
+	// AccountsFile is the accounts file's path, when there is one, and
+	// AccountsPollInterval how often it is checked for changes (0: never).
+	AccountsFile         string
+	AccountsPollInterval time.Duration
+	// KeyFile is where the default account's key is kept when mailsink
+	// makes it up (no accounts file and no MAILSINK_API_KEY); else empty.
+	KeyFile string
 
 	// MaxMessageBytes is the largest message accepted by SMTP, /v1/inbound
 	// and create's raw.
@@ -41,7 +48,7 @@ type Config struct {
 	// it, no variable does.
 	Version string
 
-	// PProfAddr, from MAILSINK_PPROF_ADDR, is where main serves
+	// PProfAddr is where main serves
 	// net/http/pprof for profiling; empty (the default) serves nothing.
 	PProfAddr string
 }
@@ -69,6 +76,10 @@ type HTTP struct {
 	// default they are exempt, so a test suite on the same host that checks
 	// its 401s is never throttled.
 	AuthLimitLoopback bool
+	// SSEHeartbeat is how often an idle event stream sends a comment;
+	// SSEWriteTimeout bounds one write to an event stream.
+	SSEHeartbeat    time.Duration
+	SSEWriteTimeout time.Duration
 }
 
 // SMTP configures the SMTP listener.
@@ -98,6 +109,8 @@ type Store struct {
 	// RedisPrefix starts every Redis key, so several deployments can share
 	// one Redis.
 	RedisPrefix string
+	// Timeout bounds one HTTP request's store calls.
+	Timeout time.Duration
 }
 
 // Retention configures the deletion of old emails, per account, in the
@@ -135,213 +148,120 @@ type Log struct {
 }
 
 // Load reads the configuration through getenv (os.Getenv in main; a map in
-// tests) and readFile (os.ReadFile in main).
+// tests) and readFile (os.ReadFile in main): every setting of Settings, then
+// the accounts file. Every value that does not parse is reported, each
+// naming its variable. Load writes nothing; see UseKeyFile.
 func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*Config, error) {
-	p := parser{getenv: getenv}
-	c := &Config{
-		HTTP: HTTP{
-			Addr:                  p.addr("MAILSINK_HTTP_ADDR", ":8025"),
-			MaxHeldPerAccount:     int(p.int("MAILSINK_MAX_HELD_PER_ACCOUNT", 100, 1, 100000)),
-			ReadHeaderTimeout:     p.duration("MAILSINK_HTTP_READ_HEADER_TIMEOUT", 10*time.Second),
-			ReadTimeout:           p.duration("MAILSINK_HTTP_READ_TIMEOUT", 5*time.Minute),
-			WriteTimeout:          p.duration("MAILSINK_HTTP_WRITE_TIMEOUT", 5*time.Minute),
-			IdleTimeout:           p.duration("MAILSINK_HTTP_IDLE_TIMEOUT", 2*time.Minute),
-			MaxJSONBytes:          p.int("MAILSINK_HTTP_MAX_JSON_BYTES", 1<<20, 1024, 1<<30),
-			AuthFailuresPerMinute: int(p.int("MAILSINK_AUTH_FAILURES_PER_MINUTE", 60, 0, 1000000)),
-			AuthLimitLoopback:     p.bool("MAILSINK_AUTH_LIMIT_LOOPBACK", false),
-		},
-		SMTP: SMTP{
-			Addr:              p.addr("MAILSINK_SMTP_ADDR", ":1025"),
-			AllowInsecureAuth: p.bool("MAILSINK_SMTP_AUTH_ALLOW_INSECURE", true),
-			MaxRecipients:     int(p.int("MAILSINK_SMTP_MAX_RECIPIENTS", 100, 1, 100000)),
-			ReadTimeout:       p.duration("MAILSINK_SMTP_READ_TIMEOUT", 60*time.Second),
-			WriteTimeout:      p.duration("MAILSINK_SMTP_WRITE_TIMEOUT", 60*time.Second),
-			DataTimeout:       p.duration("MAILSINK_SMTP_DATA_TIMEOUT", 5*time.Minute),
-			MaxConnections:    int(p.int("MAILSINK_SMTP_MAX_CONNECTIONS", 1000, 1, 1000000)),
-			MaxLargeTransfers: int(p.int("MAILSINK_SMTP_MAX_LARGE_TRANSFERS", 2, 1, 10000)),
-		},
-		Store: Store{
-			DataDir:     p.str("MAILSINK_DATA_DIR", "./data"),
-			RedisURL:    p.str("MAILSINK_REDIS_URL", ""),
-			RedisPrefix: p.str("MAILSINK_REDIS_PREFIX", "mailsink:"),
-		},
-		Log: Log{
-			Format: p.oneOf("MAILSINK_LOG_FORMAT", "text", "text", "json"),
-			Level:  p.oneOf("MAILSINK_LOG_LEVEL", "info", "debug", "info", "warn", "error"),
-		},
-		Retention: Retention{
-			MaxAge:    p.durationOrZero("MAILSINK_RETENTION_MAX_AGE", 168*time.Hour),
-			MaxEmails: p.int("MAILSINK_RETENTION_MAX_EMAILS", 0, 0, 1<<53-1),
-			Grace:     p.durationOrZero("MAILSINK_RETENTION_GRACE", 5*time.Minute),
-			Interval:  p.duration("MAILSINK_RETENTION_INTERVAL", time.Minute),
-		},
-		MaxMessageBytes: p.int("MAILSINK_MAX_MESSAGE_BYTES", 26214400, 1, 1<<40),
-		ShutdownTimeout: p.duration("MAILSINK_SHUTDOWN_TIMEOUT", 10*time.Second),
-	}
-	if _, ok := p.lookup("MAILSINK_PPROF_ADDR"); ok {
-		c.PProfAddr = p.addr("MAILSINK_PPROF_ADDR", "")
-	}
-	if seeds := p.str("MAILSINK_REDIS_CLUSTER", ""); seeds != "" {
-		for _, s := range strings.Split(seeds, ",") {
-			s = strings.TrimSpace(s)
-			if _, _, err := net.SplitHostPort(s); err != nil || s == "" {
-				p.fail("MAILSINK_REDIS_CLUSTER", "%q is not host:port", s)
-				continue
-			}
-			c.Store.RedisCluster = append(c.Store.RedisCluster, s)
+	c := &Config{}
+	var errs []error
+	for _, s := range settings {
+		// Unset and empty are the same: compose files pass ${VAR:-}.
+		v := strings.TrimSpace(getenv(s.Name))
+		if v == "" {
+			v = s.Default
+		}
+		if v == "" {
+			continue
+		}
+		if err := s.set(c, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
 		}
 	}
-	if c.Store.RedisURL != "" && !strings.HasPrefix(c.Store.RedisURL, "redis://") && !strings.HasPrefix(c.Store.RedisURL, "rediss://") {
-		p.fail("MAILSINK_REDIS_URL", "must start with redis:// or rediss://")
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	if c.Retention.Interval < time.Second {
-		// A shorter round would keep the store busy for nothing.
-		p.fail("MAILSINK_RETENTION_INTERVAL", "%s is below the minimum of 1s", c.Retention.Interval)
-	}
-	if c.Store.RedisURL == "" && len(c.Store.RedisCluster) == 0 && c.Store.DataDir == "" {
-		p.fail("MAILSINK_DATA_DIR", "must not be empty")
-	}
-	if p.err != nil {
-		return nil, p.err
-	}
-
-	if path := getenv("MAILSINK_ACCOUNTS_FILE"); path != "" {
-		data, err := readFile(path)
+	switch {
+	case c.AccountsFile != "" && c.Accounts != nil:
+		// MAILSINK_API_KEY made the default account.
+		return nil, errors.New("MAILSINK_API_KEY and MAILSINK_ACCOUNTS_FILE are both set, and the key would be ignored: " +
+			"drop MAILSINK_API_KEY and list the key under an account's apiKeys in the accounts file, " +
+			"or drop MAILSINK_ACCOUNTS_FILE to run with the single default account")
+	case c.AccountsFile != "":
+		accounts, err := LoadAccounts(c.AccountsFile, readFile)
 		if err != nil {
-			return nil, fmt.Errorf("MAILSINK_ACCOUNTS_FILE: %w", err)
-		}
-		accounts, err := ParseAccounts(data)
-		if err != nil {
-			return nil, fmt.Errorf("MAILSINK_ACCOUNTS_FILE %s: %w", path, err)
+			return nil, err
 		}
 		c.Accounts = accounts
-		return c, nil
+	case c.Accounts == nil:
+		c.KeyFile = filepath.Join(c.Store.DataDir, "api-key")
 	}
-	key := getenv("MAILSINK_API_KEY")
-	if key == "" {
-		key = newKey()
-		c.GeneratedKey = key
+	return c, nil
+}
+
+// LoadAccounts reads and parses the accounts file at path; its errors name
+// MAILSINK_ACCOUNTS_FILE and the path.
+func LoadAccounts(path string, readFile func(string) ([]byte, error)) ([]Account, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("MAILSINK_ACCOUNTS_FILE: %w", err)
 	}
-	c.Accounts = []Account{{
+	accounts, err := ParseAccounts(data)
+	if err != nil {
+		return nil, fmt.Errorf("MAILSINK_ACCOUNTS_FILE %s: %w", path, err)
+	}
+	return accounts, nil
+}
+
+// DefaultAccounts returns the single account, slug default, of a mailsink
+// without an accounts file, with key.
+func DefaultAccounts(key string) []Account {
+	return []Account{{
 		ID:         DeriveAccountID("default"),
 		Slug:       "default",
 		Name:       "Default",
 		KeyDigests: [][32]byte{Digest(key)},
 	}}
-	return c, nil
+}
+
+// UseKeyFile makes the default account with the key kept in c.KeyFile,
+// generating the key and the file (mode 0600, its directory too) when there
+// is none yet. It returns the key only when it generated it, so that the
+// start that made it can print it once. It does nothing when c.KeyFile is
+// empty (an accounts file or MAILSINK_API_KEY gives the keys).
+func (c *Config) UseKeyFile() (generated string, err error) {
+	if c.KeyFile == "" {
+		return "", nil
+	}
+	key, err := os.ReadFile(c.KeyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		generated, err = writeKeyFile(c.KeyFile)
+		key = []byte(generated)
+		if errors.Is(err, fs.ErrExist) {
+			// Another replica on the same directory made it first.
+			key, err = os.ReadFile(c.KeyFile)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("MAILSINK_DATA_DIR: the default account's key: %w", err)
+	}
+	k := strings.TrimSpace(string(key))
+	if k == "" {
+		return "", fmt.Errorf("MAILSINK_DATA_DIR: the default account's key file %s is empty: delete it to have a new key made", c.KeyFile)
+	}
+	c.Accounts = DefaultAccounts(k)
+	return generated, nil
+}
+
+// writeKeyFile writes a new key to path, which must not exist yet.
+func writeKeyFile(path string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	key := newKey()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(key + "\n")
+	if err := errors.Join(err, f.Close()); err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return key, nil
 }
 
 // UsesRedis reports whether the store is Redis rather than the embedded one.
 func (s Store) UsesRedis() bool { return s.RedisURL != "" || len(s.RedisCluster) > 0 }
-
-// parser reads environment variables and keeps the first error.
-type parser struct {
-	getenv func(string) string
-	err    error
-}
-
-func (p *parser) fail(name, format string, args ...any) {
-	if p.err == nil {
-		p.err = fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
-	}
-}
-
-func (p *parser) str(name, def string) string {
-	if v, ok := p.lookup(name); ok {
-		return v
-	}
-	return def
-}
-
-// lookup returns a variable's value, trimmed; unset and empty are the same.
-func (p *parser) lookup(name string) (string, bool) {
-	v := strings.TrimSpace(p.getenv(name))
-	return v, v != ""
-}
-
-func (p *parser) addr(name, def string) string {
-	v := p.str(name, def)
-	host, port, err := net.SplitHostPort(v)
-	if err != nil {
-		p.fail(name, "%q is not a listen address like :8025 or 127.0.0.1:8025", v)
-		return def
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		p.fail(name, "%q has no valid port", v)
-	}
-	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
-		p.fail(name, "%q: host must be an IP address or localhost", v)
-	}
-	return v
-}
-
-func (p *parser) bool(name string, def bool) bool {
-	v, ok := p.lookup(name)
-	if !ok {
-		return def
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		p.fail(name, "%q is not true or false", v)
-		return def
-	}
-	return b
-}
-
-func (p *parser) int(name string, def, lo, hi int64) int64 {
-	v, ok := p.lookup(name)
-	if !ok {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < lo || n > hi {
-		p.fail(name, "%q is not a whole number from %d to %d", v, lo, hi)
-		return def
-	}
-	return n
-}
-
-func (p *parser) duration(name string, def time.Duration) time.Duration {
-	v, ok := p.lookup(name)
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		p.fail(name, "%q is not a positive duration like 30s", v)
-		return def
-	}
-	return d
-}
-
-// durationOrZero is duration that also accepts 0, which turns a feature off.
-func (p *parser) durationOrZero(name string, def time.Duration) time.Duration {
-	v, ok := p.lookup(name)
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		p.fail(name, "%q is not a duration like 24h or 90m, or 0", v)
-		return def
-	}
-	return d
-}
-
-func (p *parser) oneOf(name, def string, allowed ...string) string {
-	v, ok := p.lookup(name)
-	if !ok {
-		return def
-	}
-	v = strings.ToLower(v)
-	for _, a := range allowed {
-		if v == a {
-			return v
-		}
-	}
-	p.fail(name, "%q is not one of %s", v, strings.Join(allowed, ", "))
-	return def
-}
 
 func newKey() string {
 	b := make([]byte, 24)

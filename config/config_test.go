@@ -26,7 +26,8 @@ func TestDefaults(t *testing.T) {
 		{"read header timeout", c.HTTP.ReadHeaderTimeout, 10 * time.Second},
 		{"max json", c.HTTP.MaxJSONBytes, int64(1 << 20)},
 		{"auth failures", c.HTTP.AuthFailuresPerMinute, 60},
-		{"generated key", c.GeneratedKey, ""},
+		{"key file", c.KeyFile, ""},
+		{"store timeout", c.Store.Timeout, 30 * time.Second},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)

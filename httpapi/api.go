@@ -76,23 +76,9 @@ func (a *API) StopHeld() {
 	a.stopOnce.Do(func() { close(a.stopHeld) })
 }
 
-// New returns the API over its dependencies.
+// New returns the API over its dependencies. Every limit and timeout of cfg
+// must be set: their defaults live in package config.
 func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger, now func() time.Time) *API {
-	if cfg.MaxJSONBytes == 0 {
-		cfg.MaxJSONBytes = 1 << 20
-	}
-	if cfg.StoreTimeout == 0 {
-		cfg.StoreTimeout = 30 * time.Second
-	}
-	if cfg.MaxHeldPerAccount == 0 {
-		cfg.MaxHeldPerAccount = 100
-	}
-	if cfg.SSEHeartbeat == 0 {
-		cfg.SSEHeartbeat = 15 * time.Second
-	}
-	if cfg.SSEWriteTimeout == 0 {
-		cfg.SSEWriteTimeout = 30 * time.Second
-	}
 	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
 		held:     &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
 		stopHeld: make(chan struct{}),

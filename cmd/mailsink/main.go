@@ -1,7 +1,7 @@
 // Command mailsink is a test-mail sink: it receives email over SMTP and by
 // webhook, keeps it per account, and serves it through a REST API.
 //
-//	mailsink serve    run the service (configured by MAILSINK_* variables)
+//	mailsink serve    run the service (configured by MAILSINK_* variables; --help lists them)
 //	mailsink healthcheck  exit 0 when the local mailsink is ready (for container health checks)
 //	mailsink version  print the version
 package main
@@ -16,8 +16,10 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,10 +37,18 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 {
-		cmd = args[0]
+		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
 	case "serve":
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+			usage(stdout)
+			return 0
+		}
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "mailsink serve takes no arguments (it is configured by MAILSINK_* variables), got %q\n", args)
+			return 2
+		}
 		return serve(stdout, stderr)
 	case "healthcheck":
 		return healthcheck(stderr)
@@ -54,19 +64,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// usage prints the commands and every setting of config.Settings.
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|version|help]
 
-serve runs the service; it is configured by environment variables:
-  MAILSINK_HTTP_ADDR (:8025)  MAILSINK_SMTP_ADDR (:1025)  MAILSINK_DATA_DIR (./data)
-  MAILSINK_REDIS_URL  MAILSINK_REDIS_CLUSTER  MAILSINK_ACCOUNTS_FILE  MAILSINK_API_KEY
-  MAILSINK_SMTP_AUTH_ALLOW_INSECURE (true)  MAILSINK_MAX_MESSAGE_BYTES (26214400)
-See README.md for every setting.
+  serve        run the service (the default command)
+  healthcheck  exit 0 when the local mailsink is ready (for container health checks)
+  version      print the version
+
+serve is configured by these environment variables (an empty one counts as unset):
 `)
+	for _, s := range config.Settings() {
+		def := s.Default
+		if def == "" {
+			def = "unset"
+		}
+		fmt.Fprintf(w, "\n  %s (default: %s)\n", s.Name, def)
+		line := "     "
+		for _, word := range strings.Fields(strings.ReplaceAll(s.Help, "`", "")) {
+			if len(line)+1+len(word) > 80 {
+				fmt.Fprintln(w, line)
+				line = "     "
+			}
+			line += " " + word
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. The README says more.\n")
 }
 
 func serve(stdout, stderr io.Writer) int {
 	cfg, err := config.Load(os.Getenv, os.ReadFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "mailsink: configuration:", err)
+		return 2
+	}
+	generatedKey, err := cfg.UseKeyFile()
 	if err != nil {
 		fmt.Fprintln(stderr, "mailsink: configuration:", err)
 		return 2
@@ -78,6 +111,9 @@ func serve(stdout, stderr io.Writer) int {
 	log := newLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var pprofAddr net.Addr
 	if cfg.PProfAddr != "" {
 		ln, err := net.Listen("tcp", cfg.PProfAddr)
@@ -89,17 +125,8 @@ func serve(stdout, stderr io.Writer) int {
 		pprofAddr = ln.Addr()
 		go servePProf(ln)
 	}
-	err = app.Run(ctx, cfg, log, func(a *app.App) {
-		fmt.Fprintf(stdout, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n", version, dialable(a.SMTPAddr()), dialable(a.HTTPAddr()))
-		if pprofAddr != nil {
-			fmt.Fprintf(stdout, "  pprof http://%s\n", dialable(pprofAddr))
-		}
-		key := "<your key>"
-		if cfg.GeneratedKey != "" {
-			key = cfg.GeneratedKey
-			fmt.Fprintf(stdout, "  API key of the default account (set MAILSINK_API_KEY to choose one): %s\n", key)
-		}
-		fmt.Fprintf(stdout, "  Try:  curl -H 'Authorization: Bearer %s' http://%s/v1/emails\nmailsink is ready\n", key, dialable(a.HTTPAddr()))
+	err = app.Run(ctx, cfg, log, hup, func(a *app.App) {
+		go banner(ctx, stdout, a, cfg, generatedKey, pprofAddr)
 	})
 	if err != nil {
 		log.Error("mailsink stopped", "err", err)
@@ -108,15 +135,44 @@ func serve(stdout, stderr io.Writer) int {
 	return 0
 }
 
+// banner prints, on stdout and never to the logs since it may hold the
+// API key, where mailsink listens and how to call it, then "mailsink is
+// ready" once the store answers, saying meanwhile what it waits for.
+func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, generatedKey string, pprofAddr net.Addr) {
+	httpAddr := dialable(a.HTTPAddr())
+	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard http://%s/\n", version, dialable(a.SMTPAddr()), httpAddr, httpAddr)
+	if pprofAddr != nil {
+		fmt.Fprintf(w, "  pprof http://%s\n", dialable(pprofAddr))
+	}
+	bearer := "<your key>"
+	if cfg.KeyFile != "" {
+		path, err := filepath.Abs(cfg.KeyFile)
+		if err != nil {
+			path = cfg.KeyFile
+		}
+		bearer = "$(cat " + path + ")"
+		if generatedKey != "" {
+			bearer = generatedKey
+			fmt.Fprintf(w, "  API key of the default account (set MAILSINK_API_KEY to choose one): %s\n", generatedKey)
+			fmt.Fprintf(w, "  (new: kept in %s for the next starts)\n", path)
+		} else {
+			fmt.Fprintf(w, "  API key of the default account: in %s (set MAILSINK_API_KEY to choose one)\n", path)
+		}
+	}
+	fmt.Fprintf(w, "  Try:  curl -H \"Authorization: Bearer %s\" http://%s/v1/emails\n", bearer, httpAddr)
+	err := a.WaitForStore(ctx, time.Second, func(err error) {
+		fmt.Fprintf(w, "waiting for %s: %v\n", a.StoreName(), err)
+	})
+	if err == nil {
+		fmt.Fprintln(w, "mailsink is ready")
+	}
+}
+
 // healthcheck asks the mailsink on this host (at MAILSINK_HTTP_ADDR's port)
 // whether it is ready: GET /readyz must answer 200 within 3 seconds. It lets
 // a container without a shell or curl be health-checked.
 func healthcheck(stderr io.Writer) int {
-	addr := os.Getenv("MAILSINK_HTTP_ADDR")
-	if addr == "" {
-		addr = ":8025"
-	}
-	host, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(config.Value(os.Getenv, "MAILSINK_HTTP_ADDR"))
 	if err != nil {
 		fmt.Fprintln(stderr, "mailsink healthcheck: MAILSINK_HTTP_ADDR:", err)
 		return 2

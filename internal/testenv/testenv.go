@@ -186,7 +186,7 @@ func Start(t *testing.T, b Backend, edit func(*config.Config)) *Env {
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.SMTP.Addr = "127.0.0.1:0"
 	cfg.Accounts = accs
-	cfg.GeneratedKey = ""
+	cfg.KeyFile = ""
 	if edit != nil {
 		edit(cfg)
 	}

@@ -1,0 +1,223 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Setting is one environment variable: its name, its default (as a user
+// would write it; empty means unset), what it means, and how its value is
+// parsed into a Config. The table below is the one home of every setting:
+// Load parses it, `mailsink --help` prints it and the README's
+// configuration table is generated from it (a test compares the two).
+type Setting struct {
+	Name    string
+	Default string
+	// Help says what the setting means, in Markdown (code in backquotes).
+	Help string
+	set  func(c *Config, v string) error
+}
+
+// Settings returns every setting, in the order of the README's table.
+func Settings() []Setting { return append([]Setting(nil), settings...) }
+
+// Value returns the value Load would use for the setting name: its
+// variable's value, else its default.
+func Value(getenv func(string) string, name string) string {
+	if v := strings.TrimSpace(getenv(name)); v != "" {
+		return v
+	}
+	for _, s := range settings {
+		if s.Name == name {
+			return s.Default
+		}
+	}
+	return ""
+}
+
+var settings = []Setting{
+	{"MAILSINK_HTTP_ADDR", ":8025", "HTTP listener: dashboard (`/`), API, `/healthz`, `/readyz`, `/metrics`",
+		addr(func(c *Config) *string { return &c.HTTP.Addr })},
+	{"MAILSINK_SMTP_ADDR", ":1025", "SMTP listener",
+		addr(func(c *Config) *string { return &c.SMTP.Addr })},
+	{"MAILSINK_DATA_DIR", "./data", "directory of the embedded store's file (`mailsink.db`, used when no Redis is set) and of the generated API key (`api-key`); created when missing",
+		text(func(c *Config) *string { return &c.Store.DataDir })},
+	{"MAILSINK_REDIS_URL", "", "`redis://[user:pass@]host:port/db` (or `rediss://`): use Redis as the store",
+		redisURL},
+	{"MAILSINK_REDIS_CLUSTER", "", "comma-separated `host:port` seeds of a Redis Cluster: use it as the store",
+		redisCluster},
+	{"MAILSINK_REDIS_PREFIX", "mailsink:", "prefix of every Redis key, so deployments can share a Redis",
+		text(func(c *Config) *string { return &c.Store.RedisPrefix })},
+	{"MAILSINK_STORE_TIMEOUT", "30s", "how long one HTTP request may wait for the store before it is answered `503`",
+		duration(positive, func(c *Config) *time.Duration { return &c.Store.Timeout })},
+	{"MAILSINK_ACCOUNTS_FILE", "", "accounts and keys (below); reloaded on `SIGHUP` and when its content changes",
+		text(func(c *Config) *string { return &c.AccountsFile })},
+	{"MAILSINK_ACCOUNTS_POLL_INTERVAL", "5s", "how often the accounts file is checked for changes; `0`: only on `SIGHUP`",
+		duration(0, func(c *Config) *time.Duration { return &c.AccountsPollInterval })},
+	{"MAILSINK_API_KEY", "", "without an accounts file: the key of the single `default` account (else one is generated and kept in `MAILSINK_DATA_DIR/api-key`)",
+		apiKey},
+	{"MAILSINK_SMTP_AUTH_ALLOW_INSECURE", "true", "accept SMTP AUTH without TLS",
+		boolean(func(c *Config) *bool { return &c.SMTP.AllowInsecureAuth })},
+	{"MAILSINK_MAX_MESSAGE_BYTES", "26214400", "largest message accepted by SMTP (`SIZE`), `/v1/inbound` and create's `raw`",
+		integer(1, 1<<40, func(c *Config) *int64 { return &c.MaxMessageBytes })},
+	{"MAILSINK_SMTP_MAX_RECIPIENTS", "100", "RCPTs accepted per message (more get `452`)",
+		integer(1, 100000, func(c *Config) *int { return &c.SMTP.MaxRecipients })},
+	{"MAILSINK_SMTP_READ_TIMEOUT", "60s", "reading one SMTP command",
+		duration(positive, func(c *Config) *time.Duration { return &c.SMTP.ReadTimeout })},
+	{"MAILSINK_SMTP_WRITE_TIMEOUT", "60s", "writing one SMTP reply",
+		duration(positive, func(c *Config) *time.Duration { return &c.SMTP.WriteTimeout })},
+	{"MAILSINK_SMTP_DATA_TIMEOUT", "5m", "the whole DATA transfer of one message",
+		duration(positive, func(c *Config) *time.Duration { return &c.SMTP.DataTimeout })},
+	{"MAILSINK_SMTP_MAX_CONNECTIONS", "1000", "SMTP connections open at once (more are answered `421 4.7.0`)",
+		integer(1, 1000000, func(c *Config) *int { return &c.SMTP.MaxConnections })},
+	{"MAILSINK_SMTP_MAX_LARGE_TRANSFERS", "2", "messages over 1 MiB read and stored at once; the others wait, unread, after their first MiB (so memory does not grow with the number of senders of large mail)",
+		integer(1, 10000, func(c *Config) *int { return &c.SMTP.MaxLargeTransfers })},
+	{"MAILSINK_HTTP_READ_HEADER_TIMEOUT", "10s", "reading a request's headers",
+		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout })},
+	{"MAILSINK_HTTP_READ_TIMEOUT", "5m", "reading a whole request",
+		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout })},
+	{"MAILSINK_HTTP_WRITE_TIMEOUT", "5m", "writing a whole answer (event streams use `MAILSINK_SSE_WRITE_TIMEOUT` per write instead)",
+		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.WriteTimeout })},
+	{"MAILSINK_HTTP_IDLE_TIMEOUT", "2m", "an idle keep-alive connection",
+		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout })},
+	{"MAILSINK_HTTP_MAX_JSON_BYTES", "1048576", "a `PATCH` body (create is bounded by the message size; JSON nesting by 32 levels)",
+		integer(1024, 1<<30, func(c *Config) *int64 { return &c.HTTP.MaxJSONBytes })},
+	{"MAILSINK_SSE_HEARTBEAT", "15s", "how often an idle event stream (`/v1/events`) sends a comment, so proxies keep it open",
+		duration(time.Second, func(c *Config) *time.Duration { return &c.HTTP.SSEHeartbeat })},
+	{"MAILSINK_SSE_WRITE_TIMEOUT", "30s", "writing one event to an event stream; a client slower than this is disconnected",
+		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.SSEWriteTimeout })},
+	{"MAILSINK_MAX_HELD_PER_ACCOUNT", "100", "list requests with `wait` and event streams open at once per account (more get `429`)",
+		integer(1, 100000, func(c *Config) *int { return &c.HTTP.MaxHeldPerAccount })},
+	{"MAILSINK_AUTH_FAILURES_PER_MINUTE", "60", "wrong API keys (HTTP and SMTP AUTH together) per client address (IPv6: per /64) per minute; past it the address gets `429` (SMTP `454`) for every key but those that already worked from it, until the minute is over, so guesses learn nothing (loopback clients are exempt; `0`: no limit)",
+		integer(0, 1000000, func(c *Config) *int { return &c.HTTP.AuthFailuresPerMinute })},
+	{"MAILSINK_AUTH_LIMIT_LOOPBACK", "false", "apply that limit to loopback clients too (by default a test suite on the same host is never throttled)",
+		boolean(func(c *Config) *bool { return &c.HTTP.AuthLimitLoopback })},
+	{"MAILSINK_SHUTDOWN_TIMEOUT", "10s", "how long SIGTERM waits for in-flight SMTP transactions and HTTP requests",
+		duration(positive, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+	{"MAILSINK_RETENTION_MAX_AGE", "168h", "delete emails received and stored longer ago than this (a Go duration: `24h`, `90m`); `0` keeps them forever",
+		duration(0, func(c *Config) *time.Duration { return &c.Retention.MaxAge })},
+	{"MAILSINK_RETENTION_MAX_EMAILS", "0", "keep at most this many emails per account, deleting the oldest; `0` is no limit",
+		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Retention.MaxEmails })},
+	{"MAILSINK_RETENTION_GRACE", "5m", "never delete an email stored or received less than this long ago, whatever the rules say",
+		duration(0, func(c *Config) *time.Duration { return &c.Retention.Grace })},
+	{"MAILSINK_RETENTION_INTERVAL", "1m", "time between two rounds of retention (at least `1s`: a shorter round would keep the store busy for nothing)",
+		duration(time.Second, func(c *Config) *time.Duration { return &c.Retention.Interval })},
+	{"MAILSINK_LOG_FORMAT", "text", "`text` or `json` (logs go to stderr)",
+		oneOf(func(c *Config) *string { return &c.Log.Format }, "text", "json")},
+	{"MAILSINK_LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`",
+		oneOf(func(c *Config) *string { return &c.Log.Level }, "debug", "info", "warn", "error")},
+	{"MAILSINK_PPROF_ADDR", "", "debugging: serve Go's `net/http/pprof` on this address (use a loopback one); the banner prints it",
+		addr(func(c *Config) *string { return &c.PProfAddr })},
+}
+
+// The parsers below each return the set function of a Setting: field picks
+// the Config field the value goes to.
+
+func text(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		*field(c) = v
+		return nil
+	}
+}
+
+func addr(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		host, port, err := net.SplitHostPort(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a listen address like :8025 or 127.0.0.1:8025", v)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("%q has no valid port", v)
+		}
+		if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+			return fmt.Errorf("%q: host must be an IP address or localhost", v)
+		}
+		*field(c) = v
+		return nil
+	}
+}
+
+func boolean(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*field(c) = b
+		return nil
+	}
+}
+
+func integer[T int | int64](lo, hi int64, field func(*Config) *T) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("%q is not a whole number from %d to %d", v, lo, hi)
+		}
+		*field(c) = T(n)
+		return nil
+	}
+}
+
+// positive is the least duration of the settings that cannot be turned off.
+const positive = time.Nanosecond
+
+// duration parses a Go duration of at least min; a min of 0 accepts 0,
+// which turns a feature off.
+func duration(min time.Duration, field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		switch {
+		case min == 0 && (err != nil || d < 0):
+			return fmt.Errorf("%q is not a duration like 24h or 90m, or 0", v)
+		case min > 0 && (err != nil || d <= 0):
+			return fmt.Errorf("%q is not a positive duration like 30s", v)
+		case d < min:
+			return fmt.Errorf("%s is below the minimum of %s", d, min)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func oneOf(field func(*Config) *string, allowed ...string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		v = strings.ToLower(v)
+		for _, a := range allowed {
+			if v == a {
+				*field(c) = v
+				return nil
+			}
+		}
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+}
+
+func redisURL(c *Config, v string) error {
+	if !strings.HasPrefix(v, "redis://") && !strings.HasPrefix(v, "rediss://") {
+		return fmt.Errorf("must start with redis:// or rediss://")
+	}
+	c.Store.RedisURL = v
+	return nil
+}
+
+func redisCluster(c *Config, v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if _, _, err := net.SplitHostPort(s); err != nil || s == "" {
+			return fmt.Errorf("%q is not host:port", s)
+		}
+		c.Store.RedisCluster = append(c.Store.RedisCluster, s)
+	}
+	return nil
+}
+
+// apiKey makes the single default account with the key v. Load refuses it
+// together with an accounts file.
+func apiKey(c *Config, v string) error {
+	c.Accounts = DefaultAccounts(v)
+	return nil
+}
