@@ -93,3 +93,31 @@ func hexDigest(key string) string {
 	}
 	return string(out)
 }
+
+// TestReplaceWhileLooking replaces the accounts while lookups run (the race
+// detector checks the swap), then checks that only the new ones answer.
+func TestReplaceWhileLooking(t *testing.T) {
+	old := []config.Account{{ID: "1", Slug: "old", Name: "Old", KeyDigests: [][32]byte{config.Digest("old-key")}, Domains: []string{"old.test"}}}
+	next := []config.Account{{ID: "2", Slug: "new", Name: "New", KeyDigests: [][32]byte{config.Digest("new-key")}, Domains: []string{"new.test"}}}
+	r := New(old)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			r.ByKey("old-key")
+			r.ForRecipient("x@new.test")
+			r.Accounts()
+		}
+	}()
+	r.Replace(next)
+	<-done
+	if _, ok := r.ByKey("old-key"); ok {
+		t.Error("the old key still works after Replace")
+	}
+	if a, ok := r.ForRecipient("x@new.test"); !ok || a.Slug != "new" {
+		t.Errorf("ForRecipient after Replace = %v, %v; want new", a, ok)
+	}
+	if a := r.ByID("2"); a == nil || r.ByID("1") != nil {
+		t.Errorf("ByID after Replace: %v, %v", a, r.ByID("1"))
+	}
+}

@@ -207,7 +207,8 @@ func redisURL(c *Config, v string) error {
 func redisCluster(c *Config, v string) error {
 	for _, s := range strings.Split(v, ",") {
 		s = strings.TrimSpace(s)
-		if _, _, err := net.SplitHostPort(s); err != nil || s == "" {
+		host, port, err := net.SplitHostPort(s)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || host == "" || n < 1 || n > 65535 {
 			return fmt.Errorf("%q is not host:port", s)
 		}
 		c.Store.RedisCluster = append(c.Store.RedisCluster, s)

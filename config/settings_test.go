@@ -1,0 +1,143 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEverySettingRefusesNonsense sets each setting that is parsed (not a
+// plain text or path) to a value no parser accepts, and checks that Load
+// fails naming that variable.
+func TestEverySettingRefusesNonsense(t *testing.T) {
+	text := map[string]bool{"MAILSINK_DATA_DIR": true, "MAILSINK_REDIS_PREFIX": true, "MAILSINK_API_KEY": true}
+	for _, s := range Settings() {
+		if text[s.Name] {
+			continue
+		}
+		value := "no such value:"
+		if s.Name == "MAILSINK_ACCOUNTS_FILE" {
+			value = "/nonexistent/accounts.yaml"
+		}
+		_, err := load(t, map[string]string{s.Name: value})
+		if err == nil || !strings.Contains(err.Error(), s.Name) {
+			t.Errorf("%s=%q: error %v, want one naming %s", s.Name, value, err, s.Name)
+		}
+	}
+}
+
+func TestEveryBadValueIsReported(t *testing.T) {
+	_, err := load(t, map[string]string{"MAILSINK_HTTP_ADDR": "x", "MAILSINK_STORE_TIMEOUT": "0"})
+	if err == nil || !strings.Contains(err.Error(), "MAILSINK_HTTP_ADDR") || !strings.Contains(err.Error(), "MAILSINK_STORE_TIMEOUT") {
+		t.Errorf("two bad values: %v, want both named", err)
+	}
+}
+
+func TestNewSettings(t *testing.T) {
+	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_STORE_TIMEOUT": "2s",
+		"MAILSINK_SSE_HEARTBEAT": "3s", "MAILSINK_SSE_WRITE_TIMEOUT": "4s", "MAILSINK_ACCOUNTS_POLL_INTERVAL": "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Timeout != 2*time.Second || c.HTTP.SSEHeartbeat != 3*time.Second || c.HTTP.SSEWriteTimeout != 4*time.Second || c.AccountsPollInterval != 0 {
+		t.Errorf("got %v %v %v %v, want 2s 3s 4s 0", c.Store.Timeout, c.HTTP.SSEHeartbeat, c.HTTP.SSEWriteTimeout, c.AccountsPollInterval)
+	}
+	if got := Value(func(string) string { return "" }, "MAILSINK_HTTP_ADDR"); got != ":8025" {
+		t.Errorf("Value of an unset MAILSINK_HTTP_ADDR = %q, want :8025", got)
+	}
+}
+
+func TestAPIKeyWithAccountsFileIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(path, []byte("accounts: [{slug: a, name: A, apiKeys: [k]}]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load(t, map[string]string{"MAILSINK_ACCOUNTS_FILE": path, "MAILSINK_API_KEY": "k"})
+	if err == nil || !strings.Contains(err.Error(), "drop MAILSINK_API_KEY") {
+		t.Errorf("both set: %v, want an error saying to drop MAILSINK_API_KEY", err)
+	}
+	c, err := load(t, map[string]string{"MAILSINK_ACCOUNTS_FILE": path})
+	if err != nil || len(c.Accounts) != 1 || c.KeyFile != "" || c.AccountsFile != path {
+		t.Errorf("accounts file alone: %+v, %v", c, err)
+	}
+}
+
+// TestKeyFile checks the default account's key: made once with mode 0600
+// (the data directory too), then reused; an empty file is an error.
+func TestKeyFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	c, err := load(t, map[string]string{"MAILSINK_DATA_DIR": dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "api-key"); c.KeyFile != want || c.Accounts != nil {
+		t.Fatalf("KeyFile = %q, accounts %v; want %q and none yet", c.KeyFile, c.Accounts, want)
+	}
+	key, err := c.UseKeyFile()
+	if err != nil || !strings.HasPrefix(key, "msk_") {
+		t.Fatalf("first UseKeyFile = %q, %v; want a new key", key, err)
+	}
+	fi, err := os.Stat(c.KeyFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v; want mode 0600", fi, err)
+	}
+	if len(c.Accounts) != 1 || c.Accounts[0].KeyDigests[0] != Digest(key) {
+		t.Errorf("default account %+v does not have the key", c.Accounts)
+	}
+
+	again, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": dir})
+	if k, err := again.UseKeyFile(); err != nil || k != "" {
+		t.Errorf("second UseKeyFile = %q, %v; want the kept key, not a new one", k, err)
+	}
+	if again.Accounts[0].KeyDigests[0] != Digest(key) {
+		t.Errorf("the second start has another key")
+	}
+
+	if err := os.WriteFile(c.KeyFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": dir})
+	if _, err := empty.UseKeyFile(); err == nil || !strings.Contains(err.Error(), "MAILSINK_DATA_DIR") {
+		t.Errorf("empty key file: %v, want an error naming MAILSINK_DATA_DIR", err)
+	}
+
+	withKey, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": filepath.Join(dir, "other"), "MAILSINK_API_KEY": "k"})
+	if k, err := withKey.UseKeyFile(); k != "" || err != nil || withKey.KeyFile != "" {
+		t.Errorf("with MAILSINK_API_KEY: %q, %v, KeyFile %q; want nothing done", k, err, withKey.KeyFile)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("with MAILSINK_API_KEY the data directory was made: %v", err)
+	}
+}
+
+// TestAccountsFileIsStrict checks that a misspelt key or a value of the
+// wrong type is an error naming the line and the key, in YAML and JSON.
+func TestAccountsFileIsStrict(t *testing.T) {
+	for _, tt := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"misspelt key", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    domain: [a.test]\n",
+			[]string{"line 5", "accounts[0].domain", "unknown key", "domains"}},
+		{"misspelt top key", "acounts:\n  - slug: a\n", []string{"line 1", "acounts", "unknown key"}},
+		{"string for list", "accounts:\n  - slug: a\n    name: A\n    apiKeys: k\n", []string{"line 4", "accounts[0].apiKeys", "must be a list"}},
+		{"map for list", "accounts:\n  - slug: a\n    name: A\n    apiKeys:\n      k: v\n", []string{"line 5", "accounts[0].apiKeys", "not a map"}},
+		{"list for string", "accounts:\n  - slug: a\n    name: [A]\n    apiKeys: [k]\n", []string{"line 3", "accounts[0].name", "single value"}},
+		{"map for accounts", "accounts: {slug: a}\n", []string{"line 1", "accounts:", "list of accounts"}},
+		{"JSON", `{"accounts": [{"slug": "a", "name": "A", "apiKeys": ["k"], "domian": ["x"]}]}`,
+			[]string{"line 1", "accounts[0].domian", "unknown key"}},
+		{"retention", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    retention: {maxAge: 1h, max: 3}\n",
+			[]string{"line 5", `unknown field "max"`}},
+	} {
+		_, err := ParseAccounts([]byte(tt.file))
+		for _, w := range tt.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %v, want it to contain %q", tt.name, err, w)
+			}
+		}
+	}
+}
