@@ -5,14 +5,19 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/testenv"
 )
 
 // TestHelpListsEverySetting checks that --help, help and serve --help print
@@ -85,5 +90,74 @@ func TestBanner(t *testing.T) {
 		if strings.Contains(logs.String(), firstKey) {
 			t.Errorf("the key is in the logs:\n%s", logs.String())
 		}
+	}
+}
+
+// syncBuffer is an output tests read while serve writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeReloadsOnSIGHUP runs serve in this process, sends the process
+// SIGHUP after a change of the accounts file, checks that the new key
+// works, then stops serve with SIGINT.
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	accounts := filepath.Join(dir, "accounts.yaml")
+	write := func(key string) {
+		t.Helper()
+		if err := os.WriteFile(accounts, []byte("accounts: [{slug: a, name: A, apiKeys: ["+key+"]}]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("key-1")
+	for k, v := range map[string]string{"MAILSINK_DATA_DIR": dir, "MAILSINK_HTTP_ADDR": "127.0.0.1:0", "MAILSINK_SMTP_ADDR": "127.0.0.1:0",
+		"MAILSINK_ACCOUNTS_FILE": accounts, "MAILSINK_ACCOUNTS_POLL_INTERVAL": "0", "MAILSINK_API_KEY": ""} {
+		t.Setenv(k, v)
+	}
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() { code <- serve(&stdout, &stderr) }()
+	testenv.WaitFor(t, 30*time.Second, "mailsink is ready", func() bool { return strings.Contains(stdout.String(), "mailsink is ready") })
+	base := regexp.MustCompile(`HTTP  (http://\S+)`).FindStringSubmatch(stdout.String())[1]
+	get := func(key string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/emails", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("key-1"); got != http.StatusOK {
+		t.Fatalf("key-1: %d", got)
+	}
+	write("key-2")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "key-2 to work after SIGHUP", func() bool { return get("key-2") == http.StatusOK })
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != 0 {
+		t.Errorf("serve exited %d:\n%s", c, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "accounts file reloaded") {
+		t.Errorf("no log line of the reload:\n%s", stderr.String())
 	}
 }
