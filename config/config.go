@@ -232,7 +232,8 @@ func (c *Config) UseKeyFile() (generated string, err error) {
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("MAILSINK_DATA_DIR: the default account's key: %w", err)
+		return "", fmt.Errorf("MAILSINK_DATA_DIR: the default account's key is kept there, but: %w "+
+			"(make the directory writable, or set MAILSINK_API_KEY or MAILSINK_ACCOUNTS_FILE)", err)
 	}
 	k := strings.TrimSpace(string(key))
 	if k == "" {
