@@ -28,9 +28,9 @@ const subscriberBuffer = 256
 type Hub struct {
 	history int
 
-	mu       sync.Mutex
-	subs     map[string]map[*subscription]struct{} // by account
-	recent   map[string]*ring                      // by account; nil when history is off
+	mu     sync.Mutex
+	subs   map[string]map[*subscription]struct{} // by account
+	recent map[string]*ring                      // by account; nil when history is off
 	// last is the last generated id of each account: ids count each
 	// account's events alone, so an id reveals nothing of other accounts.
 	last     map[string]ID
