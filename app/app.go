@@ -22,6 +22,7 @@ import (
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/retention"
 	"github.com/mailsink/mailsink/smtpd"
@@ -39,6 +40,8 @@ type App struct {
 	http    *httpapi.Server
 	api     *httpapi.API
 	metrics *metrics.Metrics
+	// large gives turns to large request bodies.
+	large *gate.Gate
 	// retention is nil when the store cannot find its oldest emails.
 	retention *retention.Pruner
 }
@@ -91,7 +94,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))
+	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	api := httpapi.New(httpapi.Config{
+		// One client address may hold at most half of the turns, so that
+		// it cannot keep everyone else's large requests waiting.
+		LargeGate:         a.large,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
 		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,
@@ -173,6 +180,9 @@ func backendName(st store.Store) string {
 
 // Metrics returns the app's metrics (tests assert on them).
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
+
+// LargeGate returns the turns that large request bodies take.
+func (a *App) LargeGate() *gate.Gate { return a.large }
 
 // SMTPAddr returns the SMTP listener's address.
 func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }

@@ -1,13 +1,17 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -70,4 +74,103 @@ func TestCreateRefusesReceivedAtOutsideRFC3339Years(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A create request's text, html and headers count against the message size
+// limit with its raw: before, they were unbounded and the composed raw could
+// be many times the limit.
+func TestCreateCountsEveryPartAgainstTheSizeLimit(t *testing.T) {
+	t.Parallel()
+	b := testenv.Backends(t)[0]
+	e := testenv.Start(t, b, func(c *config.Config) { c.MaxMessageBytes = 10_000 })
+	big := strings.Repeat("x", 4_000)
+	for name, body := range map[string]map[string]any{
+		"text and html": {"text": big, "html": big, "headers": map[string]any{"x-a": big}},
+		"headers":       {"headers": map[string]any{"x-a": big, "x-b": big, "x-c": big}},
+	} {
+		body["recipient"], body["sender"] = "r@acme.test", "s@example.com"
+		resp := e.Do(t, http.MethodPost, "/v1/emails", acme, body)
+		if resp.Status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: status %d, want 413: %s", name, resp.Status, resp.Body)
+		}
+	}
+	if resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{
+		"recipient": "r@acme.test", "sender": "s@example.com", "text": big,
+	}); resp.Status != http.StatusCreated {
+		t.Errorf("a create within the limit: status %d: %s", resp.Status, resp.Body)
+	}
+	if n := len(list(t, e, acme, "")); n != 1 {
+		t.Errorf("%d emails stored, want only the one within the limit", n)
+	}
+}
+
+// Request bodies past their first MiB take turns, and one client address
+// cannot hold every turn: while a client's large upload stalls in its turn,
+// its second large request waits although a turn is free (the gate's own
+// test shows another address getting it), and small requests go on.
+func TestLargeBodiesTakeTurnsPerAddress(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backends(t)[0], func(c *config.Config) { c.SMTP.MaxLargeTransfers = 2 })
+	raw := func(n int) []byte {
+		return []byte("From: s@example.com\r\nTo: big@acme.test\r\n\r\n" + strings.Repeat("a", n) + "\r\n")
+	}
+	// A client sends 1.5 MiB of a 3 MiB body and stalls: it holds a turn.
+	msg := raw(3 << 20)
+	pr, pw := io.Pipe()
+	stalled := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", pr)
+		req.Header.Set("Authorization", "Bearer "+acme)
+		req.ContentLength = int64(len(msg))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			stalled <- nil
+			return
+		}
+		stalled <- resp
+	}()
+	if _, err := pw.Write(msg[:3<<19]); err != nil {
+		t.Fatal(err)
+	}
+	g := e.App.LargeGate()
+	testenv.WaitFor(t, 5*time.Second, "the stalled upload to hold a turn", func() bool { a, _ := g.Counts(); return a == 1 })
+
+	// The same address's second large request waits while the first holds
+	// its turn, although a turn is free.
+	second := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", bytes.NewReader(raw(2<<20)))
+		req.Header.Set("Authorization", "Bearer "+acme)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			second <- 0
+			return
+		}
+		resp.Body.Close()
+		second <- resp.StatusCode
+	}()
+	testenv.WaitFor(t, 5*time.Second, "the second large request to wait", func() bool { _, w := g.Counts(); return w == 1 })
+	if a, _ := g.Counts(); a != 1 {
+		t.Fatalf("%d turns held, want 1: one address took a second turn", a)
+	}
+	// Small requests are never held up.
+	if resp := e.Do(t, http.MethodGet, "/v1/emails", acme, nil); resp.Status != http.StatusOK {
+		t.Fatalf("list while a large upload stalls: %d", resp.Status)
+	}
+	// The stalled upload finishes and is stored.
+	if _, err := pw.Write(msg[3<<19:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	resp := <-stalled
+	if resp == nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the stalled upload: %v", resp)
+	}
+	resp.Body.Close()
+	if code := <-second; code != http.StatusCreated {
+		t.Errorf("the second large request, once the first was done: status %d, want 201", code)
+	}
+	if a, w := g.Counts(); a != 0 || w != 0 {
+		t.Errorf("after every request: %d turns held, %d waiting; want 0, 0", a, w)
+	}
 }
