@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
@@ -173,4 +175,58 @@ func TestLargeBodiesTakeTurnsPerAddress(t *testing.T) {
 	if a, w := g.Counts(); a != 0 || w != 0 {
 		t.Errorf("after every request: %d turns held, %d waiting; want 0, 0", a, w)
 	}
+}
+
+// Held list requests query again only for an event whose email matches
+// them: before, each rescanned the account every second, so one account's
+// waits with a subject filter kept the server busy for everyone.
+func TestHeldWaitsQueryOnlyForMatchingMail(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		m := e.App.Metrics()
+		lists := func() int {
+			var n int
+			for _, backend := range []string{"embedded", "redis"} {
+				h := m.StoreDuration.WithLabelValues("list", backend, "ok")
+				n += int(histogramCount(t, h))
+			}
+			return n
+		}
+		const waiters = 10
+		done := make(chan int, waiters)
+		for range waiters {
+			go func() {
+				resp := e.Do(t, http.MethodGet, "/v1/emails?subject=wanted&wait=30", acme, nil)
+				if resp.Status != http.StatusOK {
+					done <- -1
+					return
+				}
+				done <- len(resp.JSON(t)["items"].([]any))
+			}()
+		}
+		testenv.WaitFor(t, 5*time.Second, "every wait to be held", func() bool { return e.App.HeldRequests() == waiters })
+		before := lists()
+		for i := range 30 {
+			create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "subject": fmt.Sprint("other ", i)})
+		}
+		create(t, e, globex, map[string]any{"recipient": "r@globex.test", "sender": "s@example.com", "subject": "wanted"})
+		if got := lists() - before; got != 0 {
+			t.Errorf("30 emails that match no wait cost %d list queries, want 0", got)
+		}
+		create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "subject": "the wanted one"})
+		for range waiters {
+			if n := <-done; n != 1 {
+				t.Errorf("a held wait answered %d items, want the 1 matching email", n)
+			}
+		}
+	})
+}
+
+func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var pb dto.Metric
+	if err := o.(prometheus.Metric).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetHistogram().GetSampleCount()
 }
