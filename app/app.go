@@ -25,6 +25,7 @@ import (
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/retention"
 	"github.com/mailsink/mailsink/smtpd"
@@ -44,6 +45,8 @@ type App struct {
 	api       *httpapi.API
 	metrics   *metrics.Metrics
 	accounts  *accounts.Registry
+	// large gives turns to large request bodies.
+	large *gate.Gate
 
 	// ctx is Start's, under which retention runs.
 	ctx context.Context
@@ -114,7 +117,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))
+	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	api := httpapi.New(httpapi.Config{
+		// One client address may hold at most half of the turns, so that
+		// it cannot keep everyone else's large requests waiting.
+		LargeGate:         a.large,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
 		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,
@@ -210,6 +217,9 @@ func backendName(st store.Store) string {
 
 // Metrics returns the app's metrics (tests assert on them).
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
+
+// LargeGate returns the turns that large request bodies take.
+func (a *App) LargeGate() *gate.Gate { return a.large }
 
 // SMTPAddr returns the SMTP listener's address.
 func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }

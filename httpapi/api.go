@@ -20,6 +20,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
@@ -41,6 +42,9 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
+	// LargeGate, when not nil, gives turns to request bodies past their
+	// first MiB (shared with SMTP's large messages); nil reads them at once.
+	LargeGate *gate.Gate
 	// AuthLimiter, when not nil, counts wrong API keys per client address;
 	// an address over its limit is answered 429 for every key that has not
 	// worked from it before.
@@ -267,10 +271,11 @@ func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
 	// JSON escaping can make raw up to several times longer in the body.
-	obj, v, ok := a.readObject(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
+	obj, v, release, ok := a.readObject(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
 	if !ok {
 		return
 	}
+	defer release()
 	in := ingest.NewEmail{
 		AccountID: accountOf(r).ID,
 		Recipient: obj.address("recipient"),
@@ -298,8 +303,9 @@ func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, v)
 		return
 	}
-	if int64(len(in.Raw)) > a.cfg.MaxMessageBytes {
-		writeError(w, r, a.log, store.Errorf(store.TooLarge, "raw is larger than the limit of %d bytes", a.cfg.MaxMessageBytes))
+	if n := createSize(in); n > a.cfg.MaxMessageBytes {
+		writeError(w, r, a.log, store.Errorf(store.TooLarge,
+			"raw, text, html and headers together are %d bytes, over the limit of %d", n, a.cfg.MaxMessageBytes))
 		return
 	}
 	ctx, cancel := a.storeContext(r)
@@ -310,6 +316,22 @@ func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.writeItem(w, http.StatusCreated, e)
+}
+
+// createSize is what a create request puts into the message: raw, text,
+// html and headers together, bounded like a message so that a composed raw
+// cannot grow past the limit that a given raw has.
+func createSize(in ingest.NewEmail) int64 {
+	n := int64(len(in.Raw))
+	for _, o := range []*ingest.Optional{in.Text, in.HTML, in.Subject} {
+		if o != nil && o.Value != nil {
+			n += int64(len(*o.Value))
+		}
+	}
+	for k, v := range in.Headers {
+		n += int64(len(k) + len(v))
+	}
+	return n
 }
 
 // emailID validates the path's email id; a bad one is answered with 400.
@@ -350,10 +372,11 @@ func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	obj, v, ok := a.readObject(w, r, a.cfg.MaxJSONBytes)
+	obj, v, release, ok := a.readObject(w, r, a.cfg.MaxJSONBytes)
 	if !ok {
 		return
 	}
+	defer release()
 	u := store.Update{UpdatedAt: a.now().UTC().Truncate(time.Millisecond)}
 	if l, ok := obj.labels("labels"); ok {
 		u.Labels = l
@@ -400,10 +423,11 @@ func (a *API) deleteEmail(w http.ResponseWriter, r *http.Request) {
 // inbound stores a raw RFC 5322 message for the key's account, one email
 // per envelope recipient.
 func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
-	raw, ok := a.readBody(w, r, a.cfg.MaxMessageBytes)
+	raw, release, ok := a.readBody(w, r, a.cfg.MaxMessageBytes)
 	if !ok {
 		return
 	}
+	defer release()
 	v := newValidationError()
 	if len(raw) == 0 {
 		v.form("request body is required: send the raw RFC 5322 message")
@@ -450,39 +474,98 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 
 // readObject reads a JSON object body of at most limit bytes, with the
 // validation error its fields are checked into; it reports false when it
-// has answered (413, or 400 for a body that is not a JSON object).
-func (a *API) readObject(w http.ResponseWriter, r *http.Request, limit int64) (*object, *validationError, bool) {
-	body, ok := a.readBody(w, r, limit)
+// has answered. The caller calls release once the request is done with the
+// body (see readBody).
+func (a *API) readObject(w http.ResponseWriter, r *http.Request, limit int64) (_ *object, _ *validationError, release func(), _ bool) {
+	body, release, ok := a.readBody(w, r, limit)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	v := newValidationError()
 	obj, ok := parseObject(body, v)
 	if !ok {
+		release()
 		writeValidation(w, v)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return obj, v, true
+	return obj, v, release, true
 }
 
+// largeBody is how much of a request body is read before the request needs
+// a turn of the large-transfer gate, as an SMTP message does.
+const largeBody = 1 << 20
+
+// maxLargeWait bounds how long a request body waits for a turn of the
+// large-transfer gate before it is answered 503.
+const maxLargeWait = time.Minute
+
 // readBody reads the request body up to limit bytes; a larger body is
-// answered with 413, a broken one with 400.
-func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+// answered with 413, a broken one with 400. Past its first MiB the body is
+// read only during a turn of Config.LargeGate, held until the caller calls
+// release (after storing), so concurrent large requests cannot multiply
+// into gigabytes; a request that cannot get a turn before it ends is
+// answered 503.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (_ []byte, release func(), _ bool) {
+	release = func() {}
 	if r.ContentLength > limit {
 		writeMessage(w, http.StatusRequestEntityTooLarge, "request body too large")
-		return nil, false
+		return nil, nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body := http.MaxBytesReader(w, r.Body, limit)
+	first := min(limit, largeBody)
+	if r.ContentLength >= 0 && r.ContentLength < first {
+		first = r.ContentLength
+	}
+	buf := make([]byte, 0, first+1)
+	buf, err := readFull(body, buf, first+1)
+	if err == nil && int64(len(buf)) > first && a.cfg.LargeGate != nil {
+		// A client that gave up is not noticed while its body is unread:
+		// the wait is bounded so that it cannot hold a place for long.
+		ctx, cancel := context.WithTimeout(r.Context(), maxLargeWait)
+		rel, gateErr := a.cfg.LargeGate.Acquire(ctx, clientAddress(r))
+		cancel()
+		if gateErr != nil {
+			writeMessage(w, http.StatusServiceUnavailable, "too many large requests at once, try again later")
+			return nil, nil, false
+		}
+		release = rel
+	}
+	if err == nil {
+		var rest []byte
+		rest, err = io.ReadAll(body)
+		buf = append(buf, rest...)
+	}
 	if err != nil {
+		release()
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeMessage(w, http.StatusRequestEntityTooLarge, "request body too large")
-			return nil, false
+			return nil, nil, false
 		}
 		v := newValidationError()
 		v.form("could not read the request body")
 		writeValidation(w, v)
-		return nil, false
+		return nil, nil, false
 	}
-	return body, true
+	return buf, release, true
+}
+
+// readFull appends up to n bytes of r to buf; it returns a nil error at the
+// end of r or after n bytes.
+func readFull(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	for int64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		end := min(int64(cap(buf)), n)
+		m, err := r.Read(buf[len(buf):end])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }

@@ -24,8 +24,8 @@ import (
 const (
 	// maxWait bounds the list operation's wait parameter, in seconds.
 	maxWait = 60
-	// waitRecheck is how often a held list request queries again even
-	// without an event: a safety net for events lost in a Redis outage.
+	// waitRecheck is how often a held list request queries again once its
+	// subscription was ended by the store (events lost in a Redis outage).
 	waitRecheck = time.Second
 	// bulkDeletePage is how many emails bulk delete lists at a time.
 	bulkDeletePage = 100
@@ -91,32 +91,50 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 	// Subscribe before the first query, so that an email stored between
 	// the query and the wait still wakes it.
 	sub := n.Subscribe(q.AccountID)
-	defer sub.Close()
+	defer func() { sub.Close() }()
 	events := sub.Events()
 
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	recheck := time.NewTicker(waitRecheck)
-	defer recheck.Stop()
+	// recheck ticks only while no subscription delivers events (the store
+	// closed it); with one, the query runs again only for an event whose
+	// email matches, so held requests cost no scans while mail for others
+	// arrives.
+	var recheck <-chan time.Time
+	match := store.NewMatcher(q)
 	for {
 		emails, ok := a.list(w, r, q)
 		if !ok || len(emails) > 0 {
 			return emails, ok
 		}
-		select {
-		case <-r.Context().Done():
-			return nil, false // the client is gone: nothing to answer
-		case <-deadline.C:
-			return emails, true
-		case <-a.stopHeld:
-			return emails, true
-		case <-recheck.C:
-		case _, open := <-events:
-			if !open {
-				events = nil // dropped: the recheck ticker carries on
+		for woken := false; !woken; {
+			select {
+			case <-r.Context().Done():
+				return nil, false // the client is gone: nothing to answer
+			case <-deadline.C:
+				return emails, true
+			case <-a.stopHeld:
+				return emails, true
+			case <-recheck:
+				woken = true
+			case e, open := <-events:
+				if !open {
+					// Events may have been missed (a Redis outage):
+					// subscribe again and query once.
+					sub.Close()
+					sub = n.Subscribe(q.AccountID)
+					events, woken = sub.Events(), true
+					if recheck == nil {
+						t := time.NewTicker(waitRecheck)
+						defer t.Stop()
+						recheck = t.C
+					}
+					continue
+				}
+				woken = e.Type != store.EmailDeleted && (e.Email == nil || match.Match(e.Email))
 			}
-			drain(events)
 		}
+		drain(events)
 	}
 }
 

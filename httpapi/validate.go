@@ -236,7 +236,7 @@ func (o *object) headers(name string) (map[string]string, bool) {
 	out := make(map[string]string, len(m))
 	for k, rv := range m {
 		var s string
-		if json.Unmarshal(rv, &s) != nil {
+		if isNull(rv) || json.Unmarshal(rv, &s) != nil {
 			o.v.field(name, fmt.Sprintf("value of %q must be a string", k))
 			return nil, false
 		}
@@ -254,6 +254,12 @@ func (o *object) time(name string) (*time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, *s)
 	if err != nil {
 		o.v.field(name, "must be an RFC 3339 date-time like 2026-11-22T10:00:00.000Z")
+		return nil, false
+	}
+	// Answers show times in UTC: a year outside 0001-9999 there has no RFC
+	// 3339 form (an offset can push 0000 or 9999 over the edge).
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		o.v.field(name, "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z in UTC")
 		return nil, false
 	}
 	return &t, true

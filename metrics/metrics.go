@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"context"
+	"net/http"
 	"runtime/debug"
 	"time"
 
@@ -153,8 +154,20 @@ func (m *Metrics) HTTPRequest(route, method string, status int, d time.Duration)
 	if m == nil {
 		return
 	}
+	method = methodLabel(method)
 	m.HTTPRequests.WithLabelValues(route, method, statusText(status)).Inc()
 	m.HTTPDuration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// methodLabel keeps the method label in a closed set: a client may send any
+// token as its method, and every new label value is a series kept forever.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
 
 func statusText(code int) string {

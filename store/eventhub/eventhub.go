@@ -28,11 +28,12 @@ const subscriberBuffer = 256
 type Hub struct {
 	history int
 
-	mu       sync.Mutex
-	subs     map[string]map[*subscription]struct{} // by account
-	recent   map[string]*ring                      // by account; nil when history is off
-	lastMS   int64                                 // of the last generated id
-	lastSeq  int64
+	mu     sync.Mutex
+	subs   map[string]map[*subscription]struct{} // by account
+	recent map[string]*ring                      // by account; nil when history is off
+	// last is the last generated id of each account: ids count each
+	// account's events alone, so an id reveals nothing of other accounts.
+	last     map[string]ID
 	closed   bool
 	nowMilli func() int64
 	// start is below every id this Hub generates: events before it are
@@ -62,27 +63,29 @@ func newHub(history int, nowMilli func() int64) *Hub {
 		history:  history,
 		subs:     map[string]map[*subscription]struct{}{},
 		nowMilli: nowMilli,
+		last:     map[string]ID{},
 	}
 	if history > 0 {
 		h.recent = map[string]*ring{}
 	}
-	h.lastMS = h.nowMilli()
-	h.lastSeq = -1
-	h.start = ID{MS: h.lastMS}
+	h.start = ID{MS: h.nowMilli()}
 	return h
 }
 
-// nextIDLocked returns a new event id, "<unix ms>-<seq>", greater than
-// every id it returned before.
-func (h *Hub) nextIDLocked() string {
-	ms := h.nowMilli()
-	if ms <= h.lastMS {
-		ms, h.lastSeq = h.lastMS, h.lastSeq+1
-	} else {
-		h.lastSeq = 0
+// nextIDLocked returns a new event id of the account, "<unix ms>-<seq>",
+// greater than every id it returned for that account before and than the
+// Hub's start. The sequence counts only the account's own events.
+func (h *Hub) nextIDLocked(accountID string) string {
+	last, ok := h.last[accountID]
+	if !ok {
+		last = ID{MS: h.start.MS, Seq: -1}
 	}
-	h.lastMS = ms
-	return strconv.FormatInt(ms, 10) + "-" + strconv.FormatInt(h.lastSeq, 10)
+	id := ID{MS: h.nowMilli()}
+	if id.MS <= last.MS {
+		id = ID{MS: last.MS, Seq: last.Seq + 1}
+	}
+	h.last[accountID] = id
+	return strconv.FormatInt(id.MS, 10) + "-" + strconv.FormatInt(id.Seq, 10)
 }
 
 // Publish delivers e to the subscribers of its account and records it in
@@ -147,7 +150,7 @@ func (h *Hub) publishLocked(e store.Event) {
 		return
 	}
 	if e.ID == "" {
-		e.ID = h.nextIDLocked()
+		e.ID = h.nextIDLocked(e.AccountID)
 	}
 	if h.recent != nil {
 		r := h.recent[e.AccountID]

@@ -2,6 +2,7 @@ package eventhub
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -114,5 +115,26 @@ func TestPublishInOrder(t *testing.T) {
 	h.PublishInOrder(13, store.Event{AccountID: "a", EmailID: "13"})
 	if e := <-sub.Events(); e.EmailID != "13" {
 		t.Fatalf("got %s, want 13", e.EmailID)
+	}
+}
+
+// TestIDsRevealNoOtherAccount checks that an account's event ids count its
+// own events only: a subscriber must not learn another account's volume
+// from the gaps between its ids.
+func TestIDsRevealNoOtherAccount(t *testing.T) {
+	ms := int64(1_800_000_000_000)
+	h := newHub(0, func() int64 { return ms })
+	h.Publish(store.Event{AccountID: "b", EmailID: "b0"})
+	for i := range 100 {
+		h.Publish(store.Event{AccountID: "a", EmailID: fmt.Sprint(i)})
+	}
+	h.Publish(store.Event{AccountID: "b", EmailID: "b1"})
+	got, _, _ := h.After("b", "0-0")
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.ID)
+	}
+	if want := []string{"1800000000000-0", "1800000000000-1"}; !slices.Equal(ids, want) {
+		t.Errorf("account b's ids = %v, want %v whatever account a published", ids, want)
 	}
 }

@@ -1,0 +1,232 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/testenv"
+)
+
+// A client may send any token as its HTTP method: the metrics must not keep a
+// series for each (before the fix, /metrics grew by every new method name).
+func TestUnknownMethodsShareOneMetricSeries(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backends(t)[0], nil)
+	m := e.App.Metrics()
+	for i := range 50 {
+		resp := e.Do(t, fmt.Sprintf("M%dX%s", i, strings.Repeat("Y", 100)), "/x", "", nil)
+		if resp.Status < 400 || resp.Status >= 500 {
+			t.Fatalf("method %d: status %d, want a 4xx", i, resp.Status)
+		}
+	}
+	if n := testutil.CollectAndCount(m.HTTPRequests); n > 3 {
+		t.Errorf("mailsink_http_requests_total has %d series after 50 unknown methods, want at most 3", n)
+	}
+	if got := testutil.ToFloat64(m.HTTPRequests.WithLabelValues("unmatched", "other", "404")) +
+		testutil.ToFloat64(m.HTTPRequests.WithLabelValues("unmatched", "other", "405")); got != 50 {
+		t.Errorf("requests counted under method \"other\" = %v, want 50", got)
+	}
+}
+
+// Header values are strings: null is refused like every other non-string.
+func TestCreateRefusesNullHeaderValues(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{
+			"recipient": "r@acme.test", "sender": "s@example.com", "headers": map[string]any{"x-a": nil},
+		})
+		if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), `"headers"`) {
+			t.Fatalf("status %d, body %s; want 400 with fieldErrors.headers", resp.Status, resp.Body)
+		}
+		if items := list(t, e, acme, ""); len(items) != 0 {
+			t.Errorf("a refused create stored %d emails", len(items))
+		}
+	})
+}
+
+// receivedAt must have an RFC 3339 form in UTC, or lists would print years
+// no parser reads (-0001, 10000) and sort them first.
+func TestCreateRefusesReceivedAtOutsideRFC3339Years(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		for _, at := range []string{"0000-01-01T00:00:00+23:59", "9999-12-31T23:59:59.999-23:59"} {
+			resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{
+				"recipient": "r@acme.test", "sender": "s@example.com", "receivedAt": at,
+			})
+			if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), `"receivedAt"`) {
+				t.Errorf("receivedAt %s: status %d, body %s; want 400 with fieldErrors.receivedAt", at, resp.Status, resp.Body)
+			}
+		}
+		for _, at := range []string{"0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z", "2026-11-22T10:00:00+01:00"} {
+			resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{
+				"recipient": "r@acme.test", "sender": "s@example.com", "receivedAt": at,
+			})
+			if resp.Status != http.StatusCreated {
+				t.Errorf("receivedAt %s: status %d, body %s; want 201", at, resp.Status, resp.Body)
+			}
+		}
+	})
+}
+
+// A create request's text, html and headers count against the message size
+// limit with its raw: before, they were unbounded and the composed raw could
+// be many times the limit.
+func TestCreateCountsEveryPartAgainstTheSizeLimit(t *testing.T) {
+	t.Parallel()
+	b := testenv.Backends(t)[0]
+	e := testenv.Start(t, b, func(c *config.Config) { c.MaxMessageBytes = 10_000 })
+	big := strings.Repeat("x", 4_000)
+	for name, body := range map[string]map[string]any{
+		"text and html": {"text": big, "html": big, "headers": map[string]any{"x-a": big}},
+		"headers":       {"headers": map[string]any{"x-a": big, "x-b": big, "x-c": big}},
+	} {
+		body["recipient"], body["sender"] = "r@acme.test", "s@example.com"
+		resp := e.Do(t, http.MethodPost, "/v1/emails", acme, body)
+		if resp.Status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: status %d, want 413: %s", name, resp.Status, resp.Body)
+		}
+	}
+	if resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{
+		"recipient": "r@acme.test", "sender": "s@example.com", "text": big,
+	}); resp.Status != http.StatusCreated {
+		t.Errorf("a create within the limit: status %d: %s", resp.Status, resp.Body)
+	}
+	if n := len(list(t, e, acme, "")); n != 1 {
+		t.Errorf("%d emails stored, want only the one within the limit", n)
+	}
+}
+
+// Request bodies past their first MiB take turns, and one client address
+// cannot hold every turn: while a client's large upload stalls in its turn,
+// its second large request waits although a turn is free (the gate's own
+// test shows another address getting it), and small requests go on.
+func TestLargeBodiesTakeTurnsPerAddress(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backends(t)[0], func(c *config.Config) { c.SMTP.MaxLargeTransfers = 2 })
+	raw := func(n int) []byte {
+		return []byte("From: s@example.com\r\nTo: big@acme.test\r\n\r\n" + strings.Repeat("a", n) + "\r\n")
+	}
+	// A client sends 1.5 MiB of a 3 MiB body and stalls: it holds a turn.
+	msg := raw(3 << 20)
+	pr, pw := io.Pipe()
+	stalled := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", pr)
+		req.Header.Set("Authorization", "Bearer "+acme)
+		req.ContentLength = int64(len(msg))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			stalled <- nil
+			return
+		}
+		stalled <- resp
+	}()
+	if _, err := pw.Write(msg[:3<<19]); err != nil {
+		t.Fatal(err)
+	}
+	g := e.App.LargeGate()
+	testenv.WaitFor(t, 5*time.Second, "the stalled upload to hold a turn", func() bool { a, _ := g.Counts(); return a == 1 })
+
+	// The same address's second large request waits while the first holds
+	// its turn, although a turn is free.
+	second := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", bytes.NewReader(raw(2<<20)))
+		req.Header.Set("Authorization", "Bearer "+acme)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			second <- 0
+			return
+		}
+		resp.Body.Close()
+		second <- resp.StatusCode
+	}()
+	testenv.WaitFor(t, 5*time.Second, "the second large request to wait", func() bool { _, w := g.Counts(); return w == 1 })
+	if a, _ := g.Counts(); a != 1 {
+		t.Fatalf("%d turns held, want 1: one address took a second turn", a)
+	}
+	// Small requests are never held up.
+	if resp := e.Do(t, http.MethodGet, "/v1/emails", acme, nil); resp.Status != http.StatusOK {
+		t.Fatalf("list while a large upload stalls: %d", resp.Status)
+	}
+	// The stalled upload finishes and is stored.
+	if _, err := pw.Write(msg[3<<19:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	resp := <-stalled
+	if resp == nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the stalled upload: %v", resp)
+	}
+	resp.Body.Close()
+	if code := <-second; code != http.StatusCreated {
+		t.Errorf("the second large request, once the first was done: status %d, want 201", code)
+	}
+	if a, w := g.Counts(); a != 0 || w != 0 {
+		t.Errorf("after every request: %d turns held, %d waiting; want 0, 0", a, w)
+	}
+}
+
+// Held list requests query again only for an event whose email matches
+// them: before, each rescanned the account every second, so one account's
+// waits with a subject filter kept the server busy for everyone.
+func TestHeldWaitsQueryOnlyForMatchingMail(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		m := e.App.Metrics()
+		lists := func() int {
+			var n int
+			for _, backend := range []string{"embedded", "redis"} {
+				h := m.StoreDuration.WithLabelValues("list", backend, "ok")
+				n += int(histogramCount(t, h))
+			}
+			return n
+		}
+		const waiters = 10
+		done := make(chan int, waiters)
+		for range waiters {
+			go func() {
+				resp := e.Do(t, http.MethodGet, "/v1/emails?subject=wanted&wait=30", acme, nil)
+				if resp.Status != http.StatusOK {
+					done <- -1
+					return
+				}
+				done <- len(resp.JSON(t)["items"].([]any))
+			}()
+		}
+		testenv.WaitFor(t, 5*time.Second, "every wait to be held", func() bool { return e.App.HeldRequests() == waiters })
+		before := lists()
+		for i := range 30 {
+			create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "subject": fmt.Sprint("other ", i)})
+		}
+		create(t, e, globex, map[string]any{"recipient": "r@globex.test", "sender": "s@example.com", "subject": "wanted"})
+		if got := lists() - before; got != 0 {
+			t.Errorf("30 emails that match no wait cost %d list queries, want 0", got)
+		}
+		create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "subject": "the wanted one"})
+		for range waiters {
+			if n := <-done; n != 1 {
+				t.Errorf("a held wait answered %d items, want the 1 matching email", n)
+			}
+		}
+	})
+}
+
+func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var pb dto.Metric
+	if err := o.(prometheus.Metric).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetHistogram().GetSampleCount()
+}
