@@ -192,8 +192,21 @@ func TestHeldWaitsQueryOnlyForMatchingMail(t *testing.T) {
 			}
 			return n
 		}
+		// A wait answered through the store's events: afterwards the Redis
+		// store's listener is subscribed, so no subscription is ended
+		// (and its holder made to query again) while the test counts.
+		warm := make(chan struct{})
+		go func() {
+			defer close(warm)
+			e.Do(t, http.MethodGet, "/v1/emails?subject=warm-up&wait=30", acme, nil)
+		}()
+		testenv.WaitFor(t, 5*time.Second, "the warm-up wait to be held", func() bool { return e.App.HeldRequests() == 1 })
+		create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "subject": "warm-up"})
+		<-warm
+
 		const waiters = 10
 		done := make(chan int, waiters)
+		base := lists()
 		for range waiters {
 			go func() {
 				resp := e.Do(t, http.MethodGet, "/v1/emails?subject=wanted&wait=30", acme, nil)
@@ -204,7 +217,9 @@ func TestHeldWaitsQueryOnlyForMatchingMail(t *testing.T) {
 				done <- len(resp.JSON(t)["items"].([]any))
 			}()
 		}
-		testenv.WaitFor(t, 5*time.Second, "every wait to be held", func() bool { return e.App.HeldRequests() == waiters })
+		testenv.WaitFor(t, 5*time.Second, "every wait to be held after its first query", func() bool {
+			return e.App.HeldRequests() == waiters && lists() == base+waiters
+		})
 		before := lists()
 		for i := range 30 {
 			create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "subject": fmt.Sprint("other ", i)})
