@@ -86,6 +86,7 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log *slog.Logger) (*App, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry, cfg.Version)
+	m.PerAccount = cfg.MetricsPerAccount
 	// The optional capabilities are found on the store itself: the
 	// instrumented one has only store.Store and store.Notifier.
 	raw := st
@@ -98,10 +99,10 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
 	if cfg.HTTP.AuthFailuresPerMinute > 0 && !cfg.HTTP.AuthLimitLoopback {
-		log.Info("the wrong-key limit leaves loopback clients alone; behind a proxy on this host set MAILSINK_AUTH_LIMIT_LOOPBACK=true")
+		log.Info("the wrong-key limit leaves loopback clients alone; behind a proxy on this host set MAILSINK_TRUSTED_PROXIES (or MAILSINK_AUTH_LIMIT_LOOPBACK=true)")
 	}
 	if stats, ok := raw.(store.Stats); ok {
-		m.StoredEmails(stats, reg.Accounts(), 2*time.Second)
+		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
 	a.smtp = smtpd.New(smtpd.Config{
@@ -136,6 +137,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
 	a.http = httpapi.NewServer(httpapi.ServerConfig{
 		Addr:              cfg.HTTP.Addr,
+		TrustedProxies:    cfg.TrustedProxies,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,

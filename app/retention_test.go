@@ -32,6 +32,7 @@ accounts:
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			env := testenv.Start(t, b, func(c *config.Config) {
+				c.MetricsPerAccount = true
 				accs, err := config.ParseAccounts([]byte(accountsFile))
 				if err != nil {
 					t.Fatal(err)

@@ -5,6 +5,8 @@
 package config
 
 import (
+	"github.com/mailsink/mailsink/internal/clientaddr"
+
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -47,6 +49,14 @@ type Config struct {
 	// Version is the build's version, for mailsink_build_info; main sets
 	// it, no variable does.
 	Version string
+
+	// TrustedProxies are the proxies whose X-Forwarded-For (HTTP) and
+	// PROXY protocol header (SMTP) name the client; empty trusts none.
+	TrustedProxies clientaddr.Trusted
+	// MetricsPerAccount adds each account's stored emails and bytes, by
+	// slug, to /metrics, which needs no key; off, nothing there names an
+	// account.
+	MetricsPerAccount bool
 
 	// PProfAddr is where main serves
 	// net/http/pprof for profiling; empty (the default) serves nothing.

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/mailsink/mailsink/internal/clientaddr"
+
 	"fmt"
 	"net"
 	"strconv"
@@ -109,8 +111,21 @@ var settings = []Setting{
 		oneOf(func(c *Config) *string { return &c.Log.Format }, "text", "json")},
 	{"MAILSINK_LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`",
 		oneOf(func(c *Config) *string { return &c.Log.Level }, "debug", "info", "warn", "error")},
+	{"MAILSINK_TRUSTED_PROXIES", "", "comma-separated CIDRs of proxies (load balancers, ingress) whose `X-Forwarded-For` (HTTP) and PROXY protocol header (SMTP) name the client; per-address limits then apply to that client instead of the proxy",
+		trustedProxies},
+	{"MAILSINK_METRICS_PER_ACCOUNT", "false", "add `mailsink_stored_emails{account}`, `mailsink_stored_bytes{account}` and the account label of `mailsink_retention_deleted_total` to `/metrics` (which needs no key); off, `/metrics` names no account",
+		boolean(func(c *Config) *bool { return &c.MetricsPerAccount })},
 	{"MAILSINK_PPROF_ADDR", "", "debugging: serve Go's `net/http/pprof` on this address (use a loopback one); the banner prints it",
 		addr(func(c *Config) *string { return &c.PProfAddr })},
+}
+
+func trustedProxies(c *Config, v string) error {
+	t, err := clientaddr.Parse(v)
+	if err != nil {
+		return err
+	}
+	c.TrustedProxies = t
+	return nil
 }
 
 // The parsers below each return the set function of a Setting: field picks

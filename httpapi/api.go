@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
@@ -215,14 +215,18 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// clientAddress is the request's peer IP. Forwarding headers are not
-// trusted: a client could name any address in them.
+// clientKey holds the client's address as the Server found it: the peer,
+// or the address a trusted proxy forwarded.
+type clientKey struct{}
+
+// clientAddress is the request's client IP: what the Server found, or the
+// peer's when the API is served without one. Forwarding headers are
+// believed only from trusted proxies (ServerConfig.TrustedProxies).
 func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+	if c, ok := r.Context().Value(clientKey{}).(string); ok {
+		return c
 	}
-	return host
+	return clientaddr.Host(r.RemoteAddr)
 }
 
 func accountOf(r *http.Request) *store.Account {

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -244,4 +245,65 @@ func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
 		t.Fatal(err)
 	}
 	return pb.GetHistogram().GetSampleCount()
+}
+
+// Behind a load balancer every request comes from the proxy: with the proxy
+// trusted, the wrong-key limit counts each forwarded client on its own, so
+// one client's guesses cannot lock out the rest of a CI fleet; without it,
+// X-Forwarded-For is not believed (a client could name any address).
+func TestTrustedProxiesForwardTheClientAddress(t *testing.T) {
+	t.Parallel()
+	guess := func(t *testing.T, e *testenv.Env, client string) int {
+		req, _ := http.NewRequest(http.MethodGet, e.BaseURL+"/v1/emails", nil)
+		req.Header.Set("Authorization", "Bearer wrong-key")
+		req.Header.Set("X-Forwarded-For", client)
+		return e.Send(t, req).Status
+	}
+	for _, tt := range []struct {
+		name    string
+		trusted string
+		// want is what a second client gets once the first is limited.
+		want int
+	}{
+		{"trusted", "127.0.0.0/8,::1", http.StatusUnauthorized},
+		{"not trusted", "", http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := testenv.Start(t, testenv.Backends(t)[0], func(c *config.Config) {
+				c.HTTP.AuthFailuresPerMinute = 3
+				c.HTTP.AuthLimitLoopback = true
+				c.TrustedProxies, _ = clientaddr.Parse(tt.trusted)
+			})
+			for range 3 {
+				if got := guess(t, e, "198.51.100.1"); got != http.StatusUnauthorized {
+					t.Fatalf("a wrong key within the budget: %d, want 401", got)
+				}
+			}
+			if got := guess(t, e, "198.51.100.1"); got != http.StatusTooManyRequests {
+				t.Fatalf("a wrong key past the budget: %d, want 429", got)
+			}
+			if got := guess(t, e, "198.51.100.2"); got != tt.want {
+				t.Errorf("another client's wrong key: %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// /metrics needs no key, so by default it names no account: before, anyone
+// could read every account's email count and bytes there.
+func TestMetricsNameNoAccountByDefault(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		create(t, e, acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com"})
+		resp := get(t, e, "/metrics", "")
+		if resp.Status != http.StatusOK {
+			t.Fatalf("/metrics: %d", resp.Status)
+		}
+		for _, leak := range []string{`account="acme"`, `account="globex"`, "mailsink_stored_emails"} {
+			if strings.Contains(string(resp.Body), leak) {
+				t.Errorf("/metrics shows %s without MAILSINK_METRICS_PER_ACCOUNT", leak)
+			}
+		}
+	})
 }

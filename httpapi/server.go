@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/mailsink/mailsink/internal/clientaddr"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,9 +15,10 @@ import (
 
 // Server is a running HTTP listener.
 type Server struct {
-	srv *http.Server
-	ln  net.Listener
-	log *slog.Logger
+	srv     *http.Server
+	ln      net.Listener
+	log     *slog.Logger
+	trusted clientaddr.Trusted
 }
 
 // ServerConfig is the HTTP listener's address and timeouts; a zero timeout
@@ -26,6 +29,8 @@ type ServerConfig struct {
 	ReadTimeout       time.Duration // 5m
 	WriteTimeout      time.Duration // 5m
 	IdleTimeout       time.Duration // 2m
+	// TrustedProxies are the peers whose X-Forwarded-For names the client.
+	TrustedProxies clientaddr.Trusted
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -39,7 +44,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // idle client from holding a connection forever. Every request is logged in
 // one line.
 func NewServer(cfg ServerConfig, handler http.Handler, log *slog.Logger) *Server {
-	s := &Server{log: log}
+	s := &Server{log: log, trusted: cfg.TrustedProxies}
 	s.srv = &http.Server{
 		Addr:              cfg.Addr,
 		Handler:           s.logRequests(handler),
@@ -124,13 +129,19 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
+		client := s.trusted.FromForwarded(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+		r = r.WithContext(context.WithValue(r.Context(), clientKey{}, client))
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		s.log.Info("http request", "id", id, "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "bytes", rec.bytes, "duration", time.Since(start).Round(time.Microsecond), "remote", r.RemoteAddr)
+		attrs := []any{"id", id, "method", r.Method, "path", r.URL.Path, "status", rec.status, "bytes", rec.bytes,
+			"duration", time.Since(start).Round(time.Microsecond), "remote", client}
+		if client != clientaddr.Host(r.RemoteAddr) {
+			attrs = append(attrs, "proxy", r.RemoteAddr)
+		}
+		s.log.Info("http request", attrs...)
 	})
 }
 

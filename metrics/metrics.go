@@ -33,6 +33,9 @@ type Metrics struct {
 	// and reason (age or count).
 	RetentionDeleted *prometheus.CounterVec
 	registerer       prometheus.Registerer
+	// PerAccount, set before StoredEmails, lets metrics name accounts
+	// (MAILSINK_METRICS_PER_ACCOUNT).
+	PerAccount bool
 }
 
 // New registers mailsink's metrics on reg. version is reported by

@@ -37,7 +37,12 @@ func TestStoredEmails(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "test")
 	accounts := []*store.Account{{ID: "id-acme", Slug: "acme"}, {ID: "id-globex", Slug: "globex"}}
-	m.StoredEmails(st, accounts, time.Second)
+	m.StoredEmails(st, func() []*store.Account { return accounts }, time.Second)
+	if n, err := testutil.GatherAndCount(reg, "mailsink_stored_emails", "mailsink_stored_bytes"); err != nil || n != 0 {
+		t.Fatalf("without PerAccount: %d series, %v; want 0 (no account is named)", n, err)
+	}
+	m.PerAccount = true
+	m.StoredEmails(st, func() []*store.Account { return accounts }, time.Second)
 
 	want := `
 # HELP mailsink_stored_bytes Sum of the raw sizes of the emails stored, by account slug.
@@ -63,6 +68,11 @@ mailsink_stored_emails{account="globex"} 0
 func TestRetentionDeleted(t *testing.T) {
 	t.Parallel()
 	m := metrics.New(prometheus.NewRegistry(), "test")
+	m.RetentionDeletion("acme", "age")
+	if got := testutil.ToFloat64(m.RetentionDeleted.WithLabelValues("", "age")); got != 1 {
+		t.Errorf("without PerAccount: got %v under no account, want 1", got)
+	}
+	m.PerAccount = true
 	m.RetentionDeletion("acme", "age")
 	m.RetentionDeletion("acme", "age")
 	m.RetentionDeletion("acme", "count")

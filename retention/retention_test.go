@@ -125,6 +125,7 @@ func TestAgeRule(t *testing.T) {
 		other := put(t, st, "globex", 10*day, 10*day)
 		reg := prometheus.NewRegistry()
 		m := metrics.New(reg, "test")
+		m.PerAccount = true
 		clk := newClock()
 		p := retention.New(st, st, retention.Config{
 			Accounts: []retention.Account{
@@ -176,6 +177,7 @@ func TestCountRule(t *testing.T) {
 		recent2 := put(t, st, "acme", time.Minute, time.Minute)
 		reg := prometheus.NewRegistry()
 		m := metrics.New(reg, "test")
+		m.PerAccount = true
 		clk := newClock()
 		p := retention.New(st, st, retention.Config{
 			Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxEmails: 1}},
