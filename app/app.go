@@ -80,6 +80,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
+		Domain:            "mailsink",
+		StoreTimeout:      30 * time.Second, // TODO(settings): MAILSINK_STORE_TIMEOUT
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxRecipients:     cfg.SMTP.MaxRecipients,
 		AllowInsecureAuth: cfg.SMTP.AllowInsecureAuth,

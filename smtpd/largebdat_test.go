@@ -162,3 +162,36 @@ func TestShutdownEndsWaitForASlot(t *testing.T) {
 		t.Errorf("messages refused by the shutdown: %v, want 1", n)
 	}
 }
+
+// A BDAT transaction reset between chunks, then a new BDAT transaction on
+// the same connection: go-smtp v0.25.1 answers the reset one's Data from a
+// goroutine that nothing orders before the next transaction's BDAT (see
+// bdat.go); with -race this fails unless Mail waits for that goroutine, and
+// each transaction must get its own answer.
+func TestBDATAfterReset(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO x.example", 250)
+	for range 20 {
+		cmd(t, tp, "MAIL FROM:<a@example.com>", 250)
+		cmd(t, tp, "RCPT TO:<reset@acme.test>", 250)
+		tp.W.WriteString("BDAT 5\r\nfirst")
+		tp.W.Flush()
+		if code, msg, err := tp.ReadResponse(250); err != nil {
+			t.Fatalf("BDAT: %d %s %v", code, msg, err)
+		}
+		cmd(t, tp, "RSET", 250)
+	}
+	cmd(t, tp, "MAIL FROM:<a@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<kept@acme.test>", 250)
+	part := "Subject: kept\r\n\r\nhello\r\n"
+	fmt.Fprintf(tp.W, "BDAT %d LAST\r\n%s", len(part), part)
+	tp.W.Flush()
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("BDAT LAST after the resets: %d %s %v", code, msg, err)
+	}
+	if n := len(items(t, e, testenv.AcmeKey, "")); n != 1 {
+		t.Errorf("%d emails stored, want 1", n)
+	}
+}

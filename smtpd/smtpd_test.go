@@ -128,7 +128,7 @@ func TestEHLOAdvertises(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"PIPELINING", "8BITMIME", "SMTPUTF8", "SIZE 26214400", "AUTH PLAIN LOGIN"} {
+		for _, want := range []string{"PIPELINING", "8BITMIME", "SMTPUTF8", "SIZE\n", "AUTH PLAIN LOGIN"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("EHLO reply lacks %q:\n%s", want, msg)
 			}
@@ -261,8 +261,10 @@ func TestMessageSize(t *testing.T) {
 		tp := textproto.NewConn(conn)
 		tp.ReadResponse(220)
 		tp.PrintfLine("EHLO x.example")
-		if _, ehlo, _ := tp.ReadResponse(250); !strings.Contains(ehlo, "SIZE 2000\n") {
-			t.Errorf("EHLO does not advertise SIZE 2000:\n%s", ehlo)
+		// go-smtp v0.25.1 would refuse a message of exactly the size it
+		// announces, so none is announced (see New).
+		if _, ehlo, _ := tp.ReadResponse(250); !strings.Contains(ehlo, "SIZE\n") {
+			t.Errorf("EHLO does not advertise SIZE:\n%s", ehlo)
 		}
 		for _, size := range []string{"2001", "999999"} {
 			tp.PrintfLine("MAIL FROM:<app@example.com> SIZE=%s", size)
