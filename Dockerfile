@@ -10,8 +10,6 @@ FROM golang:1.26 AS build
 WORKDIR /src
 # Dependencies first, so that a source change does not download them again.
 COPY go.mod go.sum ./
-# go.mod replaces go-smtp with the patched copy here (third_party/go-smtp/MAILSINK.md).
-COPY third_party/ third_party/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
