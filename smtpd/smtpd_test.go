@@ -3,6 +3,7 @@ package smtpd_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -276,8 +277,29 @@ func TestMessageSize(t *testing.T) {
 		if code, msg, _ := tp.ReadResponse(250); code != 250 {
 			t.Errorf("MAIL FROM SIZE=2000: %d %s, want 250", code, msg)
 		}
-		if n := len(items(t, e, testenv.AcmeKey, "")); n != 1 {
-			t.Errorf("stored %d emails, want 1", n)
+		// The same limit for BDAT: one byte over is refused and the
+		// session goes on; exactly the limit, in two chunks, is stored.
+		cmd(t, tp, "RCPT TO:<qa@acme.test>", 250)
+		fmt.Fprintf(tp.W, "BDAT %d LAST\r\n%s", len(onePast), onePast)
+		tp.W.Flush()
+		if code, msg, _ := tp.ReadResponse(250); code != 552 {
+			t.Errorf("BDAT one byte over the limit: %d %s, want 552", code, msg)
+		}
+		cmd(t, tp, "NOOP", 250)
+		cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+		cmd(t, tp, "RCPT TO:<qa@acme.test>", 250)
+		fmt.Fprintf(tp.W, "BDAT 1000\r\n%s", fits[:1000])
+		tp.W.Flush()
+		if code, msg, err := tp.ReadResponse(250); err != nil {
+			t.Fatalf("BDAT 1000: %d %s %v", code, msg, err)
+		}
+		fmt.Fprintf(tp.W, "BDAT %d LAST\r\n%s", len(fits)-1000, fits[1000:])
+		tp.W.Flush()
+		if code, msg, _ := tp.ReadResponse(250); code != 250 {
+			t.Errorf("BDAT of exactly the limit: %d %s, want 250", code, msg)
+		}
+		if n := len(items(t, e, testenv.AcmeKey, "")); n != 2 {
+			t.Errorf("stored %d emails, want 2", n)
 		}
 	})
 }
