@@ -128,6 +128,7 @@ type conn struct {
 	pending []byte    // replies not written yet
 	werr    error     // the error of the last failed write
 	ended   bool      // reads return net.ErrClosed
+	lost    bool      // a read of the connection failed (EOF included)
 	limit   time.Time // a message transfer's deadline, or zero
 }
 
@@ -156,10 +157,21 @@ func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil {
 		c.mu.Lock()
-		c.ended = true
+		c.ended, c.lost = true, true
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// readFailed reports whether a read of the connection failed or met its
+// end. c may be nil.
+func (c *conn) readFailed() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
 }
 
 // Close writes the held replies, then closes.

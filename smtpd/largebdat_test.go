@@ -195,3 +195,26 @@ func TestBDATAfterReset(t *testing.T) {
 		t.Errorf("%d emails stored, want 1", n)
 	}
 }
+
+// A BDAT LAST chunk cut short by the client's end (58 of 1,000 announced
+// bytes) stores nothing: the client never got a 250 and will send the
+// message again.
+func TestCutShortBDATStoresNothing(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	m := e.App.Metrics().SMTPMessages
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO x.example", 250)
+	cmd(t, tp, "MAIL FROM:<a@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<cut@acme.test>", 250)
+	part := "Subject: cut short\r\n\r\n" + strings.Repeat("z", 36)
+	fmt.Fprintf(tp.W, "BDAT 1000 LAST\r\n%s", part)
+	tp.W.Flush()
+	tp.Close()
+	testenv.WaitFor(t, 10*time.Second, "the message to be handled", func() bool {
+		return testutil.ToFloat64(m.WithLabelValues("accepted"))+testutil.ToFloat64(m.WithLabelValues("truncated")) > 0
+	})
+	if n := len(items(t, e, testenv.AcmeKey, "")); n != 0 {
+		t.Errorf("%d emails stored from a cut-short chunk, want 0", n)
+	}
+}

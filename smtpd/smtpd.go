@@ -284,7 +284,8 @@ func (s *session) Data(r io.Reader) error {
 	s.mu.Lock()
 	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
 	sizeHint, tx := s.size, s.tx
-	if pr, ok := r.(*io.PipeReader); ok {
+	pr, bdat := r.(*io.PipeReader)
+	if bdat {
 		s.bdat = pr
 	}
 	s.mu.Unlock()
@@ -296,6 +297,12 @@ func (s *session) Data(r io.Reader) error {
 		defer s.conn.endTransfer()
 	}
 	raw, release, err := s.srv.readMessage(tx, r, sizeHint)
+	if err == nil && bdat && s.conn.readFailed() {
+		// go-smtp ends a BDAT chunk cut short by the client's end as if
+		// it were complete: the message is truncated, and nobody gets
+		// the reply.
+		err = errTruncated
+	}
 	result, err := s.deliver(raw, env, err)
 	release()
 	s.srv.cfg.Metrics.SMTPMessage(result, len(raw), len(env.Recipients))
@@ -334,6 +341,8 @@ func (s *session) transferFailed(err error) (string, error) {
 	case errors.Is(err, smtp.ErrDataReset):
 		// RSET or the connection's end during BDAT: go-smtp answers.
 		return "reset", err
+	case err == errTruncated:
+		return "truncated", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
 	case err == errShuttingDown:
 		s.conn.hangUp()
 		return "shutdown", errShuttingDown
@@ -347,6 +356,9 @@ func (s *session) transferFailed(err error) (string, error) {
 	s.conn.hangUp()
 	return "connection_error", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
 }
+
+// errTruncated ends a BDAT message whose last chunk was cut short.
+var errTruncated = errors.New("smtpd: BDAT chunk cut short")
 
 // largeMessage is the size past which a message needs a large-transfer
 // slot: every session may hold this much of a message in memory, only
