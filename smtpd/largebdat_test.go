@@ -218,3 +218,54 @@ func TestCutShortBDATStoresNothing(t *testing.T) {
 		t.Errorf("%d emails stored from a cut-short chunk, want 0", n)
 	}
 }
+
+// Slow senders cannot keep the large-transfer slots: a client that sends
+// just over 1 MiB and then one byte at a time holds its slot only until it
+// falls below the data-rate floor, and a normal large message then goes
+// through, long before the slow one's data timeout.
+func TestSlowSenderLosesItsSlot(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+		c.SMTP.MaxLargeTransfers = 1
+		c.SMTP.DataTimeout = 5 * time.Minute
+	})
+	large := e.App.Metrics().SMTPLarge
+	slow, _, _ := greet(t, e.SMTP)
+	cmd(t, slow, "EHLO slow.example", 250)
+	cmd(t, slow, "MAIL FROM:<a@example.com>", 250)
+	cmd(t, slow, "RCPT TO:<slow@acme.test>", 250)
+	cmd(t, slow, "DATA", 354)
+	fmt.Fprintf(slow.W, "Subject: slow\r\n\r\n%s", strings.Repeat(strings.Repeat("s", 98)+"\r\n", 11500))
+	slow.W.Flush()
+	testenv.WaitFor(t, 10*time.Second, "the slow message to hold the slot", func() bool {
+		return testutil.ToFloat64(large.WithLabelValues("active")) == 1
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+				if _, err := slow.W.WriteString("s"); err != nil || slow.W.Flush() != nil {
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	big := "Subject: big\r\n\r\n" + strings.Repeat(strings.Repeat("x", 98)+"\r\n", 15000)
+	if err := send(t, e.SMTP, nil, "a@example.com", []string{"big@acme.test"}, big); err != nil {
+		t.Fatalf("the normal large message: %v", err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the normal large message waited %v", d)
+	}
+	if n := len(items(t, e, testenv.AcmeKey, "recipient=big@acme.test")); n != 1 {
+		t.Errorf("%d normal large messages stored, want 1", n)
+	}
+	if n := len(items(t, e, testenv.AcmeKey, "recipient=slow@acme.test")); n != 0 {
+		t.Errorf("%d slow messages stored, want 0", n)
+	}
+}

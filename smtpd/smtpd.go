@@ -289,14 +289,14 @@ func (s *session) Data(r io.Reader) error {
 		s.bdat = pr
 	}
 	s.mu.Unlock()
+	defer s.conn.endTransfer()
 	if d := s.srv.cfg.DataTimeout; d > 0 {
 		var cancel context.CancelFunc
 		tx, cancel = context.WithDeadline(tx, start.Add(d))
 		defer cancel()
 		s.conn.startTransfer(start.Add(d))
-		defer s.conn.endTransfer()
 	}
-	raw, release, err := s.srv.readMessage(tx, r, sizeHint)
+	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn)
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
 		// it were complete: the message is truncated, and nobody gets
@@ -375,7 +375,8 @@ const largeMessage = 1 << 20
 // the socket: TCP holds the sender back. It gives up waiting when tx ends
 // (the transaction ended: smtp.ErrDataReset; its transfer timed out:
 // context.DeadlineExceeded) or the server starts draining (errShuttingDown).
-func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64) (raw []byte, release func(), err error) {
+// With a slot, the rest must come at slotRate at least (c may be nil).
+func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn) (raw []byte, release func(), err error) {
 	release = func() {}
 	limit := math.MaxInt
 	if s.cfg.MaxMessageBytes > 0 {
@@ -414,11 +415,47 @@ func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64) (r
 	if sizeHint > int64(len(raw)) && sizeHint < int64(limit) {
 		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
 	}
+	if c != nil {
+		r = &rateFloor{r: r, c: c, tx: tx, start: time.Now()}
+	}
 	raw, done, err = readInto(r, raw, limit)
 	if err == nil && !done {
 		err = errTooLarge
 	}
 	return raw, release, err
+}
+
+// slotRate and slotGrace are the data rate a message holding a
+// large-transfer slot must keep: past slotGrace after it took the slot, it
+// must have sent slotRate bytes a second on average, or it times out. A few
+// slow (or hostile) clients would otherwise hold every slot for their whole
+// data timeout while fast ones wait. A 25 MB message at the floor takes
+// about 100 seconds; a sender on a network sends it in a fraction of that.
+const (
+	slotRate  = 256 << 10
+	slotGrace = 5 * time.Second
+)
+
+// rateFloor is a message's reader while it holds a large-transfer slot: it
+// moves the connection's read deadline with what has been read, so that
+// reading below slotRate times out.
+type rateFloor struct {
+	r     io.Reader
+	c     *conn
+	tx    context.Context
+	start time.Time
+	n     int64
+}
+
+func (f *rateFloor) Read(b []byte) (int, error) {
+	deadline := f.start.Add(slotGrace + time.Duration(f.n)*time.Second/slotRate)
+	if d, ok := f.tx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	f.c.startTransfer(deadline)
+	n, err := f.r.Read(b)
+	f.n += int64(n)
+	return n, err
 }
 
 // readInto appends what r gives to buf until r ends (done) or buf holds
