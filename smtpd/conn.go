@@ -41,8 +41,45 @@ type connSet struct {
 	// stopping is closed when draining starts: messages waiting for a
 	// large-transfer slot give up then.
 	stopping chan struct{}
-	// max bounds the open connections; 0 means no bound.
-	max int
+	// max bounds the open connections; 0 means no bound. One client
+	// address may hold at most half of them (perAddress).
+	max    int
+	byAddr map[string]int // open connections per client address
+}
+
+// perAddress is the most connections one client address may hold: half the
+// server's, so that one client cannot take them all, while a CI fleet
+// behind one address (64 workers with a few pooled connections each) fits
+// in the default 1,000.
+func (s *connSet) perAddress() int { return max(1, s.max/2) }
+
+// add tracks c unless the server or c's address is full; it reports the
+// refusal's reply, or "" when c is tracked.
+func (s *connSet) add(c *conn) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.max > 0 && len(s.conns) >= s.max:
+		return "421 4.7.0 Too many connections, try again later"
+	case s.max > 0 && s.byAddr[c.addr] >= s.perAddress():
+		return "421 4.7.0 Too many connections from your address, try again later"
+	}
+	s.conns[c] = struct{}{}
+	s.byAddr[c.addr]++
+	return ""
+}
+
+// remove forgets c.
+func (s *connSet) remove(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.conns[c]; !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.byAddr[c.addr]--; s.byAddr[c.addr] <= 0 {
+		delete(s.byAddr, c.addr)
+	}
 }
 
 // drain starts draining: connections outside a transaction have idleGrace
@@ -70,36 +107,35 @@ type listener struct {
 	refused func()
 }
 
-// Accept returns the next connection. Past the connection limit it answers
-// 421 itself, closes the connection (which go-smtp never sees) and waits
-// for the next one.
+// Accept returns the next connection. Past the connection limits it
+// answers 421 itself, closes the connection (which go-smtp never sees) and
+// waits for the next one.
 func (l *listener) Accept() (net.Conn, error) {
 	for {
 		nc, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		c := &conn{Conn: nc, set: l.set}
-		l.set.mu.Lock()
-		full := l.set.max > 0 && len(l.set.conns) >= l.set.max
-		if !full {
-			l.set.conns[c] = struct{}{}
+		addr, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+		if err != nil {
+			addr = nc.RemoteAddr().String()
 		}
-		l.set.mu.Unlock()
-		if !full {
+		c := &conn{Conn: nc, set: l.set, addr: addr}
+		reply := l.set.add(c)
+		if reply == "" {
 			return c, nil
 		}
 		if l.refused != nil {
 			l.refused()
 		}
-		go refuse(nc)
+		go refuse(nc, reply)
 	}
 }
 
-// refuse tells a client over the connection limit to come back later.
-func refuse(c net.Conn) {
+// refuse tells a client over a connection limit to come back later.
+func refuse(c net.Conn, reply string) {
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	c.Write([]byte("421 4.7.0 Too many connections, try again later\r\n"))
+	c.Write([]byte(reply + "\r\n"))
 	c.Close()
 }
 
@@ -119,7 +155,8 @@ func refuse(c net.Conn) {
 type conn struct {
 	net.Conn
 	set  *connSet
-	inTx bool // guarded by set.mu
+	addr string // the client's address
+	inTx bool   // guarded by set.mu
 
 	// mu guards the fields below: go-smtp's Close may come from another
 	// goroutine (Server.Close) and Data runs beside go-smtp's command loop
@@ -176,9 +213,7 @@ func (c *conn) readFailed() bool {
 
 // Close writes the held replies, then closes.
 func (c *conn) Close() error {
-	c.set.mu.Lock()
-	delete(c.set.conns, c)
-	c.set.mu.Unlock()
+	c.set.remove(c)
 	c.mu.Lock()
 	c.flushLocked()
 	c.mu.Unlock()

@@ -28,7 +28,7 @@ func (r *recordConn) Close() error {
 }
 
 func newTestConn(rec *recordConn) *conn {
-	return &conn{Conn: rec, set: &connSet{conns: map[*conn]struct{}{}}}
+	return &conn{Conn: rec, set: &connSet{conns: map[*conn]struct{}{}, byAddr: map[string]int{}}}
 }
 
 // Replies reach the connection unchanged, in one write when the server reads

@@ -82,6 +82,7 @@ type Server struct {
 func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log, large: make(chan struct{}, cfg.MaxLargeTransfers)}
 	s.conns.conns = map[*conn]struct{}{}
+	s.conns.byAddr = map[string]int{}
 	s.conns.stopping = make(chan struct{})
 	s.conns.max = cfg.MaxConnections
 	s.ctx, s.cancel = context.WithCancel(context.Background())
