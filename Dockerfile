@@ -14,8 +14,6 @@ FROM golang:1.26.8-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c8266
 WORKDIR /src
 # Dependencies first, so that a source change does not download them again.
 COPY go.mod go.sum ./
-# go.mod replaces go-smtp with the patched copy here (third_party/go-smtp/MAILSINK.md).
-COPY third_party/ third_party/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # The version `mailsink version` and mailsink_build_info report; without it

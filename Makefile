@@ -7,7 +7,7 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 
-.PHONY: all build run test test-short lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
+.PHONY: all build run test test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
 
 all: lint test build
 
@@ -19,11 +19,13 @@ build:
 run:
 	$(GO) run ./cmd/mailsink serve
 
-## test: the whole suite with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants),
-## and the tests of the patched go-smtp in third_party/go-smtp
+## test: the whole suite with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants)
 test:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
-	cd third_party/go-smtp && $(GO) test -race -count=1 ./...
+
+## install-check: `go install github.com/mailsink/mailsink/cmd/mailsink@VERSION` works (a local module proxy, no network)
+install-check:
+	scripts/go-install-check.sh
 
 ## test-short: the suite without the slow end-to-end package
 test-short:

@@ -27,6 +27,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-// go-smtp v0.25.1 with two faster readers and a BDAT race fixed; see third_party/go-smtp/MAILSINK.md.
-replace github.com/emersion/go-smtp => ./third_party/go-smtp

@@ -107,6 +107,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
+		Domain:            "mailsink",
+		StoreTimeout:      cfg.Store.Timeout,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxRecipients:     cfg.SMTP.MaxRecipients,
 		AllowInsecureAuth: cfg.SMTP.AllowInsecureAuth,

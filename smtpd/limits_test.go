@@ -23,7 +23,15 @@ import (
 // greet opens a raw SMTP connection and reads the greeting.
 func greet(t *testing.T, addr string) (*textproto.Conn, int, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return greetFrom(t, addr, "127.0.0.1")
+}
+
+// greetFrom is greet from the client address local (any 127.0.0.0/8
+// address works on loopback).
+func greetFrom(t *testing.T, addr, local string) (*textproto.Conn, int, string) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +44,14 @@ func greet(t *testing.T, addr string) (*textproto.Conn, int, string) {
 func TestConnectionLimit(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.MaxConnections = 2 })
-	first, code, _ := greet(t, e.SMTP)
+	first, code, _ := greetFrom(t, e.SMTP, "127.0.0.2")
 	if code != 220 {
 		t.Fatalf("first connection greeted %d", code)
 	}
-	if _, code, _ := greet(t, e.SMTP); code != 220 {
+	if _, code, _ := greetFrom(t, e.SMTP, "127.0.0.3"); code != 220 {
 		t.Fatalf("second connection greeted %d", code)
 	}
-	if _, code, msg := greet(t, e.SMTP); code != 421 {
+	if _, code, msg := greetFrom(t, e.SMTP, "127.0.0.4"); code != 421 {
 		t.Fatalf("third connection: %d %q, want 421", code, msg)
 	}
 	if n := testutil.ToFloat64(e.App.Metrics().SMTPRefused); n != 1 {
@@ -53,10 +61,68 @@ func TestConnectionLimit(t *testing.T) {
 	first.PrintfLine("QUIT")
 	first.ReadResponse(221)
 	testenv.WaitFor(t, 5*time.Second, "a place to be free", func() bool {
-		tp, code, _ := greet(t, e.SMTP)
+		tp, code, _ := greetFrom(t, e.SMTP, "127.0.0.4")
 		tp.Close()
 		return code == 220
 	})
+}
+
+// One client address may hold half the connections (issue: one client held
+// all 1,000); another address still gets in.
+func TestConnectionSharePerAddress(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.MaxConnections = 4 })
+	for i := range 2 {
+		if _, code, _ := greetFrom(t, e.SMTP, "127.0.0.5"); code != 220 {
+			t.Fatalf("connection %d from one address greeted %d", i+1, code)
+		}
+	}
+	if _, code, msg := greetFrom(t, e.SMTP, "127.0.0.5"); code != 421 || !strings.Contains(msg, "your address") {
+		t.Fatalf("third connection from one address: %d %q, want 421 for the address", code, msg)
+	}
+	for i := range 2 {
+		if _, code, _ := greetFrom(t, e.SMTP, "127.0.0.6"); code != 220 {
+			t.Fatalf("connection %d from another address greeted %d", i+1, code)
+		}
+	}
+}
+
+// A command dripped a byte at a time cannot keep the connection past the
+// read timeout: go-smtp takes what came as a line when the read times out
+// (bufio drops the error), so the connection ends after that one reply
+// instead of answering 501 at each timeout until go-smtp's error limit.
+func TestDrippedCommandEndsAtTheReadTimeout(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.ReadTimeout = 300 * time.Millisecond })
+	tp, _, _ := greet(t, e.SMTP)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if _, err := tp.W.WriteString("x"); err != nil || tp.W.Flush() != nil {
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	replies := 0
+	for {
+		if _, err := tp.ReadLine(); err != nil {
+			break
+		}
+		replies++
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the dripping connection lasted %v with a read timeout of 300ms", d)
+	}
+	if replies > 1 {
+		t.Errorf("%d replies to a dripped command, want at most 1", replies)
+	}
 }
 
 func TestDataTimeout(t *testing.T) {

@@ -17,7 +17,7 @@ func TestReadMessage(t *testing.T) {
 		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
 			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
 				msg := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
-				raw, release, err := s.readMessage(iotest.HalfReader(bytes.NewReader(msg)), hint, nil, nil)
+				raw, release, err := s.readMessage(context.Background(), iotest.HalfReader(bytes.NewReader(msg)), hint, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

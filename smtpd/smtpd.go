@@ -4,7 +4,6 @@
 package smtpd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -29,10 +29,13 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// Config configures the SMTP server.
+// Config configures the SMTP server. Every field is the caller's choice
+// (the config package holds the defaults); zero means "no bound" only where
+// a field says so.
 type Config struct {
-	Addr              string
-	Domain            string // the name in the greeting; "mailsink" when empty
+	Addr   string
+	Domain string // the name in the greeting
+	// MaxMessageBytes is the largest message accepted; 0 means no bound.
 	MaxMessageBytes   int64
 	MaxRecipients     int
 	AllowInsecureAuth bool
@@ -40,15 +43,15 @@ type Config struct {
 	WriteTimeout      time.Duration
 	// StoreTimeout bounds how long one message may wait for the store.
 	StoreTimeout time.Duration
-	// DataTimeout bounds the whole DATA transfer of one message (ReadTimeout
+	// DataTimeout bounds the whole transfer of one message (ReadTimeout
 	// bounds each command); 0 leaves DATA to ReadTimeout.
 	DataTimeout time.Duration
 	// MaxConnections bounds the connections open at once; more are
 	// answered 421. 0 means no bound.
 	MaxConnections int
-	// MaxLargeTransfers bounds the messages over largeMessage bytes read
-	// and stored at once; the others wait before reading past their first
-	// largeMessage bytes. 0 means DefaultMaxLargeTransfers.
+	// MaxLargeTransfers (at least 1) bounds the messages over largeMessage
+	// bytes read and stored at once; the others wait before reading past
+	// their first largeMessage bytes.
 	MaxLargeTransfers int
 	// AuthLimiter, when not nil, counts failed AUTHs per client address (the
 	// password is an API key); an address over its limit gets 454 for every
@@ -66,7 +69,7 @@ type Server struct {
 	log      *slog.Logger
 	smtp     *smtp.Server
 	ln       net.Listener
-	drain    drainState
+	conns    connSet
 	// large holds a token per large message being read or stored.
 	large chan struct{}
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
@@ -77,30 +80,19 @@ type Server struct {
 
 // New returns a Server; Start makes it listen.
 func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
-	if cfg.Domain == "" {
-		cfg.Domain = "mailsink"
-	}
-	if cfg.StoreTimeout == 0 {
-		cfg.StoreTimeout = 30 * time.Second
-	}
-	if cfg.MaxLargeTransfers <= 0 {
-		cfg.MaxLargeTransfers = DefaultMaxLargeTransfers
-	}
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log, large: make(chan struct{}, cfg.MaxLargeTransfers)}
-	s.drain.conns = map[*drainConn]struct{}{}
-	s.drain.stopping = make(chan struct{})
-	s.drain.max = cfg.MaxConnections
+	s.conns.conns = map[*conn]struct{}{}
+	s.conns.byAddr = map[string]int{}
+	s.conns.stopping = make(chan struct{})
+	s.conns.max = cfg.MaxConnections
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
 	srv.Domain = cfg.Domain
-	if cfg.MaxMessageBytes > 0 {
-		// go-smtp's DATA reader refuses a message of exactly MaxMessageBytes
-		// (it fails before reading the end-of-data line), so it gets one
-		// byte more; Mail and Data enforce the real limit, and replyConn
-		// advertises the real one in EHLO.
-		srv.MaxMessageBytes = cfg.MaxMessageBytes + 1
-	}
+	// go-smtp v0.25.1 refuses a message of exactly MaxMessageBytes: its
+	// reader fails before it reads the end-of-data line. So go-smtp gets no
+	// limit (EHLO shows SIZE without a number: no fixed maximum announced,
+	// RFC 1870), and Mail and readMessage enforce the real one.
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.AllowInsecureAuth = cfg.AllowInsecureAuth
 	srv.ReadTimeout = cfg.ReadTimeout
@@ -121,11 +113,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
-	ln = &replyListener{Listener: ln, limit: s.cfg.MaxMessageBytes}
-	ln = &drainListener{Listener: ln, state: &s.drain, refused: s.cfg.Metrics.SMTPConnectionRefused}
-	s.ln = ln
+	s.ln = &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused}
 	go func() {
-		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+		if err := s.smtp.Serve(s.ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
 			s.log.Error("smtp server stopped", "err", err)
 		}
 	}()
@@ -136,10 +126,10 @@ func (s *Server) Start() error {
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Shutdown stops accepting connections, lets transactions under way finish
-// and closes idle connections (drain.go), and waits for open sessions to end
+// and closes idle connections (conn.go), and waits for open sessions to end
 // until ctx is done; then it closes them.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.drain.drain()
+	s.conns.drain()
 	err := s.smtp.Shutdown(ctx)
 	s.cancel()
 	if err != nil {
@@ -150,8 +140,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
-	dc, _ := c.Conn().(*drainConn)
-	return &session{srv: s, conn: dc, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
+	tracked, _ := c.Conn().(*conn)
+	return &session{srv: s, conn: tracked, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -165,7 +155,7 @@ func newSessionID() string {
 // session is one SMTP connection's state.
 type session struct {
 	srv     *Server
-	conn    *drainConn // nil if the connection is not tracked
+	conn    *conn // nil if the connection is not tracked
 	id      string
 	remote  string
 	account *store.Account // set by a successful AUTH
@@ -175,16 +165,19 @@ type session struct {
 	from  string
 	rcpts []ingest.Recipient
 	size  int64 // the SIZE the client announced in MAIL, or 0
-	// txDone is closed when the transaction is reset or the connection
+	// tx is cancelled when the transaction is reset or the connection
 	// closes, so that a Data waiting for a large-transfer slot gives up.
-	txDone chan struct{}
+	tx     context.Context
+	cancel context.CancelFunc
+	// bdat is the reader of the last BDAT transaction's Data (bdat.go).
+	bdat *io.PipeReader
 }
 
-// endTxLocked closes txDone; s.mu is held.
+// endTxLocked ends the transaction's context; s.mu is held.
 func (s *session) endTxLocked() {
-	if s.txDone != nil {
-		close(s.txDone)
-		s.txDone = nil
+	if s.cancel != nil {
+		s.cancel()
+		s.cancel = nil
 	}
 }
 
@@ -241,11 +234,15 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.bdat != nil {
+		awaitBDATGoroutine(s.bdat)
+		s.bdat = nil
+	}
 	s.from = from
 	s.rcpts = nil
 	s.size = 0
 	s.endTxLocked()
-	s.txDone = make(chan struct{})
+	s.tx, s.cancel = context.WithCancel(s.srv.ctx)
 	if opts != nil {
 		s.size = opts.Size
 	}
@@ -280,134 +277,120 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 
 // Data reads the message and stores one email per recipient. It answers 250
-// only once the store has committed them.
+// only once the store has committed them. It returns as soon as its
+// transaction ends (RSET or the connection's end during BDAT), so that it
+// never outlives it.
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
 	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
-	sizeHint := s.size
-	txDone := s.txDone
+	sizeHint, tx := s.size, s.tx
+	pr, bdat := r.(*io.PipeReader)
+	if bdat {
+		s.bdat = pr
+	}
 	s.mu.Unlock()
-	// readInTime reports, once the message is read, whether that was within
-	// the data timeout: then the timer is stopped before the store is asked.
-	readInTime := func() bool { return true }
-	var aborted chan struct{} // closed when the timer has closed the connection
-	if d := s.srv.cfg.DataTimeout; d > 0 && s.conn != nil {
-		// go-smtp set a per-command deadline before DATA; the transfer
-		// gets a deadline of its own. BDAT chunks each get go-smtp's
-		// per-command deadline, so the timer bounds the whole message
-		// whichever command carries it.
-		s.conn.SetReadDeadline(start.Add(d))
-		aborted = make(chan struct{})
-		timer := time.AfterFunc(d, func() {
-			s.conn.abort("421 4.4.2 Message transfer timed out")
-			close(aborted)
-		})
-		defer timer.Stop()
-		readInTime = func() bool {
-			if timer.Stop() {
-				return true
-			}
-			// The timer fired: let it close the connection before go-smtp
-			// reads on, or the rest of the message would be read as
-			// commands.
-			<-aborted
-			return false
-		}
+	defer s.conn.endTransfer()
+	if d := s.srv.cfg.DataTimeout; d > 0 {
+		var cancel context.CancelFunc
+		tx, cancel = context.WithDeadline(tx, start.Add(d))
+		defer cancel()
+		s.conn.startTransfer(start.Add(d))
 	}
-	size, result, err := s.receive(r, env, sizeHint, aborted, txDone, readInTime)
-	s.srv.cfg.Metrics.SMTPMessage(result, size, len(env.Recipients))
-	attrs := []any{"session", s.id, "remote", s.remote, "from", env.Sender, "recipients", len(env.Recipients),
-		"bytes", size, "result", result, "duration", time.Since(start).Round(time.Microsecond)}
-	var se *smtp.SMTPError
-	if errors.As(err, &se) {
-		attrs = append(attrs, "code", se.Code)
-	} else {
-		attrs = append(attrs, "code", 250)
+	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn)
+	if err == nil && bdat && s.conn.readFailed() {
+		// go-smtp ends a BDAT chunk cut short by the client's end as if
+		// it were complete: the message is truncated, and nobody gets
+		// the reply.
+		err = errTruncated
 	}
-	s.srv.log.Info("smtp message", attrs...)
+	result, err := s.deliver(raw, env, err)
+	release()
+	s.srv.cfg.Metrics.SMTPMessage(result, len(raw), len(env.Recipients))
+	code := 250
+	if se, ok := err.(*smtp.SMTPError); ok {
+		code = se.Code
+	}
+	s.srv.log.Info("smtp message", "session", s.id, "remote", s.remote, "from", env.Sender,
+		"recipients", len(env.Recipients), "bytes", len(raw), "result", result, "code", code,
+		"duration", time.Since(start).Round(time.Microsecond))
 	return err
 }
 
-// receive reads and stores one message; it returns its size, the result
-// for the metrics ("accepted", or why it was refused) and the reply error.
-// sizeHint is the size the client announced, or 0; aborted is closed if the
-// data timer closes the connection, txDone when the transaction ends.
-func (s *session) receive(r io.Reader, env ingest.Envelope, sizeHint int64, aborted, txDone <-chan struct{}, readInTime func() bool) (int, string, error) {
-	raw, release, err := s.srv.readMessage(r, sizeHint, aborted, txDone)
-	defer release()
-	if !readInTime() {
-		// The timer fired: the connection is closing, nothing is stored.
-		return len(raw), "timeout", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
-	}
-	if err != nil {
-		var smtpErr *smtp.SMTPError
-		switch {
-		case errors.Is(err, smtp.ErrDataReset):
-			// RSET during BDAT, or a BDAT chunk over the size limit:
-			// go-smtp has answered, the connection goes on.
-			return len(raw), "reset", err
-		case errors.Is(err, errShuttingDown):
-			// The server stops while the message waited for a
-			// large-transfer slot: the sender tries again later, and
-			// the rest of the message must not be read as commands.
-			s.conn.abort("421 4.3.2 Service shutting down, try again later")
-			return len(raw), "shutdown", errShuttingDown
-		case errors.As(err, &smtpErr):
-			if smtpErr.Code == 552 {
-				return len(raw), "too_large", smtpErr
-			}
-			return len(raw), "invalid", smtpErr
-		case errors.Is(err, smtp.ErrTooLongLine):
-			// The rest of the message would be read as commands: the
-			// connection ends here.
-			s.conn.abort("500 5.5.2 Line too long")
-			return len(raw), "line_too_long", &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
-		}
-		// A timeout or a broken connection in the middle of the message:
-		// what is left of it must not be read as commands.
-		s.conn.abort("421 4.4.2 Message transfer failed, closing connection")
-		return len(raw), "connection_error", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
-	}
-	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && int64(len(raw)) > limit {
-		return len(raw), "too_large", errTooLarge
+// deliver stores raw, read with readErr, and returns the result for the
+// metrics ("accepted", or why it was refused) and the reply.
+func (s *session) deliver(raw []byte, env ingest.Envelope, readErr error) (string, error) {
+	if readErr != nil {
+		return s.transferFailed(readErr)
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 	defer cancel()
-	_, err = s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), env)
-	if err != nil {
-		return len(raw), strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
+	if _, err := s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), env); err != nil {
+		return strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
-	return len(raw), "accepted", nil
+	return "accepted", nil
 }
 
-// DefaultMaxLargeTransfers is how many messages over largeMessage bytes the
-// server reads and stores at once by default. A large message is mostly
-// memory copies and a store write, so two keep both CPUs of a small machine
-// busy, and 100 clients sending 25 MB each at once cost a few hundred MB
-// instead of gigabytes (docs/benchmarks.md).
-const DefaultMaxLargeTransfers = 2
+// transferFailed returns the result and the reply for a message whose
+// transfer failed with err. Where go-smtp would read the rest of the message
+// as commands, the connection ends after the reply.
+func (s *session) transferFailed(err error) (string, error) {
+	var netErr net.Error
+	switch {
+	case err == errTooLarge:
+		return "too_large", errTooLarge // go-smtp reads the rest of the message
+	case errors.Is(err, smtp.ErrDataReset):
+		// RSET or the connection's end during BDAT: go-smtp answers.
+		return "reset", err
+	case err == errTruncated:
+		return "truncated", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
+	case err == errShuttingDown:
+		s.conn.hangUp()
+		return "shutdown", errShuttingDown
+	case errors.Is(err, smtp.ErrTooLongLine):
+		s.conn.hangUp()
+		return "line_too_long", &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		s.conn.hangUp()
+		return "timeout", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
+	}
+	s.conn.hangUp()
+	return "connection_error", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
+}
+
+// errTruncated ends a BDAT message whose last chunk was cut short.
+var errTruncated = errors.New("smtpd: BDAT chunk cut short")
 
 // largeMessage is the size past which a message needs a large-transfer
 // slot: every session may hold this much of a message in memory, only
-// MaxLargeTransfers sessions more.
+// MaxLargeTransfers sessions more. A large message is mostly memory copies
+// and a store write, so two slots keep both CPUs of a small machine busy,
+// and 100 clients sending 25 MB each at once cost a few hundred MB instead
+// of gigabytes (docs/benchmarks.md).
 const largeMessage = 1 << 20
 
-// readMessage reads a message from r. Past its first largeMessage bytes it
-// waits for a large-transfer slot before it reads on; the caller calls
-// release once the message is stored (or refused). While it waits, the
-// client's data stays in the socket: TCP holds the sender back. It gives up
-// waiting when aborted is closed (the data timer closed the connection:
-// errAborted), when txDone is closed (RSET or the connection's end ended a
-// BDAT transaction, whose Data runs beside go-smtp's command loop:
-// smtp.ErrDataReset) or when the server starts draining (errShuttingDown).
-func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted, txDone <-chan struct{}) (raw []byte, release func(), err error) {
+// readMessage reads a message from r, refusing it (errTooLarge) past
+// MaxMessageBytes. Past its first largeMessage bytes it waits for a
+// large-transfer slot before it reads on; the caller calls release once the
+// message is stored (or refused). While it waits, the client's data stays in
+// the socket: TCP holds the sender back. It gives up waiting when tx ends
+// (the transaction ended: smtp.ErrDataReset; its transfer timed out:
+// context.DeadlineExceeded) or the server starts draining (errShuttingDown).
+// With a slot, the rest must come at slotRate at least (c may be nil).
+func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn) (raw []byte, release func(), err error) {
 	release = func() {}
+	limit := math.MaxInt
+	if s.cfg.MaxMessageBytes > 0 {
+		limit = int(s.cfg.MaxMessageBytes) + 1 // one more byte to see the message is too large
+	}
 	first := 4 << 10
 	if sizeHint > 0 && sizeHint <= largeMessage {
 		first = int(sizeHint) + 1 // one more byte to see the end
 	}
-	raw, done, err := readInto(r, make([]byte, 0, first), largeMessage+1)
+	raw, done, err := readInto(r, make([]byte, 0, first), min(limit, largeMessage+1))
+	if err == nil && !done && len(raw) == limit {
+		err = errTooLarge
+	}
 	if done || err != nil {
 		return raw, release, err
 	}
@@ -415,52 +398,79 @@ func (s *Server) readMessage(r io.Reader, sizeHint int64, aborted, txDone <-chan
 	select {
 	case s.large <- struct{}{}:
 		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-	case <-aborted:
+	case <-tx.Done():
 		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-		return raw, release, errAborted
-	case <-s.drain.stopping:
+		if errors.Is(tx.Err(), context.DeadlineExceeded) {
+			return raw, release, tx.Err()
+		}
+		return raw, release, smtp.ErrDataReset
+	case <-s.conns.stopping:
 		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
 		return raw, release, errShuttingDown
-	case <-txDone:
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-		return raw, release, smtp.ErrDataReset
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("active", 1)
 	release = func() {
 		s.cfg.Metrics.SMTPLargeTransfer("active", -1)
 		<-s.large
 	}
-	if limit := s.cfg.MaxMessageBytes; sizeHint > int64(len(raw)) && (limit <= 0 || sizeHint <= limit) {
+	if sizeHint > int64(len(raw)) && sizeHint < int64(limit) {
 		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
 	}
-	raw, _, err = readInto(r, raw, -1)
+	if c != nil {
+		r = &rateFloor{r: r, c: c, tx: tx, start: time.Now()}
+	}
+	raw, done, err = readInto(r, raw, limit)
+	if err == nil && !done {
+		err = errTooLarge
+	}
 	return raw, release, err
 }
 
-// errAborted ends a message whose connection was closed while it waited.
-var errAborted = errors.New("smtpd: transfer aborted")
+// slotRate and slotGrace are the data rate a message holding a
+// large-transfer slot must keep: past slotGrace after it took the slot, it
+// must have sent slotRate bytes a second on average, or it times out. A few
+// slow (or hostile) clients would otherwise hold every slot for their whole
+// data timeout while fast ones wait. A 25 MB message at the floor takes
+// about 100 seconds; a sender on a network sends it in a fraction of that.
+const (
+	slotRate  = 256 << 10
+	slotGrace = 5 * time.Second
+)
 
-// readInto appends what r gives to buf until r ends (done) or, when limit
-// is not negative, buf holds limit bytes. It grows buf by doubling, but not
-// past limit.
+// rateFloor is a message's reader while it holds a large-transfer slot: it
+// moves the connection's read deadline with what has been read, so that
+// reading below slotRate times out.
+type rateFloor struct {
+	r     io.Reader
+	c     *conn
+	tx    context.Context
+	start time.Time
+	n     int64
+}
+
+func (f *rateFloor) Read(b []byte) (int, error) {
+	deadline := f.start.Add(slotGrace + time.Duration(f.n)*time.Second/slotRate)
+	if d, ok := f.tx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	f.c.startTransfer(deadline)
+	n, err := f.r.Read(b)
+	f.n += int64(n)
+	return n, err
+}
+
+// readInto appends what r gives to buf until r ends (done) or buf holds
+// limit bytes. It grows buf by doubling, but not past limit.
 func readInto(r io.Reader, buf []byte, limit int) (_ []byte, done bool, err error) {
-	for limit < 0 || len(buf) < limit {
+	for len(buf) < limit {
 		if len(buf) == cap(buf) {
 			// Doubled, but not past limit: a buffer that holds
 			// largeMessage+1 bytes has exactly that capacity.
-			c := max(2*cap(buf), 512)
-			if limit >= 0 {
-				c = min(c, limit)
-			}
-			grown := make([]byte, len(buf), c)
+			grown := make([]byte, len(buf), min(max(2*cap(buf), 512), limit))
 			copy(grown, buf)
 			buf = grown
 		}
-		end := cap(buf)
-		if limit >= 0 {
-			end = min(end, limit)
-		}
-		n, err := r.Read(buf[len(buf):end])
+		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			return buf, true, nil
@@ -519,92 +529,6 @@ const maxLineLength = 1 << 20
 
 // errTooLarge is the reply to a message over the size limit.
 var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
-
-// replyListener hands out replyConns.
-type replyListener struct {
-	net.Listener
-	limit int64 // 0: no limit, SIZE is left alone
-}
-
-func (l *replyListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	rc := &replyConn{Conn: c}
-	if l.limit > 0 {
-		rc.from = []byte(fmt.Sprintf("SIZE %d\r\n", l.limit+1))
-		rc.to = []byte(fmt.Sprintf("SIZE %d\r\n", l.limit))
-	}
-	return rc, nil
-}
-
-// replyConn holds the server's replies until it reads again (or closes),
-// then writes them in one system call, and rewrites the EHLO SIZE line to
-// the real limit where go-smtp shows the one-byte-larger one it is given.
-//
-// go-smtp flushes every reply line with its own write, and on a small VM
-// each write costs about as much CPU as parsing a 2 KB message
-// (docs/benchmarks.md). The server only ever waits for the client after
-// reading, so a reply held until the next read reaches the client before
-// the server waits for it: a multi-line reply goes out whole, and a
-// pipelining client (RFC 2920) gets the replies to its whole command group
-// in one write. A reply written while the server goes on working (a timer's
-// 421 before the connection closes) goes out on Close.
-type replyConn struct {
-	net.Conn
-	from, to []byte
-	// mu guards pending and err: a reply may also come from a timer
-	// (drainConn.abort) while go-smtp reads.
-	mu      sync.Mutex
-	pending []byte // replies not written yet
-	err     error  // the error of the last failed write
-}
-
-func (c *replyConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return 0, c.err
-	}
-	if c.from != nil && len(b) > 4 && b[0] == '2' && bytes.Equal(b[4:], c.from) {
-		c.pending = append(append(c.pending, b[:4]...), c.to...)
-	} else {
-		c.pending = append(c.pending, b...)
-	}
-	return len(b), nil
-}
-
-// Read writes the held replies, then reads.
-func (c *replyConn) Read(b []byte) (int, error) {
-	if err := c.flush(); err != nil {
-		return 0, err
-	}
-	return c.Conn.Read(b)
-}
-
-// Close writes the held replies, then closes.
-func (c *replyConn) Close() error {
-	c.flush()
-	return c.Conn.Close()
-}
-
-func (c *replyConn) flush() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.pending) > 0 && c.err == nil {
-		_, c.err = c.Conn.Write(c.pending)
-	}
-	if cap(c.pending) > maxHeldReplies {
-		c.pending = nil
-	}
-	c.pending = c.pending[:0]
-	return c.err
-}
-
-// maxHeldReplies bounds the buffer a replyConn keeps between flushes; an
-// EHLO reply or a pipelined group's replies fit many times over.
-const maxHeldReplies = 16 << 10
 
 // loginServer is the server side of the LOGIN mechanism, which go-sasl does
 // not provide: it asks for a username, then a password.

@@ -1,0 +1,315 @@
+package smtpd
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// The listener and connection under go-smtp. They only hold back, time and
+// end what go-smtp writes and reads; every reply on an accepted connection is
+// go-smtp's.
+//
+// Draining on shutdown: go-smtp's Shutdown closes the listener and then waits
+// for every connection to end, so one idle client (a pooled sender between
+// messages, or one that connected and said nothing) would hold SIGTERM up for
+// the whole shutdown timeout. The server therefore tracks its connections:
+// once draining, a connection outside a transaction gets at most idleGrace to
+// send each command (time for the QUIT after a 250), after which go-smtp
+// answers 421 4.4.2 and closes it; a transaction already under way keeps its
+// deadlines and finishes; a new MAIL is refused with 421 4.3.2.
+
+// idleGrace is how long a connection outside a transaction may wait before
+// each command while the server drains.
+const idleGrace = time.Second
+
+// maxHeldReplies bounds the buffer a conn keeps between flushes; an EHLO
+// reply or a pipelined group's replies fit many times over.
+const maxHeldReplies = 16 << 10
+
+// errShuttingDown refuses a new transaction while the server drains.
+var errShuttingDown = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 2},
+	Message: "Service shutting down, try again later"}
+
+// connSet is the server's set of open connections.
+type connSet struct {
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	draining bool
+	// stopping is closed when draining starts: messages waiting for a
+	// large-transfer slot give up then.
+	stopping chan struct{}
+	// max bounds the open connections; 0 means no bound. One client
+	// address may hold at most half of them (perAddress).
+	max    int
+	byAddr map[string]int // open connections per client address
+}
+
+// perAddress is the most connections one client address may hold: half the
+// server's, so that one client cannot take them all, while a CI fleet
+// behind one address (64 workers with a few pooled connections each) fits
+// in the default 1,000.
+func (s *connSet) perAddress() int { return max(1, s.max/2) }
+
+// add tracks c unless the server or c's address is full; it reports the
+// refusal's reply, or "" when c is tracked.
+func (s *connSet) add(c *conn) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.max > 0 && len(s.conns) >= s.max:
+		return "421 4.7.0 Too many connections, try again later"
+	case s.max > 0 && s.byAddr[c.addr] >= s.perAddress():
+		return "421 4.7.0 Too many connections from your address, try again later"
+	}
+	s.conns[c] = struct{}{}
+	s.byAddr[c.addr]++
+	return ""
+}
+
+// remove forgets c.
+func (s *connSet) remove(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.conns[c]; !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.byAddr[c.addr]--; s.byAddr[c.addr] <= 0 {
+		delete(s.byAddr, c.addr)
+	}
+}
+
+// drain starts draining: connections outside a transaction have idleGrace
+// to send their next command.
+func (s *connSet) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.draining {
+		close(s.stopping)
+	}
+	s.draining = true
+	for c := range s.conns {
+		if !c.inTx {
+			c.Conn.SetReadDeadline(time.Now().Add(idleGrace))
+		}
+	}
+}
+
+// listener hands out tracked connections.
+type listener struct {
+	net.Listener
+	set *connSet
+	// refused, when not nil, is called for each connection refused
+	// because of the limit.
+	refused func()
+}
+
+// Accept returns the next connection. Past the connection limits it
+// answers 421 itself, closes the connection (which go-smtp never sees) and
+// waits for the next one.
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		addr, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+		if err != nil {
+			addr = nc.RemoteAddr().String()
+		}
+		c := &conn{Conn: nc, set: l.set, addr: addr}
+		reply := l.set.add(c)
+		if reply == "" {
+			return c, nil
+		}
+		if l.refused != nil {
+			l.refused()
+		}
+		go refuse(nc, reply)
+	}
+}
+
+// refuse tells a client over a connection limit to come back later.
+func refuse(c net.Conn, reply string) {
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte(reply + "\r\n"))
+	c.Close()
+}
+
+// conn is one accepted connection. It holds go-smtp's replies until go-smtp
+// reads again (or closes), then writes them in one system call: go-smtp
+// flushes every reply line with its own write, and on a small VM each write
+// costs about as much CPU as parsing a 2 KB message. The server only waits
+// for the client after reading, so a held reply reaches the client before
+// the server waits for it, and a pipelining client (RFC 2920) gets the
+// replies to its whole command group in one write.
+//
+// A conn also ends reading once the stream's position is lost: after a read
+// failed (a timeout in the middle of a message), or after the session asked
+// it to (hangUp, when a message transfer went wrong), the replies held are
+// written and every read returns net.ErrClosed, which makes go-smtp close
+// the connection; what the client sends next is never read as commands.
+type conn struct {
+	net.Conn
+	set  *connSet
+	addr string // the client's address
+	inTx bool   // guarded by set.mu
+
+	// mu guards the fields below: go-smtp's Close may come from another
+	// goroutine (Server.Close) and Data runs beside go-smtp's command loop
+	// for BDAT.
+	mu      sync.Mutex
+	pending []byte    // replies not written yet
+	werr    error     // the error of the last failed write
+	ended   bool      // reads return net.ErrClosed
+	lost    bool      // a read of the connection failed (EOF included)
+	limit   time.Time // a message transfer's deadline, or zero
+}
+
+func (c *conn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	c.pending = append(c.pending, b...)
+	return len(b), nil
+}
+
+// Read writes the held replies, then reads.
+func (c *conn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	err := c.flushLocked()
+	ended := c.ended
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if ended {
+		return 0, net.ErrClosed
+	}
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.mu.Lock()
+		c.ended, c.lost = true, true
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// readFailed reports whether a read of the connection failed or met its
+// end. c may be nil.
+func (c *conn) readFailed() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
+}
+
+// Close writes the held replies, then closes.
+func (c *conn) Close() error {
+	c.set.remove(c)
+	c.mu.Lock()
+	c.flushLocked()
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+func (c *conn) flushLocked() error {
+	if len(c.pending) > 0 && c.werr == nil {
+		_, c.werr = c.Conn.Write(c.pending)
+	}
+	if cap(c.pending) > maxHeldReplies {
+		c.pending = nil
+	}
+	c.pending = c.pending[:0]
+	return c.werr
+}
+
+// SetReadDeadline is how go-smtp times each command. While a message is
+// transferred the deadline is never later than the transfer's (BDAT sends a
+// message in several commands); while the server drains and the connection
+// is outside a transaction, it is at most idleGrace away.
+func (c *conn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	if !c.limit.IsZero() && (t.IsZero() || t.After(c.limit)) {
+		t = c.limit
+	}
+	c.mu.Unlock()
+	c.set.mu.Lock()
+	if c.set.draining && !c.inTx {
+		if limit := time.Now().Add(idleGrace); t.IsZero() || t.After(limit) {
+			t = limit
+		}
+	}
+	c.set.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+// startTransfer gives the message being transferred its own deadline, which
+// replaces go-smtp's per-command one. c may be nil (a connection the server
+// does not track).
+func (c *conn) startTransfer(deadline time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.limit = deadline
+	c.mu.Unlock()
+	c.Conn.SetReadDeadline(deadline)
+}
+
+// endTransfer lifts the transfer's deadline; go-smtp sets its own before the
+// next command.
+func (c *conn) endTransfer() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.limit = time.Time{}
+	c.mu.Unlock()
+}
+
+// hangUp ends the connection once go-smtp has written its next reply.
+func (c *conn) hangUp() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+}
+
+// begin marks the start of a transaction; it reports false when the server
+// drains and no transaction may start. c may be nil.
+func (c *conn) begin() bool {
+	if c == nil {
+		return true
+	}
+	c.set.mu.Lock()
+	defer c.set.mu.Unlock()
+	if c.set.draining {
+		return false
+	}
+	c.inTx = true
+	return true
+}
+
+// end marks the end of a transaction (after its reply is written); while
+// draining, the connection then has idleGrace for its next command.
+func (c *conn) end() {
+	if c == nil {
+		return
+	}
+	c.set.mu.Lock()
+	defer c.set.mu.Unlock()
+	c.inTx = false
+	if c.set.draining {
+		c.Conn.SetReadDeadline(time.Now().Add(idleGrace))
+	}
+}

@@ -1,0 +1,104 @@
+package smtpd
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+)
+
+// recordConn records each Write it is given; Read gives readErr.
+type recordConn struct {
+	net.Conn
+	writes  []string
+	readErr error
+	closed  bool
+}
+
+func (r *recordConn) Write(b []byte) (int, error) {
+	r.writes = append(r.writes, string(b))
+	return len(b), nil
+}
+
+func (r *recordConn) Read([]byte) (int, error) { return 0, r.readErr }
+
+func (r *recordConn) Close() error {
+	r.closed = true
+	return nil
+}
+
+func newTestConn(rec *recordConn) *conn {
+	return &conn{Conn: rec, set: &connSet{conns: map[*conn]struct{}{}, byAddr: map[string]int{}}}
+}
+
+// Replies reach the connection unchanged, in one write when the server reads
+// next; what is written after the last read goes out on Close.
+func TestConnHoldsRepliesUntilTheNextRead(t *testing.T) {
+	rec := &recordConn{readErr: io.EOF}
+	c := newTestConn(rec)
+	write := func(lines ...string) {
+		t.Helper()
+		for _, line := range lines {
+			if n, err := c.Write([]byte(line)); n != len(line) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v; want %d, nil", line, n, err, len(line))
+			}
+		}
+	}
+	write("250-mailsink\r\n", "250-SIZE\r\n", "250 SMTPUTF8\r\n")
+	if len(rec.writes) != 0 {
+		t.Fatalf("replies written before the server reads: %q", rec.writes)
+	}
+	rec.readErr = nil
+	c.Read(make([]byte, 10))
+	c.Read(make([]byte, 10)) // nothing held: no empty write
+	write("250 2.0.0 Roger\r\n", "354 Go ahead\r\n")
+	c.Read(make([]byte, 10))
+	write("221 Bye\r\n")
+	c.Close()
+	want := []string{"250-mailsink\r\n250-SIZE\r\n250 SMTPUTF8\r\n", "250 2.0.0 Roger\r\n354 Go ahead\r\n", "221 Bye\r\n"}
+	if len(rec.writes) != len(want) {
+		t.Fatalf("connection got writes %q, want %q", rec.writes, want)
+	}
+	for i := range want {
+		if rec.writes[i] != want[i] {
+			t.Errorf("write %d = %q, want %q", i, rec.writes[i], want[i])
+		}
+	}
+	if !rec.closed {
+		t.Error("Close did not close the connection")
+	}
+}
+
+// After a failed read, or once the session hangs up, the reply held is
+// written and every read ends with net.ErrClosed: the rest of a message is
+// never read as commands.
+func TestConnEndsReadingAfterAFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(c *conn, rec *recordConn)
+	}{
+		{"failed read", func(c *conn, rec *recordConn) {
+			rec.readErr = errors.New("i/o timeout")
+			if _, err := c.Read(make([]byte, 1)); err != rec.readErr {
+				t.Fatalf("first read: %v, want the connection's error", err)
+			}
+			rec.readErr = nil
+		}},
+		{"hang-up", func(c *conn, _ *recordConn) { c.hangUp() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recordConn{}
+			c := newTestConn(rec)
+			tc.end(c, rec)
+			c.Write([]byte("421 4.4.2 Message transfer timed out\r\n"))
+			for range 2 {
+				if _, err := c.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+					t.Errorf("read: %v, want net.ErrClosed", err)
+				}
+			}
+			if len(rec.writes) != 1 || rec.writes[0] != "421 4.4.2 Message transfer timed out\r\n" {
+				t.Errorf("writes %q, want the reply once", rec.writes)
+			}
+		})
+	}
+}
