@@ -24,7 +24,6 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
-	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
@@ -374,7 +373,7 @@ func (s *session) receive(r io.Reader, env ingest.Envelope, sizeHint int64, abor
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 	defer cancel()
-	_, err = s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), env)
+	_, err = s.srv.ingest.Deliver(ctx, raw, env)
 	if err != nil {
 		return len(raw), strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
