@@ -21,6 +21,8 @@ type Service struct {
 	store store.Store
 	now   func() time.Time
 	cfg   Config
+	// parseRaw is mailparse.Parse; tests make it panic.
+	parseRaw func(raw []byte) (*mailparse.Message, error)
 }
 
 // Config holds a Service's limits and instruments; the zero Config has no
@@ -40,7 +42,7 @@ type Config struct {
 
 // New returns a Service that stores into s and reads the time from now.
 func New(s store.Store, now func() time.Time, cfg Config) *Service {
-	return &Service{store: s, now: now, cfg: cfg}
+	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse}
 }
 
 // Envelope is who a message is from and to, as the transport said.
@@ -119,7 +121,7 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 // with what was parsed; the panic is logged (with the message's size, never
 // its content) and counted.
 func (s *Service) parse(raw []byte) *mailparse.Message {
-	msg, err := mailparse.Parse(raw)
+	msg, err := s.parseRaw(raw)
 	if errors.Is(err, mailparse.ErrPanic) {
 		if s.cfg.ParsePanics != nil {
 			s.cfg.ParsePanics.Inc()
