@@ -55,22 +55,24 @@ func readHeader(hdr []byte) message.Header {
 	if err != nil && err != io.EOF {
 		var fixed []byte
 		for line := range bytes.Lines(hdr) {
-			name, _, isField := bytes.Cut(line, []byte(":"))
-			if isField && len(bytes.TrimSpace(name)) > 0 && bytes.IndexFunc(bytes.TrimRight(name, " \t"), notFieldNameRune) < 0 ||
-				line[0] == ' ' || line[0] == '\t' || len(bytes.TrimSpace(line)) == 0 {
-				fixed = append(fixed, line...)
-			} else {
-				fixed = append(append(fixed, ' '), line...)
+			if !startsField(line) && line[0] != ' ' && line[0] != '\t' && len(bytes.TrimSpace(line)) > 0 {
+				fixed = append(fixed, ' ')
 			}
+			fixed = append(fixed, line...)
 		}
 		h, _ = textproto.ReadHeader(bufio.NewReader(bytes.NewReader(fixed)))
 	}
 	return message.Header{Header: h}
 }
 
-// notFieldNameRune reports whether r may not be part of a field name (RFC
-// 5322 section 3.6.8).
-func notFieldNameRune(r rune) bool { return r <= ' ' || r > '~' }
+// startsField reports whether line is "name: value", the name made of
+// printable US-ASCII (RFC 5322 section 3.6.8) and maybe followed by white
+// space (obsolete syntax).
+func startsField(line []byte) bool {
+	name, _, ok := bytes.Cut(line, []byte(":"))
+	name = bytes.TrimRight(name, " \t")
+	return ok && len(name) > 0 && bytes.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) < 0
+}
 
 // parseFields fills m's fields and Headers from the top-level header h.
 func parseFields(m *Message, h message.Header) {

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/emersion/go-message"
-	_ "github.com/emersion/go-message/charset" // the charsets beyond UTF-8 and US-ASCII
 	"github.com/emersion/go-message/textproto"
 )
 
@@ -237,7 +236,7 @@ func (w *walker) walk(h message.Header, body io.Reader, depth int, defaultType s
 // was decoded depends on the size of the reads, so Parse and ReadAttachment
 // both read this way to agree on the size.
 func readChunks(r io.Reader, fn func([]byte)) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 8<<10)
 	for {
 		n, err := r.Read(buf)
 		fn(buf[:n])
