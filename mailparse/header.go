@@ -163,14 +163,7 @@ func addresses(values []string) []string {
 // raw_email_with_at_display_name.eml ("@" in a display name).
 func lenientAddresses(v string) []string {
 	var out []string
-	for _, box := range splitOutside(stripComments(v), ",;") {
-		if _, after, ok := cutOutside(box, ':'); ok {
-			box = after // the display name of a group
-		}
-		if a, err := mail.ParseAddress(box); err == nil {
-			out = append(out, validUTF8(a.Address))
-			continue
-		}
+	for _, box := range strings.Split(stripComments(v), ",") {
 		if _, addr, ok := strings.Cut(box, "<"); ok {
 			addr, _, _ = strings.Cut(addr, ">")
 			if i := strings.LastIndexByte(addr, ':'); i >= 0 {
@@ -223,79 +216,24 @@ func cleanID(v string) string {
 // syntax allows inside an address ("jdoe@test . example").
 var spaceAroundDots = regexp.MustCompile(`\s*([.@])\s*`)
 
-// stripComments replaces the comments of a header value, (nested) and
-// outside quoted strings, with a space.
+// stripComments replaces the (nested) comments of a header value with a
+// space.
 func stripComments(v string) string {
 	var b strings.Builder
-	depth, quoted := 0, false
+	depth := 0
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c == '\\' && (quoted || depth > 0):
-			if depth == 0 {
-				b.WriteByte(c)
-				if i+1 < len(v) {
-					b.WriteByte(v[i+1])
-				}
-			}
-			i++
-			continue
-		case c == '"' && depth == 0:
-			quoted = !quoted
-		case c == '(' && !quoted:
+		switch c := v[i]; {
+		case c == '\\' && depth > 0:
+			i++ // an escaped character in a comment
+		case c == '(':
 			depth++
-			continue
 		case c == ')' && depth > 0:
 			if depth--; depth == 0 {
 				b.WriteByte(' ')
 			}
-			continue
-		}
-		if depth == 0 {
+		case depth == 0:
 			b.WriteByte(c)
 		}
 	}
 	return b.String()
-}
-
-// splitOutside splits s at the bytes of seps that are outside quoted strings
-// and angle brackets.
-func splitOutside(s, seps string) []string {
-	var out []string
-	for {
-		i := indexOutside(s, seps)
-		if i < 0 {
-			return append(out, s)
-		}
-		out, s = append(out, s[:i]), s[i+1:]
-	}
-}
-
-// cutOutside is strings.Cut at the first c outside quoted strings and angle
-// brackets.
-func cutOutside(s string, c byte) (before, after string, found bool) {
-	if i := indexOutside(s, string(c)); i >= 0 {
-		return s[:i], s[i+1:], true
-	}
-	return s, "", false
-}
-
-func indexOutside(s, chars string) int {
-	quoted, angle := false, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && quoted:
-			i++
-		case c == '"' && !angle:
-			quoted = !quoted
-		case quoted:
-		case c == '<':
-			angle = true
-		case c == '>':
-			angle = false
-		case !angle && strings.IndexByte(chars, c) >= 0:
-			return i
-		}
-	}
-	return -1
 }

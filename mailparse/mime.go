@@ -131,7 +131,7 @@ func validUTF8(s string) string {
 
 // lenientParams reads the parameters of a Content-Type or
 // Content-Disposition value that mime.ParseMediaType refuses: split at
-// semicolons outside quoted strings, values unquoted, RFC 2231 extended
+// semicolons, values unquoted, RFC 2231 extended
 // values in any charset. Corpus: unquoted values with "=" (boundaries of
 // mime_emails/raw_email_with_illegal_boundary.eml,
 // raw_email_with_binary_encoded.eml, plain_emails/raw_email_bad_time.eml),
@@ -141,7 +141,7 @@ func validUTF8(s string) string {
 // ISO-2022-JP (attachment_with_encoded_name.eml).
 func lenientParams(v string) map[string]string {
 	params := map[string]string{}
-	parts := splitOutside(v, ";")
+	parts := strings.Split(v, ";")
 	for _, p := range parts[1:] {
 		k, val, ok := strings.Cut(p, "=")
 		if !ok {
