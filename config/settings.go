@@ -65,7 +65,7 @@ var settings = []Setting{
 		boolean(func(c *Config) *bool { return &c.SMTP.AllowInsecureAuth })},
 	{"MAILSINK_MAX_MESSAGE_BYTES", "26214400", "largest message accepted by SMTP (`SIZE`), `/v1/inbound` and create's `raw`",
 		integer(1, 1<<40, func(c *Config) *int64 { return &c.MaxMessageBytes })},
-	{"MAILSINK_SMTP_MAX_RECIPIENTS", "100", "RCPTs accepted per message (more get `452`)",
+	{"MAILSINK_SMTP_MAX_RECIPIENTS", "100", "RCPTs accepted per message (more get `452`); also the most recipients of one `/v1/inbound` message (more: `400`, nothing stored)",
 		integer(1, 100000, func(c *Config) *int { return &c.SMTP.MaxRecipients })},
 	{"MAILSINK_SMTP_READ_TIMEOUT", "60s", "reading one SMTP command",
 		duration(positive, func(c *Config) *time.Duration { return &c.SMTP.ReadTimeout })},

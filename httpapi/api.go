@@ -21,7 +21,6 @@ import (
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
-	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
@@ -439,36 +438,28 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc := accountOf(r)
-	msg := mailparse.Parse(raw)
 	env := ingest.Envelope{Sender: strings.TrimSpace(r.Header.Get("X-Envelope-From"))}
 	if env.Sender != "" && !store.ValidAddress(env.Sender) {
 		v.field("X-Envelope-From", "must be a valid email address")
 	}
-	var rcpts []string
 	if to := r.Header.Values("X-Envelope-To"); len(to) > 0 {
 		for _, addr := range ingest.SplitAddressList(strings.Join(to, ",")) {
 			if !store.ValidAddress(addr) {
 				v.field("X-Envelope-To", "must be a comma-separated list of valid email addresses")
 				break
 			}
-			rcpts = append(rcpts, addr)
+			env.Recipients = append(env.Recipients, ingest.Recipient{Address: addr, Account: acc})
 		}
 	} else {
-		rcpts = ingest.HeaderRecipients(msg)
-	}
-	if len(rcpts) == 0 && v.empty() {
-		v.form("no recipient: the message has no valid To or Cc address; set the X-Envelope-To header")
+		env.HeaderAccount = acc // recipients from the To and Cc headers
 	}
 	if !v.empty() {
 		writeValidation(w, v)
 		return
 	}
-	for _, addr := range rcpts {
-		env.Recipients = append(env.Recipients, ingest.Recipient{Address: addr, Account: acc})
-	}
 	ctx, cancel := a.storeContext(r)
 	defer cancel()
-	emails, err := a.ingest.Deliver(ctx, msg, env)
+	emails, err := a.ingest.Deliver(ctx, raw, env)
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return

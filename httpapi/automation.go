@@ -344,7 +344,7 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	att, content, found := mailparse.Attachment(body.Raw, int(index))
+	att, content, found := mailparse.ReadAttachment(body.Raw, int(index))
 	if !found {
 		writeMessage(w, http.StatusNotFound, fmt.Sprintf("attachment not found: the email has %d attachments", len(body.Attachments)))
 		return

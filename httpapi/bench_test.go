@@ -61,7 +61,7 @@ func BenchmarkListByRecipient(b *testing.B) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := New(Config{StoreTimeout: time.Minute, MaxHeldPerAccount: 1}, st, reg, ingest.New(st, time.Now), log, time.Now)
+	api := New(Config{StoreTimeout: time.Minute, MaxHeldPerAccount: 1}, st, reg, ingest.New(st, time.Now, ingest.Config{}), log, time.Now)
 	req := httptest.NewRequest(http.MethodGet, "/v1/emails?recipient=rcpt7%40acme.test&limit=25", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	b.ReportAllocs()

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -47,8 +46,8 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 	if raw == nil {
 		raw = compose(in, e)
 	}
-	msg := mailparse.Parse(raw)
-	body := &msg.Body
+	msg := s.parse(raw)
+	body := storeBody(&msg.Body)
 	if in.Text != nil {
 		body.Text = in.Text.Value
 	}

@@ -5,8 +5,12 @@ package ingest
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
@@ -16,11 +20,29 @@ import (
 type Service struct {
 	store store.Store
 	now   func() time.Time
+	cfg   Config
+	// parseRaw is mailparse.Parse; tests make it panic.
+	parseRaw func(raw []byte) (*mailparse.Message, error)
+}
+
+// Config holds a Service's limits and instruments; the zero Config has no
+// limit and records nothing.
+type Config struct {
+	// MaxRecipients is the most recipients one message may have (0: no
+	// limit). SMTP refuses RCPT beyond its own limit first; the limit
+	// matters for POST /v1/inbound, whose recipients may come from the To
+	// and Cc headers.
+	MaxRecipients int
+	// ParsePanics counts messages whose parsing panicked; nil counts
+	// nothing.
+	ParsePanics prometheus.Counter
+	// Log receives a line for each such message; nil logs nothing.
+	Log *slog.Logger
 }
 
 // New returns a Service that stores into s and reads the time from now.
-func New(s store.Store, now func() time.Time) *Service {
-	return &Service{store: s, now: now}
+func New(s store.Store, now func() time.Time, cfg Config) *Service {
+	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse}
 }
 
 // Envelope is who a message is from and to, as the transport said.
@@ -29,6 +51,11 @@ type Envelope struct {
 	// address, the first valid address of the From header is used.
 	Sender     string
 	Recipients []Recipient
+	// HeaderAccount, when Recipients is empty, makes the valid addresses of
+	// the To and Cc headers the recipients, each once, all in this account:
+	// a message that came without an envelope (POST /v1/inbound without
+	// X-Envelope-To).
+	HeaderAccount *store.Account
 }
 
 // Recipient is one envelope recipient and the account it was routed to.
@@ -37,32 +64,45 @@ type Recipient struct {
 	Account *store.Account
 }
 
-// Deliver stores one email per recipient of a parsed message, all sharing
-// its raw and parsed body; the recipients of one account are stored in
-// one atomic step. It returns the stored emails in recipient order. It returns
-// an Invalid error when there is no recipient or no valid sender, and the
-// store's error when storing fails.
-func (s *Service) Deliver(ctx context.Context, msg *mailparse.Message, env Envelope) ([]*store.Email, error) {
-	if len(env.Recipients) == 0 {
+// Deliver parses raw and stores one email per recipient, all sharing raw and
+// its parsed body; the recipients of one account are stored in one atomic
+// step. It returns the stored emails in recipient order. It returns an
+// Invalid error when there is no recipient, more than Config.MaxRecipients,
+// or no valid sender, and the store's error when storing fails.
+func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*store.Email, error) {
+	msg := s.parse(raw)
+	rcpts := env.Recipients
+	if len(rcpts) == 0 && env.HeaderAccount != nil {
+		for _, addr := range headerRecipients(msg) {
+			rcpts = append(rcpts, Recipient{Address: addr, Account: env.HeaderAccount})
+		}
+		if len(rcpts) == 0 {
+			return nil, store.Errorf(store.Invalid, "no recipient: the message has no valid To or Cc address, and no envelope recipient was given")
+		}
+	}
+	if len(rcpts) == 0 {
 		return nil, store.Errorf(store.Invalid, "the message has no recipient")
+	}
+	if max := s.cfg.MaxRecipients; max > 0 && len(rcpts) > max {
+		return nil, store.Errorf(store.Invalid, "too many recipients: %d, at most %d per message", len(rcpts), max)
 	}
 	sender, ok := pickSender(env.Sender, msg.From)
 	if !ok {
 		return nil, store.Errorf(store.Invalid, "no valid sender address: the envelope sender and the From header are empty or invalid")
 	}
 	now := s.timestamp()
-	body := &msg.Body
+	body := storeBody(&msg.Body)
 
 	var (
-		out    = make([]*store.Email, 0, len(env.Recipients))
+		out    = make([]*store.Email, 0, len(rcpts))
 		order  []string
 		groups = map[string][]*store.Email{}
 	)
-	for _, r := range env.Recipients {
+	for _, r := range rcpts {
 		e := newEmail(r.Account.ID, sender, r.Address, now)
 		e.MessageID = msg.MessageID
 		e.Subject = msg.Subject
-		e.RawSize = int64(len(body.Raw))
+		e.RawSize = int64(len(raw))
 		if _, seen := groups[e.AccountID]; !seen {
 			order = append(order, e.AccountID)
 		}
@@ -75,6 +115,43 @@ func (s *Service) Deliver(ctx context.Context, msg *mailparse.Message, env Envel
 		}
 	}
 	return out, nil
+}
+
+// parse parses raw. Should the parser panic, the message is still stored
+// with what was parsed; the panic is logged (with the message's size, never
+// its content) and counted.
+func (s *Service) parse(raw []byte) *mailparse.Message {
+	msg, err := s.parseRaw(raw)
+	if errors.Is(err, mailparse.ErrPanic) {
+		if s.cfg.ParsePanics != nil {
+			s.cfg.ParsePanics.Inc()
+		}
+		if s.cfg.Log != nil {
+			s.cfg.Log.Error("the MIME parser panicked; the message is stored with what was parsed", "bytes", len(raw))
+		}
+	}
+	return msg
+}
+
+// storeBody converts a parsed body into the store's form.
+func storeBody(b *mailparse.Body) *store.Body {
+	out := &store.Body{
+		Raw:         b.Raw,
+		Text:        b.Text,
+		HTML:        b.HTML,
+		Headers:     b.Headers,
+		Attachments: make([]store.Attachment, len(b.Attachments)),
+	}
+	for i, a := range b.Attachments {
+		out.Attachments[i] = store.Attachment{
+			ContentID:   a.ContentID,
+			ContentType: a.ContentType,
+			Disposition: a.Disposition,
+			Filename:    a.Filename,
+			Size:        a.Size,
+		}
+	}
+	return out
 }
 
 // pickSender returns the envelope sender when it is a valid address, else
@@ -125,10 +202,9 @@ func SplitAddressList(s string) []string {
 	return out
 }
 
-// HeaderRecipients returns the valid addresses of a message's To and Cc
-// headers, each once, in order: the envelope of a message that came without
-// one.
-func HeaderRecipients(msg *mailparse.Message) []string {
+// headerRecipients returns the valid addresses of a message's To and Cc
+// headers, each once, in order.
+func headerRecipients(msg *mailparse.Message) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, list := range [][]string{msg.To, msg.Cc} {

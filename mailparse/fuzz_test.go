@@ -103,7 +103,7 @@ func BenchmarkParse(b *testing.B) {
 		{"base64-attachment-100KB", benchAttachment()},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
-			m := Parse(bm.raw)
+			m, _ := Parse(bm.raw)
 			if m.Body.Text == nil || len(m.Body.Headers) == 0 {
 				b.Fatal("benchmark message did not parse")
 			}
@@ -118,12 +118,12 @@ func BenchmarkParse(b *testing.B) {
 
 func BenchmarkAttachment(b *testing.B) {
 	raw := benchAttachment()
-	if _, content, ok := Attachment(raw, 0); !ok || len(content) != 72*1024 {
+	if _, content, ok := ReadAttachment(raw, 0); !ok || len(content) != 72*1024 {
 		b.Fatal("attachment not found")
 	}
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		Attachment(raw, 0)
+		ReadAttachment(raw, 0)
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/mailsink/mailsink/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -97,9 +95,9 @@ func toGolden(t *testing.T, raw []byte, m *Message) golden {
 		g.Date = &s
 	}
 	for i, a := range m.Body.Attachments {
-		_, content, ok := Attachment(raw, i)
+		_, content, ok := ReadAttachment(raw, i)
 		if !ok {
-			t.Fatalf("Attachment(%d) not found", i)
+			t.Fatalf("ReadAttachment(%d) not found", i)
 		}
 		sum := sha256.Sum256(content)
 		g.Attachments = append(g.Attachments, goldenAttachment{
@@ -130,7 +128,7 @@ func TestGolden(t *testing.T) {
 	for _, rel := range fixtures(t) {
 		t.Run(filepath.ToSlash(rel), func(t *testing.T) {
 			raw := readFixture(t, rel)
-			m := &Message{Body: store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}}}
+			m := &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
 			parse(m, raw) // without Parse's recover, so a panic fails the test
 			got := marshalGolden(t, toGolden(t, raw, m))
 			path := filepath.Join("testdata", "golden", rel+".json")
@@ -170,9 +168,12 @@ func TestInvariants(t *testing.T) {
 func checkInvariants(t testing.TB, raw []byte) {
 	t.Helper()
 	orig := bytes.Clone(raw)
-	m := &Message{Body: store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}}}
+	m := &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
 	parse(m, raw)
-	pm := Parse(raw)
+	pm, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(raw, orig) {
 		t.Fatal("Parse modified its input")
 	}
@@ -218,9 +219,9 @@ func checkInvariants(t testing.TB, raw []byte) {
 		if a.Size < 0 {
 			t.Errorf("attachment %d: negative size", i)
 		}
-		att, content, ok := Attachment(raw, i)
+		att, content, ok := ReadAttachment(raw, i)
 		if !ok {
-			t.Errorf("Attachment(%d) not found, Body has %d", i, len(m.Body.Attachments))
+			t.Errorf("ReadAttachment(%d) not found, Body has %d", i, len(m.Body.Attachments))
 			continue
 		}
 		if int64(len(content)) != a.Size {
@@ -230,21 +231,21 @@ func checkInvariants(t testing.TB, raw []byte) {
 			t.Errorf("attachment %d: Attachment metadata %s differs from Parse's %s", i, describe(att), describe(a))
 		}
 	}
-	if _, _, ok := Attachment(raw, len(m.Body.Attachments)); ok {
+	if _, _, ok := ReadAttachment(raw, len(m.Body.Attachments)); ok {
 		t.Error("Attachment found one past the end")
 	}
-	if _, _, ok := Attachment(raw, -1); ok {
+	if _, _, ok := ReadAttachment(raw, -1); ok {
 		t.Error("Attachment found index -1")
 	}
 }
 
-func sameAttachment(a, b store.Attachment) bool {
+func sameAttachment(a, b Attachment) bool {
 	eq := func(x, y *string) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
 	return a.Size == b.Size && eq(a.Filename, b.Filename) && eq(a.ContentType, b.ContentType) &&
 		eq(a.Disposition, b.Disposition) && eq(a.ContentID, b.ContentID)
 }
 
-func describe(a store.Attachment) string {
+func describe(a Attachment) string {
 	s := func(p *string) string {
 		if p == nil {
 			return "nil"

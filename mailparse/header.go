@@ -1,188 +1,239 @@
 package mailparse
 
 import (
+	"bufio"
 	"bytes"
+	"io"
+	"mime"
+	"net/mail"
+	"regexp"
 	"strings"
+	"time"
+
+	"github.com/emersion/go-message"
+	"github.com/emersion/go-message/charset"
+	"github.com/emersion/go-message/textproto"
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
 )
 
-// splitHeader splits an entity into its header block and its body. The
-// header ends at the first empty line; without one, the whole entity is
-// header. An entity whose first line cannot start a header field (a MIME part
-// that goes straight into its content) has no header at all. For the
-// top-level message (mbox is true) a leading UTF-8 byte order mark and mbox
-// "From " line are skipped.
-func splitHeader(b []byte, mbox bool) (hdr, body []byte) {
-	if mbox {
-		b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // a byte order mark from an editor
+// skipMboxLine drops the "From sender date" line that starts a message
+// saved from an mbox file (corpus: 21 messages, e.g.
+// plain_emails/raw_email.eml), but not an obsolete "From : name <addr>"
+// field (rfc2822/example13.eml).
+func skipMboxLine(raw []byte) []byte {
+	line, rest, _ := bytes.Cut(raw, []byte("\n"))
+	if name, _, _ := bytes.Cut(line, []byte(":")); bytes.HasPrefix(line, []byte("From ")) &&
+		bytes.ContainsAny(bytes.TrimSpace(name), " \t") {
+		return rest
 	}
-	line, rest := nextLine(b)
-	if _, _, isField := fieldLine(line); mbox && !isField && bytes.HasPrefix(line, []byte("From ")) {
-		b = rest // "From sender date", not "From : name <addr>"
-		line, _ = nextLine(b)
-	}
-	if len(line) == 0 {
-		return nil, b[lineLen(b):]
-	}
-	if _, _, ok := fieldLine(line); !ok {
-		return nil, b
-	}
+	return raw
+}
+
+// splitHeader splits an entity into its header block, with the empty line
+// that ends it, and its body.
+func splitHeader(b []byte) (hdr, body []byte) {
 	for off := 0; off < len(b); {
-		n := lineLen(b[off:])
-		line, _ := nextLine(b[off:])
-		if len(line) == 0 {
-			return b[:off], b[off+n:]
+		n := bytes.IndexByte(b[off:], '\n') + 1
+		if n == 0 {
+			return b, nil
+		}
+		if line := b[off : off+n]; string(line) == "\n" || string(line) == "\r\n" {
+			return b[:off+n], b[off+n:]
 		}
 		off += n
 	}
 	return b, nil
 }
 
-// nextLine returns the first line of b without its line break, and the rest.
-func nextLine(b []byte) (line, rest []byte) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return trimCR(b), nil
-	}
-	return trimCR(b[:i]), b[i+1:]
-}
-
-// lineLen returns the length of the first line of b including its line break.
-func lineLen(b []byte) int {
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		return i + 1
-	}
-	return len(b)
-}
-
-func trimCR(b []byte) []byte {
-	if len(b) > 0 && b[len(b)-1] == '\r' {
-		return b[:len(b)-1]
-	}
-	return b
-}
-
-// fieldLine reports whether line starts a header field, "name: value", and
-// returns its name and the rest of the line after the colon. The name is
-// printable US-ASCII; white space before the colon (obsolete syntax) is
-// allowed and dropped.
-func fieldLine(line []byte) (name, value []byte, ok bool) {
-	i := bytes.IndexByte(line, ':')
-	if i <= 0 {
-		return nil, nil, false
-	}
-	name = bytes.TrimRight(line[:i], " \t")
-	if len(name) == 0 {
-		return nil, nil, false
-	}
-	for _, c := range name {
-		if c <= ' ' || c > '~' {
-			return nil, nil, false
+// readHeader parses a header block with go-message. go-message stops at a
+// line that is neither a field nor folded; such a line is taken as folded
+// instead, so the fields after it are not lost (corpus:
+// plain_emails/raw_email_incorrect_header.eml, rfc2822/example13.eml).
+func readHeader(hdr []byte) message.Header {
+	h, err := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(hdr)))
+	if err != nil && err != io.EOF {
+		var fixed []byte
+		for line := range bytes.Lines(hdr) {
+			if !startsField(line) && line[0] != ' ' && line[0] != '\t' && len(bytes.TrimSpace(line)) > 0 {
+				fixed = append(fixed, ' ')
+			}
+			fixed = append(fixed, line...)
 		}
+		h, _ = textproto.ReadHeader(bufio.NewReader(bytes.NewReader(fixed)))
 	}
-	return name, line[i+1:], true
+	return message.Header{Header: h}
 }
 
-// fieldScanner walks the fields of a header block in order. A line that
-// neither starts a field nor is indented is taken as a continuation of the
-// field before it (a folding mistake), so no text is lost and a broken line
-// does not end the header; lines before the first field are skipped.
-type fieldScanner struct {
-	rest []byte
+// startsField reports whether line is "name: value", the name made of
+// printable US-ASCII (RFC 5322 section 3.6.8) and maybe followed by white
+// space (obsolete syntax).
+func startsField(line []byte) bool {
+	name, _, ok := bytes.Cut(line, []byte(":"))
+	name = bytes.TrimRight(name, " \t")
+	return ok && len(name) > 0 && bytes.IndexFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) < 0
 }
 
-// next returns the next field's name as written and its raw value: folded,
-// with the line breaks of its continuation lines, without the final one.
-func (s *fieldScanner) next() (name, value []byte, ok bool) {
-	for len(s.rest) > 0 {
-		b := s.rest
-		n := lineLen(b)
-		line, _ := nextLine(b)
-		name, v, isField := fieldLine(line)
-		if !isField {
-			s.rest = b[n:]
+// parseFields fills m's fields and Headers from the top-level header h.
+func parseFields(m *Message, h message.Header) {
+	var order []string
+	values := map[string][]string{}
+	for f := h.Fields(); f.Next(); {
+		key := strings.ToLower(f.Key())
+		if values[key] == nil {
+			order = append(order, key)
+		}
+		values[key] = append(values[key], decodeText(f.Value()))
+	}
+	for _, key := range order {
+		m.Body.Headers[key] = strings.Join(values[key], ", ")
+	}
+	if h.Has("Subject") {
+		s := decodeText(h.Get("Subject"))
+		m.Subject = &s
+	}
+	if id := cleanID(h.Get("Message-Id")); id != "" {
+		m.MessageID = &id
+	}
+	if t, ok := parseDate(h.Get("Date")); ok {
+		m.Date = &t
+	}
+	m.From = addresses(h.Values("From"))
+	m.To = addresses(h.Values("To"))
+	m.Cc = addresses(h.Values("Cc"))
+}
+
+// wordDecoder decodes RFC 2047 encoded words; it is never changed.
+var wordDecoder = &mime.WordDecoder{CharsetReader: charsetReader}
+
+// charsetReader returns r decoded from the charset label to UTF-8. Labels
+// are looked up as mail clients and browsers do (the WHATWG Encoding
+// Standard: ISO-8859-1 text is read as windows-1252, whose 0x80-0x9F are
+// printable; corpus: attachment_emails/attachment_pdf_non_ascii.eml), then in
+// go-message's table. US-ASCII is read as UTF-8, which mail labelled so often
+// is, and so is a charset neither knows: bytes that are not UTF-8 become
+// U+FFFD, the rest stays readable.
+func charsetReader(label string, r io.Reader) (io.Reader, error) {
+	switch strings.ToLower(label) {
+	case "", "utf-8", "us-ascii":
+		return r, nil
+	}
+	if enc, _ := htmlindex.Get(label); enc != nil && enc != encoding.Replacement {
+		return enc.NewDecoder().Reader(r), nil
+	}
+	if dec, err := charset.Reader(label, r); err == nil {
+		return dec, nil
+	}
+	return r, nil
+}
+
+// decodeText decodes the RFC 2047 encoded words of a header value into
+// valid UTF-8; a value that does not decode is kept as written.
+func decodeText(v string) string {
+	if s, err := wordDecoder.DecodeHeader(v); err == nil {
+		v = s
+	}
+	return validUTF8(strings.TrimSpace(v))
+}
+
+// addresses returns the bare addresses of address-list header values.
+func addresses(values []string) []string {
+	var out []string
+	parser := mail.AddressParser{WordDecoder: wordDecoder}
+	for _, v := range values {
+		list, err := parser.ParseList(v)
+		if err != nil {
+			out = append(out, lenientAddresses(v)...)
 			continue
 		}
-		start := len(line) - len(v) // offset of the value in b
-		end := len(line)
-		off := n
-		for off < len(b) {
-			c := b[off]
-			cn := lineLen(b[off:])
-			cline, _ := nextLine(b[off:])
-			if c != ' ' && c != '\t' {
-				if _, _, f := fieldLine(cline); f {
-					break
-				}
-			}
-			end = off + len(cline)
-			off += cn
-		}
-		s.rest = b[off:]
-		return name, b[start:end], true
-	}
-	return nil, nil, false
-}
-
-// unfold joins the lines of a folded value and trims it. Each line break,
-// together with the white space around it, becomes one space, so indentation
-// of continuation lines does not end up in the value. When there is nothing
-// to join it returns a subslice of v.
-func unfold(v []byte) []byte {
-	v = bytes.Trim(v, " \t\r\n")
-	if bytes.IndexByte(v, '\n') < 0 && bytes.IndexByte(v, '\r') < 0 {
-		return v
-	}
-	out := make([]byte, 0, len(v))
-	for len(v) > 0 {
-		i := bytes.IndexAny(v, "\r\n")
-		if i < 0 {
-			out = append(out, v...)
-			break
-		}
-		out = append(out, bytes.TrimRight(v[:i], " \t")...)
-		v = bytes.TrimLeft(v[i:], " \t\r\n")
-		if len(v) > 0 {
-			out = append(out, ' ')
+		for _, a := range list {
+			out = append(out, validUTF8(a.Address))
 		}
 	}
 	return out
 }
 
-// equalFold reports whether the ASCII bytes b equal the lower-case string s,
-// ignoring case.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+// lenientAddresses reads an address list that net/mail refuses, so that one
+// odd mailbox does not lose the others: comments are dropped, the content of
+// angle brackets is an address (without an obsolete route), and elsewhere
+// every word with an "@" is one, white space around "." and "@" ignored.
+// Corpus: rfc2822/example10.eml, example11.eml and example13.eml (obsolete
+// syntax of RFC 5322 section 4.4), plain_emails/mix_caps_content_type.eml
+// and raw_email_multiple_from.eml (no angle brackets, no commas),
+// raw_email_with_at_display_name.eml ("@" in a display name).
+func lenientAddresses(v string) []string {
+	var out []string
+	for _, box := range strings.Split(stripComments(v), ",") {
+		if _, addr, ok := strings.Cut(box, "<"); ok {
+			addr, _, _ = strings.Cut(addr, ">")
+			if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+				addr = addr[i+1:] // "@route:" before the address
+			}
+			if addr = strings.Join(strings.Fields(addr), ""); strings.Contains(addr, "@") {
+				out = append(out, validUTF8(addr))
+			}
+			continue
 		}
-		if c != s[i] {
-			return false
+		for _, w := range strings.Fields(spaceAroundDots.ReplaceAllString(box, "$1")) {
+			if strings.Contains(w, "@") {
+				out = append(out, validUTF8(w))
+			}
 		}
 	}
-	return true
+	return out
 }
 
-// lowerASCII returns b lower-cased as a string.
-func lowerASCII(b []byte) string {
-	i := 0
-	for i < len(b) && !('A' <= b[i] && b[i] <= 'Z') {
-		i++
+// parseDate parses a Date header with net/mail. Comments, and white space
+// around the colons of the time, are obsolete syntax (RFC 5322 section
+// 4.3) that it does not take (corpus: rfc2822/example13.eml).
+func parseDate(v string) (time.Time, bool) {
+	if len(v) > 1000 {
+		return time.Time{}, false // not a date, and not worth the work
 	}
-	if i == len(b) {
-		return string(b)
+	t, err := mail.ParseDate(v)
+	if err != nil {
+		t, err = mail.ParseDate(spaceAroundColons.ReplaceAllString(stripComments(v), ":"))
 	}
-	var sb strings.Builder
-	sb.Grow(len(b))
-	sb.Write(b[:i])
-	for _, c := range b[i:] {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+	return t, err == nil
+}
+
+var spaceAroundColons = regexp.MustCompile(`\s*:\s*`)
+
+// cleanID returns a Message-ID or Content-ID without angle brackets, white
+// space and comments (obsolete syntax; corpus: rfc2822/example13.eml).
+func cleanID(v string) string {
+	v = strings.TrimSpace(stripComments(v))
+	if i := strings.IndexByte(v, '<'); i >= 0 {
+		v = v[i+1:]
+		if j := strings.IndexByte(v, '>'); j >= 0 {
+			v = v[:j]
 		}
-		sb.WriteByte(c)
 	}
-	return sb.String()
+	return validUTF8(strings.Join(strings.Fields(v), ""))
+}
+
+// spaceAroundDots matches white space around "." and "@", which obsolete
+// syntax allows inside an address ("jdoe@test . example").
+var spaceAroundDots = regexp.MustCompile(`\s*([.@])\s*`)
+
+// stripComments replaces the (nested) comments of a header value with a
+// space.
+func stripComments(v string) string {
+	var b strings.Builder
+	depth := 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && depth > 0:
+			i++ // an escaped character in a comment
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			if depth--; depth == 0 {
+				b.WriteByte(' ')
+			}
+		case depth == 0:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -32,7 +32,10 @@ type Metrics struct {
 	// RetentionDeleted counts emails deleted by retention, by account slug
 	// and reason (age or count).
 	RetentionDeleted *prometheus.CounterVec
-	registerer       prometheus.Registerer
+	// ParsePanics counts messages whose MIME parsing panicked (they are
+	// stored with what was parsed).
+	ParsePanics prometheus.Counter
+	registerer  prometheus.Registerer
 	// PerAccount, set before StoredEmails, lets metrics name accounts
 	// (MAILSINK_METRICS_PER_ACCOUNT).
 	PerAccount bool
@@ -83,6 +86,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		RetentionDeleted: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_retention_deleted_total", Help: "Emails deleted by retention, by account slug and reason (age: older than the account's maximum age; count: beyond its maximum number of emails).",
 		}, []string{"account", "reason"}),
+		ParsePanics: f.NewCounter(prometheus.CounterOpts{
+			Name: "mailsink_parse_panics_total", Help: "Messages whose MIME parsing panicked; each is stored with what was parsed before the panic.",
+		}),
 	}
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {

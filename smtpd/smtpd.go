@@ -24,7 +24,6 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
-	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
@@ -325,7 +324,7 @@ func (s *session) deliver(raw []byte, env ingest.Envelope, readErr error) (strin
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 	defer cancel()
-	if _, err := s.srv.ingest.Deliver(ctx, mailparse.Parse(raw), env); err != nil {
+	if _, err := s.srv.ingest.Deliver(ctx, raw, env); err != nil {
 		return strings.ReplaceAll(store.CodeOf(err).String(), " ", "_"), s.srv.reply(err, s.remote)
 	}
 	return "accepted", nil

@@ -68,7 +68,7 @@ func TestMessageShapes(t *testing.T) {
 		if d := len(raw) - tc.size; d < -200 || d > 200 {
 			t.Errorf("%s: %d bytes, want about %d", tc.shape, len(raw), tc.size)
 		}
-		msg := mailparse.Parse(raw)
+		msg, _ := mailparse.Parse(raw)
 		if msg.Subject == nil || *msg.Subject != m.Subject(7) {
 			t.Errorf("%s: subject %v, want %q", tc.shape, msg.Subject, m.Subject(7))
 		}
