@@ -105,11 +105,14 @@ func bodyToJSON(b *store.Body) *bodyJSON {
 }
 
 // The email summaries of list, create, update and inbound answers are
-// written by hand rather than by encoding/json: reflection, the map
-// envelope and three time.Format calls per email were most of the CPU a
-// list request costs. The bytes are exactly those encoding/json writes for
-// emailJSON with SetEscapeHTML(false), which TestAppendEmailMatchesEncodingJSON
-// and FuzzAppendEmail check.
+// written by hand rather than by encoding/json: reflection and three
+// time.Format calls per email were most of the CPU a list request costs
+// (with writeJSON and emailJSON instead, BenchmarkEncodeList 6.8 -> 24 µs
+// and BenchmarkListByRecipient 22 -> 38 µs, best of six runs each). The
+// bytes are exactly those encoding/json writes for emailJSON with
+// SetEscapeHTML(false), which TestAppendEmailMatchesEncodingJSON and
+// FuzzAppendEmail check; the detail answer and the event stream use
+// emailJSON itself.
 
 // writeList writes the answer {"items": [...]} for emails.
 func (a *API) writeList(w http.ResponseWriter, status int, emails []*store.Email) {
