@@ -56,12 +56,14 @@ bench-go:
 bench-large:
 	$(GO) run ./cmd/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large'
 
-## fuzz: each fuzz target for FUZZTIME
+## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:
-	$(GO) test ./mailparse -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
-	$(GO) test ./store -run '^$$' -fuzz FuzzValidAddress -fuzztime $(FUZZTIME)
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzListQuery -fuzztime $(FUZZTIME)
-	$(GO) test ./httpapi -run '^$$' -fuzz FuzzRequestBody -fuzztime $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list -f '{{.ImportPath}}:{{.Dir}}' $(PKGS)); do \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $${pkg#*:}/*_test.go 2>/dev/null); do \
+			echo "fuzz $${pkg%%:*} $$name"; \
+			$(GO) test $${pkg%%:*} -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+		done; \
+	done
 
 ## cluster-up / cluster-down: a 3-master Redis Cluster on loopback for the cluster tests
 cluster-up:

@@ -215,3 +215,32 @@ func FuzzAppendEmail(f *testing.F) {
 		sameAnswer(t, got, referenceList(a, http.StatusOK, []*store.Email{e, e}))
 	})
 }
+
+// TestListAnswerBytes pins the bytes clients see in a list answer: field
+// names and order, null for absent values, [] for no labels, strings
+// escaped as encoding/json does with HTML escaping off, timestamps in
+// RFC 3339 UTC with milliseconds.
+func TestListAnswerBytes(t *testing.T) {
+	t.Parallel()
+	a := testAPI()
+	at := time.UnixMilli(1700000000123).UTC()
+	mid, subj := "<a&b@example.com>", "Order \"1234\" <ok> ünï \u2028\x01"
+	e := &store.Email{ID: "0b6f7a52-4c1e-4f1a-9d7e-2f0c8a1b3c4d", AccountID: "acc-2", MessageID: &mid,
+		Sender: "shop@example.com", Recipient: "user@example.com", Subject: &subj,
+		Status: store.StatusProcessed, Labels: []string{"a/b", "<&>"}, RawSize: 2048,
+		ReceivedAt: at, CreatedAt: at.Add(time.Millisecond), UpdatedAt: at.Add(2 * time.Second).In(time.FixedZone("x", -7*3600-1800))}
+	unknown := *e
+	unknown.AccountID, unknown.Labels = "unknown", nil
+
+	w := httptest.NewRecorder()
+	a.writeList(w, http.StatusOK, []*store.Email{e, &unknown})
+	summary := `"messageId":"<a&b@example.com>","sender":"shop@example.com","recipient":"user@example.com",` +
+		`"subject":"Order \"1234\" <ok> ünï \u2028\u0001","status":"processed","notes":null,`
+	times := `"rawSize":2048,"receivedAt":"2023-11-14T22:13:20.123Z","createdAt":"2023-11-14T22:13:20.124Z","updatedAt":"2023-11-14T22:13:22.123Z"}`
+	want := `{"items":[{"id":"0b6f7a52-4c1e-4f1a-9d7e-2f0c8a1b3c4d","account":{"id":"acc-2","slug":"glo\"bex","name":"Globex <&> \u2028\u0001 ünï"},` +
+		summary + `"labels":["a/b","<&>"],` + times +
+		`,{"id":"0b6f7a52-4c1e-4f1a-9d7e-2f0c8a1b3c4d","account":null,` + summary + `"labels":[],` + times + "]}\n"
+	if got := w.Body.String(); got != want {
+		t.Fatalf("list answer\ngot  %s\nwant %s", got, want)
+	}
+}

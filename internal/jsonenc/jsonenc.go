@@ -1,6 +1,6 @@
 // Package jsonenc appends JSON strings byte for byte as encoding/json
-// writes them, without reflection: for the hand-written encoders of the hot
-// paths (httpapi's list answers, redisstore's records).
+// writes them, without reflection: for the one hand-written encoder of a
+// hot path, httpapi's email summaries.
 package jsonenc
 
 import "unicode/utf8"
@@ -8,14 +8,12 @@ import "unicode/utf8"
 const hexDigits = "0123456789abcdef"
 
 // plain[c] reports whether AppendString copies the byte c as it is: ASCII
-// other than control characters, quote and backslash. plainHTML also
-// leaves out <, > and &, which encoding/json escapes by default.
-var plain, plainHTML = func() (t, h [256]bool) {
+// other than control characters, quote and backslash.
+var plain = func() (t [256]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
-		h[c] = t[c] && c != '<' && c != '>' && c != '&'
 	}
-	return t, h
+	return t
 }()
 
 // AppendString appends s as a JSON string the way encoding/json does with
@@ -23,13 +21,7 @@ var plain, plainHTML = func() (t, h [256]bool) {
 // control characters escaped (\b, \f, \n, \r, \t by name), invalid UTF-8
 // replaced by \ufffd, and U+2028 and U+2029 escaped; everything else as it
 // is.
-func AppendString(b []byte, s string) []byte { return appendString(b, s, &plain) }
-
-// AppendStringHTML appends s as a JSON string the way json.Marshal does:
-// as AppendString, and <, > and & escaped as \u003c, \u003e and \u0026.
-func AppendStringHTML(b []byte, s string) []byte { return appendString(b, s, &plainHTML) }
-
-func appendString(b []byte, s string, plain *[256]bool) []byte {
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -77,12 +69,4 @@ func appendString(b []byte, s string, plain *[256]bool) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
-}
-
-// AppendOptStringHTML appends *s as AppendStringHTML does, or null for nil.
-func AppendOptStringHTML(b []byte, s *string) []byte {
-	if s == nil {
-		return append(b, "null"...)
-	}
-	return AppendStringHTML(b, *s)
 }

@@ -111,6 +111,15 @@ func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
 		rec.ReceivedAt, rec.CreatedAt, rec.UpdatedAt = r.Int64()-r.Int64(), r.Int64N(1<<45), r.Int64N(1<<45)
 		vals := rec.values()
 		sameDecoding(t, [6]string(vals))
+		// What the store writes takes the fast paths: a field added to
+		// fixed but not to fastFixed fails here, not only in benchmarks.
+		_, okFixed := fastFixed(vals[0])
+		_, okSubject := fastOptString(vals[2])
+		_, okNotes := fastOptString(vals[3])
+		_, okLabels := fastStrings(vals[4])
+		if !okFixed || !okSubject || !okNotes || !okLabels {
+			t.Fatalf("stored fields %q: fast paths fixed %v, subject %v, notes %v, labels %v; want all", vals, okFixed, okSubject, okNotes, okLabels)
+		}
 	}
 	good := `{"b":"b1","id":"i1","acc":"a1","mid":null,"from":"f@x","to":"t@x","size":12,"recv":1700000000000,"created":1700000000001}`
 	for _, m := range []string{

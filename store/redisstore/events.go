@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/eventhub"
 )
@@ -112,30 +111,22 @@ func decodeEvent(id, payload string) (store.Event, bool) {
 	return w.Event, true
 }
 
-// createdPayload is the event of a created email as the stream and the
-// channel carry it: with the email's stored fields (vals, in the order of
-// fields) instead of the email, as updateScript writes its events, so that
-// building it costs no reflection; decodeEvent reads both forms.
+// createdEvent is the event of a created email as the stream and the
+// channel carry it: with the email's stored fields (in the order of fields)
+// instead of the email, as updateScript writes its events, so that the
+// email is encoded once; decodeEvent reads both forms.
+type createdEvent struct {
+	Type      store.EventType `json:"type"`
+	AccountID string          `json:"accountId"`
+	EmailID   string          `json:"emailId"`
+	Fields    []string        `json:"fields"`
+}
+
+// createdPayload returns the createdEvent of the email id with the stored
+// fields vals. It cannot fail: the event is made of strings.
 func createdPayload(accountID, id string, vals []string) []byte {
-	n := 96 + len(accountID) + len(id)
-	for _, v := range vals {
-		n += len(v) + len(v)/4
-	}
-	b := make([]byte, 0, n)
-	b = append(b, `{"type":`...)
-	b = jsonenc.AppendStringHTML(b, string(store.EmailCreated))
-	b = append(b, `,"accountId":`...)
-	b = jsonenc.AppendStringHTML(b, accountID)
-	b = append(b, `,"emailId":`...)
-	b = jsonenc.AppendStringHTML(b, id)
-	b = append(b, `,"fields":[`...)
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonenc.AppendStringHTML(b, v)
-	}
-	return append(b, "]}"...)
+	b, _ := json.Marshal(createdEvent{Type: store.EmailCreated, AccountID: accountID, EmailID: id, Fields: vals})
+	return b
 }
 
 // eventPayload is an event as the stream and the channel carry it, without

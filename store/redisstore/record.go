@@ -2,11 +2,9 @@ package redisstore
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 	"time"
 
-	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -99,56 +97,15 @@ func (r *record) email() *store.Email {
 
 // values returns the hash fields of r, in the order of fields.
 func (r *record) values() []string {
-	return []string{r.fixed.encode(), string(r.Status), encodeOptString(r.Subject), encodeOptString(r.Notes),
-		encodeLabels(r.Labels), formatInt(r.UpdatedAt)}
+	return []string{marshal(&r.fixed), string(r.Status), marshal(r.Subject), marshal(r.Notes),
+		marshal(r.Labels), formatInt(r.UpdatedAt)}
 }
 
-// The encoders below write what json.Marshal writes for the same values,
-// byte for byte, without reflection (TestEncodersMatchEncodingJSON): the
-// stored form does not depend on which build wrote it, and decode.go's fast
-// paths read it.
-
-// encode returns f as json.Marshal writes it.
-func (f *fixed) encode() string {
-	b := make([]byte, 0, 160)
-	b = append(b, `{"b":`...)
-	b = jsonenc.AppendStringHTML(b, f.Body)
-	b = append(b, `,"id":`...)
-	b = jsonenc.AppendStringHTML(b, f.ID)
-	b = append(b, `,"acc":`...)
-	b = jsonenc.AppendStringHTML(b, f.AccountID)
-	b = append(b, `,"mid":`...)
-	b = jsonenc.AppendOptStringHTML(b, f.MessageID)
-	b = append(b, `,"from":`...)
-	b = jsonenc.AppendStringHTML(b, f.Sender)
-	b = append(b, `,"to":`...)
-	b = jsonenc.AppendStringHTML(b, f.Recipient)
-	b = append(b, `,"size":`...)
-	b = strconv.AppendInt(b, f.RawSize, 10)
-	b = append(b, `,"recv":`...)
-	b = strconv.AppendInt(b, f.ReceivedAt, 10)
-	b = append(b, `,"created":`...)
-	b = strconv.AppendInt(b, f.CreatedAt, 10)
-	return string(append(b, '}'))
-}
-
-// encodeOptString returns s as json.Marshal writes a *string.
-func encodeOptString(s *string) string { return string(jsonenc.AppendOptStringHTML(nil, s)) }
-
-// encodeLabels returns labels as json.Marshal writes a []string (null for
-// nil).
-func encodeLabels(labels []string) string {
-	if labels == nil {
-		return "null"
-	}
-	b := append(make([]byte, 0, 16*len(labels)+2), '[')
-	for i, l := range labels {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonenc.AppendStringHTML(b, l)
-	}
-	return string(append(b, ']'))
+// marshal returns v as json.Marshal writes it. It cannot fail: what is
+// stored is made of strings, integers, slices and maps with string keys.
+func marshal(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // decodeFields decodes the values of fields, as HMGET returns them.
@@ -237,54 +194,17 @@ type attachmentRecord struct {
 	Size        int64   `json:"size"`
 }
 
-// encodeBody returns the bodyRecord of b as json.Marshal writes it: nil
-// headers as {} and map keys sorted.
+// encodeBody returns the bodyRecord of b as json.Marshal writes it, with
+// nil headers as {} and nil attachments as [].
 func encodeBody(b *store.Body) string {
-	n := 64 + 64*len(b.Attachments)
-	if b.Text != nil {
-		n += len(*b.Text) + len(*b.Text)/16
+	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments))}
+	if r.Headers == nil {
+		r.Headers = map[string]string{}
 	}
-	if b.HTML != nil {
-		n += len(*b.HTML) + len(*b.HTML)/8
-	}
-	keys := make([]string, 0, len(b.Headers))
-	for k, v := range b.Headers {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 6
-	}
-	slices.Sort(keys)
-	out := make([]byte, 0, n)
-	out = append(out, `{"text":`...)
-	out = jsonenc.AppendOptStringHTML(out, b.Text)
-	out = append(out, `,"html":`...)
-	out = jsonenc.AppendOptStringHTML(out, b.HTML)
-	out = append(out, `,"headers":{`...)
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = jsonenc.AppendStringHTML(out, k)
-		out = append(out, ':')
-		out = jsonenc.AppendStringHTML(out, b.Headers[k])
-	}
-	out = append(out, `},"att":[`...)
 	for i, a := range b.Attachments {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"cid":`...)
-		out = jsonenc.AppendOptStringHTML(out, a.ContentID)
-		out = append(out, `,"type":`...)
-		out = jsonenc.AppendOptStringHTML(out, a.ContentType)
-		out = append(out, `,"disp":`...)
-		out = jsonenc.AppendOptStringHTML(out, a.Disposition)
-		out = append(out, `,"name":`...)
-		out = jsonenc.AppendOptStringHTML(out, a.Filename)
-		out = append(out, `,"size":`...)
-		out = strconv.AppendInt(out, a.Size, 10)
-		out = append(out, '}')
+		r.Attachments[i] = attachmentRecord(a)
 	}
-	return string(append(out, "]}"...))
+	return marshal(&r)
 }
 
 func decodeBody(raw, meta string) (*store.Body, error) {

@@ -465,10 +465,10 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		if labels == nil {
 			labels = []string{}
 		}
-		args = append(args, fieldLabels, encodeLabels(labels))
+		args = append(args, fieldLabels, marshal(labels))
 	}
 	if u.Notes != nil {
-		args = append(args, fieldNotes, encodeOptString(u.Notes.Value))
+		args = append(args, fieldNotes, marshal(u.Notes.Value))
 	}
 	if u.Status != nil {
 		if !u.Status.Valid() {
@@ -477,7 +477,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		args = append(args, fieldStatus, string(*u.Status))
 	}
 	if u.Subject != nil {
-		args = append(args, fieldSubject, encodeOptString(u.Subject.Value))
+		args = append(args, fieldSubject, marshal(u.Subject.Value))
 	}
 	if !u.UpdatedAt.IsZero() {
 		args = append(args, fieldUpdated, formatInt(u.UpdatedAt.UnixMilli()))
