@@ -364,11 +364,13 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 // CountEmails implements store.Store. It returns Invalid when the query has
 // no account and NotFound when q.Before names no email of the account.
 //
-// Without filters it reads the account's stats record. Otherwise it walks
-// the index ListEmails would: with only the recipient, sender or status
-// filter, and Since or Before, it counts index entries without reading the
-// emails; with more filters, or a subject or label filter, it reads each
-// email's metadata, so its cost grows with the emails in the index walked.
+// Without filters, Since or Before it reads the account's stats record, in
+// constant time. Otherwise it walks the index ListEmails would: with at most
+// one of the recipient, sender and status filters and no subject or label
+// filter, it counts that index's entries (those after Before and Since)
+// without reading the emails; otherwise it reads each walked email's
+// metadata. Either way its cost grows with the entries walked: about 20 ms
+// per 10,000 metadata reads (BenchmarkCountAndCursor).
 func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, wrap(err, "count emails")
