@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -327,12 +328,15 @@ func getRecord(tx *bolt.Tx, accountID, id string) (*emailRecord, error) {
 }
 
 // ListEmails implements store.Store. It returns Invalid when the query has no
-// account, a Limit below 1 or a negative Offset.
+// account, a Limit below 1 or a negative Offset, and NotFound when q.Before
+// names no email of the account.
 //
-// It walks the most selective index the query allows (recipient, then sender,
-// then status, then all of the account's emails) from newest to oldest and
-// checks the other filters on each email's metadata. Since ends the walk at
-// the first email not after it. Bodies are never read.
+// It walks one index (recipient, then sender, then status, then all of the
+// account's emails, whichever the query has first) from newest to oldest, or
+// from just after q.Before, looks each entry up in the indexes of the other
+// address and status filters, and checks the subject and label filters on
+// each remaining email's metadata. Since ends the walk at the first email not
+// after it. Bodies are never read.
 func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "list emails")
@@ -345,55 +349,12 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	case q.Offset < 0:
 		return nil, store.Errorf(store.Invalid, "list: negative offset %d", q.Offset)
 	}
-	prefix, residual := plan(q)
-	m := newMatcher(q)
-	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
 	out := make([]*store.Email, 0, min(q.Limit, 100))
 	err := s.db.View(func(tx *bolt.Tx) error {
-		emails := tx.Bucket(bucketEmails)
-		c := tx.Bucket(bucketIndex).Cursor()
-		key := appendAccount(nil, q.AccountID)
-		acctLen := len(key)
-		skip := q.Offset
-		steps := 0
-		for k, _ := seekLast(c, prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			if steps++; steps%4096 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			if len(k) < len(prefix)+timeLen {
-				return internalf("list: short index key %x", k)
-			}
-			if hasSince && decodeTime(k[len(prefix):]) <= since {
-				break
-			}
-			if !residual && skip > 0 {
-				skip--
-				continue
-			}
-			key = append(key[:acctLen], k[len(prefix)+timeLen:]...)
-			v := emails.Get(key)
-			if v == nil {
-				return internalf("list: index entry %x has no email", k)
-			}
-			r, err := decodeEmail(v)
-			if err != nil {
-				return err
-			}
-			if residual && !m.match(&r.Email) {
-				continue
-			}
-			if skip > 0 {
-				skip--
-				continue
-			}
-			out = append(out, &r.Email)
-			if len(out) == q.Limit {
-				break
-			}
-		}
-		return nil
+		return walk(ctx, tx, q, q.Offset, true, func(e *store.Email) bool {
+			out = append(out, e)
+			return len(out) < q.Limit
+		})
 	})
 	if err != nil {
 		return nil, wrap(err, "list emails")
@@ -401,47 +362,161 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	return out, nil
 }
 
-// plan picks the index for q and reports whether filters other than the
-// index's remain to be checked on each email.
-func plan(q store.ListQuery) (prefix []byte, residual bool) {
-	n := 0
-	for _, set := range []bool{q.Recipient != "", q.Sender != "", q.Status != "", q.Subject != ""} {
-		if set {
-			n++
+// CountEmails implements store.Store. It returns Invalid when the query has
+// no account and NotFound when q.Before names no email of the account.
+//
+// Without filters, Since or Before it reads the account's stats record, in
+// constant time. Otherwise it walks the index ListEmails would and counts
+// the entries that are also in the other filters' indexes, without reading
+// the emails unless a subject or label filter needs their metadata. Its cost
+// grows with the entries walked (BenchmarkCountAndCursor: at 100,000 emails,
+// counting one recipient's 10,000 takes well under a millisecond; with a
+// label filter, reading all 100,000, about 150 ms).
+func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrap(err, "count emails")
+	}
+	if q.AccountID == "" {
+		return 0, store.Errorf(store.Invalid, "count: no account")
+	}
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if q.Recipient == "" && q.Sender == "" && q.Status == "" && q.Subject == "" && q.Label == "" &&
+			q.Since.IsZero() && q.Before == "" {
+			var err error
+			n, _, err = readStats(tx, q.AccountID)
+			return err
 		}
+		return walk(ctx, tx, q, 0, false, func(*store.Email) bool {
+			n++
+			return true
+		})
+	})
+	if err != nil {
+		return 0, wrap(err, "count emails")
 	}
-	switch {
-	case q.Recipient != "":
-		return indexPrefix(q.AccountID, kindRecipient, store.NormalizeAddress(q.Recipient)), n > 1
-	case q.Sender != "":
-		return indexPrefix(q.AccountID, kindSender, store.NormalizeAddress(q.Sender)), n > 1
-	case q.Status != "":
-		return indexPrefix(q.AccountID, kindStatus, string(q.Status)), n > 1
-	}
-	return indexPrefix(q.AccountID, kindAll, ""), n > 0
+	return n, nil
 }
 
-// matcher checks a query's filters, other than Since, on one email.
+// walk calls visit with q's matches in list order, after skipping skip of
+// them, until visit returns false or the matches end. Entries are tested
+// against the other filters' indexes by key; the emails themselves are read
+// only when a subject or label filter needs their metadata, or when load is
+// true and the entry is not skipped (otherwise visit gets nil).
+func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load bool, visit func(*store.Email) bool) error {
+	prefix, also, residual := plan(q)
+	m := newMatcher(q)
+	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
+	emails := tx.Bucket(bucketEmails)
+	c := tx.Bucket(bucketIndex).Cursor()
+	probe := tx.Bucket(bucketIndex).Cursor()
+	key := appendAccount(nil, q.AccountID)
+	acctLen := len(key)
+	var probeKey []byte
+	var k []byte
+	if q.Before != "" {
+		r, err := getRecord(tx, q.AccountID, store.NormalizeID(q.Before))
+		if err != nil {
+			return err
+		}
+		// The first entry below the cursor's place in this index, whether
+		// or not the cursor's email is in it.
+		if k, _ = c.Seek(indexKey(prefix, r.ReceivedAt.UnixMilli(), r.ID)); k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+	} else {
+		k, _ = seekLast(c, prefix)
+	}
+	steps := 0
+entries:
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		if steps++; steps%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if len(k) < len(prefix)+timeLen {
+			return internalf("list: short index key %x", k)
+		}
+		if hasSince && decodeTime(k[len(prefix):]) <= since {
+			break
+		}
+		// The same receivedAt and id under another index's prefix.
+		for _, p := range also {
+			probeKey = append(append(probeKey[:0], p...), k[len(prefix):]...)
+			if pk, _ := probe.Seek(probeKey); !bytes.Equal(pk, probeKey) {
+				continue entries
+			}
+		}
+		if !residual && skip > 0 {
+			skip--
+			continue
+		}
+		if !residual && !load {
+			if !visit(nil) {
+				break
+			}
+			continue
+		}
+		key = append(key[:acctLen], k[len(prefix)+timeLen:]...)
+		v := emails.Get(key)
+		if v == nil {
+			return internalf("list: index entry %x has no email", k)
+		}
+		r, err := decodeEmail(v)
+		if err != nil {
+			return err
+		}
+		if residual && !m.match(&r.Email) {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if !visit(&r.Email) {
+			break
+		}
+	}
+	return nil
+}
+
+// plan picks the index to walk for q (recipient, then sender, then status,
+// then all of the account's emails), the prefixes of the other indexes an
+// entry must also be in, and whether a subject or label filter remains to
+// be checked on each email's metadata.
+func plan(q store.ListQuery) (walked []byte, also [][]byte, residual bool) {
+	var prefixes [][]byte
+	if q.Recipient != "" {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindRecipient, store.NormalizeAddress(q.Recipient)))
+	}
+	if q.Sender != "" {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindSender, store.NormalizeAddress(q.Sender)))
+	}
+	if q.Status != "" {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindStatus, string(q.Status)))
+	}
+	if len(prefixes) == 0 {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindAll, ""))
+	}
+	return prefixes[0], prefixes[1:], q.Subject != "" || q.Label != ""
+}
+
+// matcher checks a query's subject and label filters on one email.
 type matcher struct {
-	recipient, sender, subject string
-	status                     store.Status
+	subject, label string
 }
 
 func newMatcher(q store.ListQuery) matcher {
-	return matcher{
-		recipient: store.NormalizeAddress(q.Recipient),
-		sender:    store.NormalizeAddress(q.Sender),
-		subject:   strings.ToLower(q.Subject),
-		status:    q.Status,
-	}
+	return matcher{subject: strings.ToLower(q.Subject), label: q.Label}
 }
 
 func (m *matcher) match(e *store.Email) bool {
 	switch {
-	case m.recipient != "" && store.NormalizeAddress(e.Recipient) != m.recipient,
-		m.sender != "" && store.NormalizeAddress(e.Sender) != m.sender,
-		m.status != "" && e.Status != m.status,
-		m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)):
+	case m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)),
+		m.label != "" && !slices.Contains(e.Labels, m.label):
 		return false
 	}
 	return true
