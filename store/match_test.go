@@ -9,7 +9,7 @@ func TestMatcher(t *testing.T) {
 	t.Parallel()
 	subject := "Your Code"
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	e := &Email{Recipient: "New.User@Acme.test", Sender: "app@example.com", Subject: &subject, Status: StatusReceived, ReceivedAt: at}
+	e := &Email{Labels: []string{"signup", "Q3"}, Recipient: "New.User@Acme.test", Sender: "app@example.com", Subject: &subject, Status: StatusReceived, ReceivedAt: at}
 	for _, tt := range []struct {
 		name string
 		q    ListQuery
@@ -26,6 +26,8 @@ func TestMatcher(t *testing.T) {
 		{"subject missing", ListQuery{Subject: "invoice"}, false},
 		{"since before", ListQuery{Since: at.Add(-time.Millisecond)}, true},
 		{"since equal", ListQuery{Since: at}, false},
+		{"label", ListQuery{Label: "Q3"}, true},
+		{"label is exact", ListQuery{Label: "q3"}, false},
 		{"all at once", ListQuery{Recipient: "new.user@acme.test", Sender: "app@example.com", Status: StatusReceived, Subject: "code"}, true},
 	} {
 		if got := NewMatcher(tt.q).Match(e); got != tt.want {
