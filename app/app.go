@@ -96,9 +96,10 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	reg := accounts.New(cfg.Accounts)
 	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx}
 	ing := ingest.New(st, time.Now, ingest.Config{
-		MaxRecipients: cfg.SMTP.MaxRecipients,
-		ParsePanics:   m.ParsePanics,
-		Log:           log.With("component", "ingest"),
+		MaxRecipients:   cfg.SMTP.MaxRecipients,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		ParsePanics:     m.ParsePanics,
+		Log:             log.With("component", "ingest"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)

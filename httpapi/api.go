@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -310,9 +311,10 @@ func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	in := ingest.NewEmail{
-		AccountID: accountOf(r).ID,
-		Recipient: obj.address("recipient"),
-		Sender:    obj.address("sender"),
+		AccountID:      accountOf(r).ID,
+		Recipient:      obj.address("recipient"),
+		Sender:         obj.address("sender"),
+		IdempotencyKey: idempotencyKey(r, v),
 	}
 	if s, ok := obj.str("subject", false, true, maxSubject); ok {
 		in.Subject = &ingest.Optional{Value: s}
@@ -504,7 +506,10 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc := accountOf(r)
-	env := ingest.Envelope{Sender: strings.TrimSpace(r.Header.Get("X-Envelope-From"))}
+	env := ingest.Envelope{
+		Sender:         strings.TrimSpace(r.Header.Get("X-Envelope-From")),
+		IdempotencyKey: idempotencyKey(r, v),
+	}
 	if env.Sender != "" && !store.ValidAddress(env.Sender) {
 		v.field("X-Envelope-From", "must be a valid email address")
 	}
@@ -531,6 +536,27 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.writeList(w, http.StatusCreated, emails)
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// idempotencyKey reads the Idempotency-Key header: 1 to 255 printable ASCII
+// characters, or absent.
+func idempotencyKey(r *http.Request, v *validationError) string {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return ""
+	}
+	ok := len(key) <= maxIdempotencyKey
+	for i := 0; ok && i < len(key); i++ {
+		ok = key[i] >= ' ' && key[i] <= '~'
+	}
+	if !ok {
+		v.field("Idempotency-Key", fmt.Sprintf("must be 1 to %d printable ASCII characters", maxIdempotencyKey))
+		return ""
+	}
+	return key
 }
 
 // readObject reads a JSON object body of at most limit bytes, with the

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -304,6 +305,66 @@ func TestMetricsNameNoAccountByDefault(t *testing.T) {
 			if strings.Contains(string(resp.Body), leak) {
 				t.Errorf("/metrics shows %s without MAILSINK_METRICS_PER_ACCOUNT", leak)
 			}
+		}
+	})
+}
+
+// Idempotency-Key: a repeat answers as the first did and stores nothing
+// new, on create and on inbound; the same key for another request is 409;
+// a malformed key is 400.
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		send := func(method, path, key string, body any, header ...string) *testenv.Response {
+			var req *http.Request
+			if b, ok := body.(string); ok {
+				req, _ = http.NewRequest(method, e.BaseURL+path, strings.NewReader(b))
+				req.Header.Set("Content-Type", "message/rfc822")
+			} else {
+				j, _ := json.Marshal(body)
+				req, _ = http.NewRequest(method, e.BaseURL+path, bytes.NewReader(j))
+				req.Header.Set("Content-Type", "application/json")
+			}
+			req.Header.Set("Authorization", "Bearer "+acme)
+			if key != "" {
+				req.Header.Set("Idempotency-Key", key)
+			}
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			return e.Send(t, req)
+		}
+		body := map[string]any{"recipient": "idem@acme.test", "sender": "s@example.com", "subject": "once"}
+		first := send(http.MethodPost, "/v1/emails", "create-key-1", body)
+		again := send(http.MethodPost, "/v1/emails", "create-key-1", body)
+		if first.Status != http.StatusCreated || again.Status != http.StatusCreated {
+			t.Fatalf("create and its repeat: %d, %d; want 201, 201", first.Status, again.Status)
+		}
+		if a, b := first.JSON(t)["item"].(map[string]any)["id"], again.JSON(t)["item"].(map[string]any)["id"]; a != b {
+			t.Errorf("the repeat answered id %v, the first %v", b, a)
+		}
+		body["subject"] = "another"
+		if resp := send(http.MethodPost, "/v1/emails", "create-key-1", body); resp.Status != http.StatusConflict {
+			t.Errorf("the key reused for another request: %d, want 409: %s", resp.Status, resp.Body)
+		}
+		if resp := send(http.MethodPost, "/v1/emails", strings.Repeat("k", 256), body); resp.Status != http.StatusBadRequest ||
+			!strings.Contains(string(resp.Body), "Idempotency-Key") {
+			t.Errorf("a 256-character key: %d, want 400 naming Idempotency-Key: %s", resp.Status, resp.Body)
+		}
+
+		raw := "From: s@example.com\r\nTo: idem@acme.test, idem2@acme.test\r\nSubject: inbound once\r\n\r\nhi\r\n"
+		in1 := send(http.MethodPost, "/v1/inbound", "inbound-key-1", raw)
+		in2 := send(http.MethodPost, "/v1/inbound", "inbound-key-1", raw)
+		if in1.Status != http.StatusCreated || in2.Status != http.StatusCreated || string(in1.Body) != string(in2.Body) {
+			t.Errorf("inbound and its repeat: %d %s / %d %s; want the same 201 answer", in1.Status, in1.Body, in2.Status, in2.Body)
+		}
+		if n := len(list(t, e, acme, "recipient=idem%40acme.test")); n != 2 {
+			t.Errorf("%d emails to idem@acme.test, want 2 (one create, one inbound)", n)
+		}
+		// Without a key the same request is stored again, on purpose.
+		send(http.MethodPost, "/v1/inbound", "", raw)
+		if n := len(list(t, e, acme, "recipient=idem2%40acme.test")); n != 2 {
+			t.Errorf("%d emails to idem2@acme.test after a keyless repeat, want 2", n)
 		}
 	})
 }

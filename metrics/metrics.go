@@ -269,3 +269,14 @@ func (s *Store) Ping(ctx context.Context) (err error) {
 	defer func(start time.Time) { s.observe("ping", start, err) }(time.Now())
 	return s.Backend.Ping(ctx)
 }
+
+// Reserve implements store.Idempotency by passing the call to the backend;
+// a backend that keeps no keys remembers nothing, so every key is fresh.
+func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Reservation, ttl time.Duration) (got store.Reservation, fresh bool, err error) {
+	idem, ok := s.Backend.(store.Idempotency)
+	if !ok {
+		return r, true, nil
+	}
+	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
+	return idem.Reserve(ctx, accountID, key, r, ttl)
+}

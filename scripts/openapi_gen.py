@@ -58,6 +58,7 @@ resp={
  "Unauthorized":{"description":"API key missing or invalid.",**j("ErrorResponse")},
  "NotFound":{"description":"No such email in the key's account.",**j("ErrorResponse")},
  "TooLarge":{"description":"Request body over the size limit.",**j("ErrorResponse")},
+ "Conflict":{"description":"The Idempotency-Key was used for a different request.",**j("ErrorResponse")},
  "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
  "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
 }
@@ -76,6 +77,8 @@ page=[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":25},"Page 
       q("offset",{"type":"integer","minimum":0,"maximum":9007199254740991,"default":0},"Emails skipped.")]
 wait=q("wait",{"type":"integer","minimum":1,"maximum":60},"Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out.")
 emailId={"name":"emailId","in":"path","required":True,"schema":uuid}
+idem={"name":"Idempotency-Key","in":"header","required":False,"schema":{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$"},
+  "description":"Names this delivery: a repeat with the same key (per account, for 24 hours) answers as the first did and stores nothing new; the same key with another request is 409. Without it, the same request stores again (sending a message twice on purpose is allowed)."}
 sec=[{"bearer":[]},{"apiKey":[]}]
 std=lambda **kw: {"400":r("BadRequest"),"401":r("Unauthorized"),"503":r("Unavailable"),**kw}
 paths={
@@ -85,8 +88,9 @@ paths={
     "parameters":page+filters+[before,wait],
     "responses":std(**{"200":{"description":"A page of emails.",**j("ListResponse")},"404":r("NotFound"),"429":r("TooManyRequests")})},
   "post":{"operationId":"createEmail","summary":"Store a new email.","security":sec,
+    "parameters":[idem],
     "requestBody":{"required":True,"content":{"application/json":{"schema":ref("CreateEmailRequest")}}},
-    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"413":r("TooLarge")})},
+    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"409":r("Conflict"),"413":r("TooLarge")})},
   "delete":{"operationId":"deleteEmails","summary":"Delete the account's emails matching the filters (at least one filter, or all=true).","security":sec,
     "description":"Takes the filters of list; limit, offset, wait and before are refused (400).",
     "parameters":filters+[q("all",{"type":"boolean"},"Delete every email of the account when no filter is given.")],
@@ -122,9 +126,9 @@ paths={
  "/v1/inbound":{
   "post":{"operationId":"inbound","summary":"Store a raw RFC 5322 message, one email per envelope recipient.","security":sec,
     "parameters":[{"name":"X-Envelope-From","in":"header","required":False,"schema":{"type":"string"}},
-                  {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."}],
+                  {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."},idem],
     "requestBody":{"required":True,"content":{"message/rfc822":{"schema":{"type":"string"}}}},
-    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"413":r("TooLarge")})}},
+    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"409":r("Conflict"),"413":r("TooLarge")})}},
  "/v1/openapi.json":{"get":{"operationId":"openAPI","summary":"This document.","security":[],
     "responses":{"200":{"description":"OpenAPI 3.1 document.","content":{"application/json":{"schema":{"type":"object"}}}}}}},
  "/healthz":{"get":{"operationId":"health","summary":"The process is up.","security":[],

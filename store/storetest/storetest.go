@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"StatsConcurrent", testStatsConcurrent},
 		{"OldestEmails", testOldestEmails},
 		{"OldestConcurrentKeep", testOldestConcurrentKeep},
+		{"Idempotency", testIdempotency},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
