@@ -95,7 +95,14 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	}
 	reg := accounts.New(cfg.Accounts)
 	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx}
+	stats, _ := raw.(store.Stats)
 	ing := ingest.New(st, time.Now, ingest.Config{
+		Quota: func(accountID string) (int64, int64) {
+			acc, _ := reg.Config(accountID)
+			q := cfg.Quota.For(acc)
+			return q.MaxEmails, q.MaxBytes
+		},
+		Stats:           stats,
 		MaxRecipients:   cfg.SMTP.MaxRecipients,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		ParsePanics:     m.ParsePanics,
@@ -106,7 +113,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	if cfg.HTTP.AuthFailuresPerMinute > 0 && !cfg.HTTP.AuthLimitLoopback {
 		log.Info("the wrong-key limit leaves loopback clients alone; behind a proxy on this host set MAILSINK_TRUSTED_PROXIES (or MAILSINK_AUTH_LIMIT_LOOPBACK=true)")
 	}
-	if stats, ok := raw.(store.Stats); ok {
+	if stats != nil {
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
@@ -130,6 +137,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		// One client address may hold at most half of the turns, so that
 		// it cannot keep everyone else's large requests waiting.
 		LargeGate:         a.large,
+		Writes:            m.Writes.State,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
 		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,

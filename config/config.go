@@ -27,6 +27,9 @@ type Config struct {
 	// Retention is the default retention of every account; an account of
 	// the accounts file may override MaxAge and MaxEmails.
 	Retention Retention
+	// Quota is the default storage quota of every account; an account of
+	// the accounts file may override it.
+	Quota Quota
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -121,6 +124,24 @@ type Store struct {
 	RedisPrefix string
 	// Timeout bounds one HTTP request's store calls.
 	Timeout time.Duration
+}
+
+// Quota bounds what one account stores, so that one team cannot fill a
+// store shared with others; 0 sets no bound.
+type Quota struct {
+	MaxEmails int64
+	MaxBytes  int64
+}
+
+// For returns the quota of account a: its overrides, else q's values.
+func (q Quota) For(a Account) Quota {
+	if a.Quota.MaxEmails != nil {
+		q.MaxEmails = *a.Quota.MaxEmails
+	}
+	if a.Quota.MaxBytes != nil {
+		q.MaxBytes = *a.Quota.MaxBytes
+	}
+	return q
 }
 
 // Retention configures the deletion of old emails, per account, in the

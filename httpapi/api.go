@@ -43,6 +43,9 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
+	// Writes, when not nil, tells whether store writes succeed, for
+	// /readyz/writes (metrics.Writes.State).
+	Writes func() (ok bool, reason string, since time.Time)
 	// LargeGate, when not nil, gives turns to request bodies past their
 	// first MiB (shared with SMTP's large messages); nil reads them at once.
 	LargeGate *gate.Gate
@@ -105,6 +108,7 @@ func (a *API) routes() http.Handler {
 	})
 	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz/writes", a.writesReady).Methods(http.MethodGet, http.MethodHead)
 	if a.cfg.MetricsHandler != nil {
 		r.Handle("/metrics", a.cfg.MetricsHandler).Methods(http.MethodGet, http.MethodHead)
 	}
@@ -252,6 +256,20 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("not ready: store does not answer", "err", err)
 		writeMessage(w, http.StatusServiceUnavailable, "store unavailable")
 		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// writesReady answers whether the store takes writes, as far as the last
+// write tells: 503 while writes fail because the store is full or
+// unavailable. /readyz stays about reads on purpose: a replica whose store
+// is full must stay in service, so that people can delete mail to make room.
+func (a *API) writesReady(w http.ResponseWriter, _ *http.Request) {
+	if a.cfg.Writes != nil {
+		if ok, reason, since := a.cfg.Writes(); !ok {
+			writeMessage(w, http.StatusServiceUnavailable, fmt.Sprintf("writes are failing: %s (since %s)", reason, since.UTC().Format(time.RFC3339)))
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }

@@ -51,6 +51,7 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 	if err != nil {
 		return nil, err
 	}
+
 	raw := in.Raw
 	if raw == nil {
 		raw = compose(in, e)
@@ -82,6 +83,11 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 		e.MessageID = &id
 	}
 	e.RawSize = int64(len(raw))
+	if !repeat {
+		if err := s.checkQuota(ctx, []*store.Email{e}); err != nil {
+			return nil, err
+		}
+	}
 	got, err := s.create(ctx, body, []*store.Email{e}, repeat)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,12 @@ type Config struct {
 	// MaxMessageBytes bounds the message that Create composes from a
 	// request without raw (0: no limit).
 	MaxMessageBytes int64
+	// Quota, when not nil, returns the most emails and raw bytes an account
+	// may store (0: no bound); Stats, which must then be set, tells what it
+	// stores. A delivery that would pass its account's quota is refused
+	// with QuotaExceeded and stores nothing for that account.
+	Quota func(accountID string) (maxEmails, maxBytes int64)
+	Stats store.Stats
 	// ParsePanics counts messages whose parsing panicked; nil counts
 	// nothing.
 	ParsePanics prometheus.Counter
@@ -134,6 +140,9 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 	for _, acc := range order {
 		group := groups[acc]
 		repeat, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
+		if err == nil && !repeat {
+			err = s.checkQuota(ctx, group)
+		}
 		if err == nil {
 			var got []*store.Email
 			if got, err = s.create(ctx, body, group, repeat); err == nil {

@@ -35,7 +35,9 @@ type Metrics struct {
 	// ParsePanics counts messages whose MIME parsing panicked (they are
 	// stored with what was parsed).
 	ParsePanics prometheus.Counter
-	registerer  prometheus.Registerer
+	// Writes follows how store writes end (writes.go).
+	Writes     *Writes
+	registerer prometheus.Registerer
 	// PerAccount, set before StoredEmails, lets metrics name accounts
 	// (MAILSINK_METRICS_PER_ACCOUNT).
 	PerAccount bool
@@ -89,6 +91,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		ParsePanics: f.NewCounter(prometheus.CounterOpts{
 			Name: "mailsink_parse_panics_total", Help: "Messages whose MIME parsing panicked; each is stored with what was parsed before the panic.",
 		}),
+		Writes: newWrites(f),
 	}
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -193,11 +196,13 @@ type Backend interface {
 	store.Notifier
 }
 
-// Store times each operation of a backend into StoreDuration.
+// Store times each operation of a backend into StoreDuration, and tells
+// Writes how its writes end.
 type Store struct {
 	Backend
-	name string
-	hist *prometheus.HistogramVec
+	name   string
+	hist   *prometheus.HistogramVec
+	writes *Writes
 }
 
 var (
@@ -211,7 +216,7 @@ func (m *Metrics) InstrumentStore(b Backend, name string) Backend {
 	if m == nil {
 		return b
 	}
-	return &Store{Backend: b, name: name, hist: m.StoreDuration}
+	return &Store{Backend: b, name: name, hist: m.StoreDuration, writes: m.Writes}
 }
 
 func (s *Store) observe(op string, start time.Time, err error) {
@@ -220,6 +225,10 @@ func (s *Store) observe(op string, start time.Time, err error) {
 		result = store.CodeOf(err).String()
 	}
 	s.hist.WithLabelValues(op, s.name, result).Observe(time.Since(start).Seconds())
+	switch op {
+	case "create", "update", "delete":
+		s.writes.record(err)
+	}
 }
 
 // CreateEmails implements store.Store.

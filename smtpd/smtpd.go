@@ -507,6 +507,11 @@ func (s *Server) reply(err error, remote string) *smtp.SMTPError {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: messageOf(err)}
 	case store.TooLarge:
 		return errTooLarge
+	case store.Full:
+		s.log.Warn("smtp message deferred: storage full", "remote", remote, "err", err)
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Mail system storage is full, try again later"}
+	case store.QuotaExceeded:
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: messageOf(err)}
 	case store.Unavailable:
 		s.log.Warn("smtp message deferred: store unavailable", "remote", remote, "err", err)
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Storage temporarily unavailable, try again later"}
