@@ -103,7 +103,7 @@ func startBrowser(t *testing.T) context.Context {
 			chromedp.Flag("proxy-server", "http://"+addr),
 			// Without this Chromium sends loopback requests past the proxy.
 			chromedp.Flag("proxy-bypass-list", "<-loopback>"),
-			
+
 			chromedp.UserDataDir(dir),
 			chromedp.WindowSize(1280, 800),
 		)
