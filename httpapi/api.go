@@ -20,6 +20,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/links"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
@@ -132,10 +133,13 @@ func (a *API) routes() http.Handler {
 	v1("/emails", http.MethodGet, a.listEmails)
 	v1("/emails", http.MethodPost, a.createEmail)
 	v1("/emails", http.MethodDelete, a.bulkDelete)
+	// Before /emails/{emailId}, which would take "count" as an id.
+	v1("/emails/count", http.MethodGet, a.countEmails)
 	v1("/emails/{emailId}", http.MethodGet, a.getEmail)
 	v1("/emails/{emailId}", http.MethodPatch, a.updateEmail)
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
 	v1("/emails/{emailId}/raw", http.MethodGet, a.rawEmail)
+	v1("/emails/{emailId}/links", http.MethodGet, a.emailLinks)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
@@ -287,6 +291,32 @@ func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	a.writeList(w, http.StatusOK, emails)
 }
 
+// countEmails answers {"count": N}, the number of the account's emails the
+// list filters select; limit, offset and wait are refused.
+func (a *API) countEmails(w http.ResponseWriter, r *http.Request) {
+	v := newValidationError()
+	query := r.URL.Query()
+	q, _ := parseListQuery(query, v)
+	for _, name := range []string{"limit", "offset", "wait"} {
+		if query.Has(name) {
+			v.field(name, "is not a filter of count")
+		}
+	}
+	if !v.empty() {
+		writeValidation(w, v)
+		return
+	}
+	q.AccountID = accountOf(r).ID
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	n, err := a.store.CountEmails(ctx, q)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"count": n})
+}
+
 func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
 	// JSON escaping can make raw up to several times longer in the body.
 	obj, v, ok := a.readObject(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
@@ -365,6 +395,42 @@ func (a *API) getEmail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"item": detailJSON{emailJSON: a.emailJSON(e), Body: bodyToJSON(body)}})
+}
+
+// linkJSON is one item of the links answer; Text is null when the link has
+// none.
+type linkJSON struct {
+	URL  string  `json:"url"`
+	Text *string `json:"text"`
+}
+
+// emailLinks answers {"items": [{"url", "text"}]}: the links of the email's
+// HTML part, then those of its text part not already listed (package links).
+func (a *API) emailLinks(w http.ResponseWriter, r *http.Request) {
+	id, ok := emailID(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	var htmlPart, textPart string
+	if body.HTML != nil {
+		htmlPart = *body.HTML
+	}
+	if body.Text != nil {
+		textPart = *body.Text
+	}
+	found := links.Extract(htmlPart, textPart)
+	items := make([]linkJSON, len(found))
+	for i, l := range found {
+		items[i] = linkJSON{URL: l.URL, Text: l.Text}
+	}
+	writeJSON(w, http.StatusOK, map[string][]linkJSON{"items": items})
 }
 
 func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {

@@ -367,7 +367,7 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
 	query := r.URL.Query()
 	q, _ := parseListQuery(query, v)
-	for _, name := range []string{"limit", "offset", "wait"} {
+	for _, name := range []string{"limit", "offset", "wait", "before"} {
 		if query.Has(name) {
 			v.field(name, "is not a filter of bulk delete")
 		}
@@ -382,9 +382,9 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) {
 			v.field("all", "must be true or false")
 		}
 	}
-	filtered := q.Recipient != "" || q.Sender != "" || q.Status != "" || q.Subject != "" || !q.Since.IsZero()
+	filtered := q.Recipient != "" || q.Sender != "" || q.Status != "" || q.Subject != "" || q.Label != "" || !q.Since.IsZero()
 	if v.empty() && !filtered && !all {
-		v.form("give at least one filter (recipient, sender, status, subject, since) or all=true")
+		v.form("give at least one filter (recipient, sender, status, subject, label, since) or all=true")
 	}
 	if !v.empty() {
 		writeValidation(w, v)

@@ -127,6 +127,15 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", emails, do(http.MethodGet, emails+"?limit=0", acme, nil))
 		o.check(t, "GET", emails, do(http.MethodGet, emails, "wrong", nil))
 		o.check(t, "GET", emails, do(http.MethodGet, emails+"?wait=1&subject=never", acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?label=a&before="+id, acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?before=nope", acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?before=0190b6d2-7c3e-7a1b-8c2d-1234567890ab", acme, nil))
+
+		const count = "/v1/emails/count"
+		o.check(t, "GET", count, do(http.MethodGet, count+"?status=received", acme, nil))
+		o.check(t, "GET", count, do(http.MethodGet, count+"?label=", acme, nil))
+		o.check(t, "GET", count, do(http.MethodGet, count+"?before=0190b6d2-7c3e-7a1b-8c2d-1234567890ab", acme, nil))
+		o.check(t, "GET", count, do(http.MethodGet, count, "", nil))
 
 		o.check(t, "GET", one, do(http.MethodGet, "/v1/emails/"+id, acme, nil))
 		o.check(t, "GET", one, do(http.MethodGet, "/v1/emails/xyz", acme, nil))
@@ -135,6 +144,16 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "PATCH", one, do(http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"status": "gone"}))
 		o.check(t, "PATCH", one, do(http.MethodPatch, missing, acme, map[string]any{}))
 
+		o.check(t, "GET", one+"/links", get(t, e, "/v1/emails/"+id+"/links", acme))
+		linked := do(http.MethodPost, emails, acme, map[string]any{"recipient": "oa@acme.test", "sender": "app@example.com",
+			"html": `<a href="https://acme.test/a">A</a><a href="mailto:x@acme.test"></a>`, "text": "https://acme.test/b"})
+		linksResp := get(t, e, "/v1/emails/"+linked.JSON(t)["item"].(map[string]any)["id"].(string)+"/links", acme)
+		if n := len(linksResp.JSON(t)["items"].([]any)); n != 3 {
+			t.Errorf("links: %d items, want 3: %s", n, linksResp.Body)
+		}
+		o.check(t, "GET", one+"/links", linksResp)
+		o.check(t, "GET", one+"/links", get(t, e, "/v1/emails/x/links", acme))
+		o.check(t, "GET", one+"/links", get(t, e, missing+"/links", acme))
 		o.check(t, "GET", one+"/raw", get(t, e, "/v1/emails/"+id+"/raw", acme))
 		o.check(t, "GET", one+"/raw", get(t, e, missing+"/raw", acme))
 		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/0", acme))

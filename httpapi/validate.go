@@ -28,8 +28,10 @@ const (
 var statusList = "received, processed, archived"
 
 // parseListQuery validates the list operation's query string: the filters
-// and page of the API, since (RFC 3339: only emails received after it) and
-// wait (seconds to hold an empty answer, 1 to 60), which it returns apart.
+// and page of the API, since (RFC 3339: only emails received after it),
+// label (exact), before (an email id: only emails after it in list order)
+// and wait (seconds to hold an empty answer, 1 to 60), which it returns
+// apart. Count and bulk delete take the same filters.
 func parseListQuery(q url.Values, v *validationError) (store.ListQuery, time.Duration) {
 	lq := store.ListQuery{Limit: defaultListLimit}
 	var wait time.Duration
@@ -74,6 +76,25 @@ func parseListQuery(q url.Values, v *validationError) (store.ListQuery, time.Dur
 		default:
 			lq.Subject = s
 		}
+	}
+	if s, ok := first(q, "label"); ok {
+		// The same rule as a label set by PATCH.
+		if n := utf8.RuneCountInString(s); n < 1 || n > maxLabelLength {
+			v.field("label", fmt.Sprintf("must be 1 to %d characters", maxLabelLength))
+		} else {
+			lq.Label = s
+		}
+	}
+	if s, ok := first(q, "before"); ok {
+		if store.ValidID(s) {
+			lq.Before = store.NormalizeID(s)
+		} else {
+			v.field("before", "must be the id of an email, a UUID like 0190b6d2-7c3e-7a1b-8c2d-1234567890ab")
+		}
+	}
+	if wait > 0 && lq.Before != "" {
+		// New emails arrive ahead of the cursor, never after it.
+		v.field("wait", "cannot be combined with before: new emails come before the cursor's email, never after it")
 	}
 	return lq, wait
 }

@@ -224,6 +224,12 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) (out []*store
 	return s.Backend.ListEmails(ctx, q)
 }
 
+// CountEmails implements store.Store.
+func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (n int64, err error) {
+	defer func(start time.Time) { s.observe("count", start, err) }(time.Now())
+	return s.Backend.CountEmails(ctx, q)
+}
+
 // UpdateEmail implements store.Store.
 func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (e *store.Email, err error) {
 	defer func(start time.Time) { s.observe("update", start, err) }(time.Now())

@@ -30,6 +30,11 @@ schemas={
  "ListResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","items":ref("EmailSummary")}}},
  "SingleEmailResponse":{"type":"object","required":["item"],"properties":{"item":ref("EmailSummary")}},
  "DetailResponse":{"type":"object","required":["item"],"properties":{"item":ref("EmailDetail")}},
+ "CountResponse":{"type":"object","required":["count"],"properties":{"count":{"type":"integer","minimum":0,"maximum":9007199254740991}}},
+ "EmailLink":{"type":"object","required":["url","text"],"properties":{
+   "url":{"type":"string","description":"An absolute http or https URL with a host, or a mailto URL, as written in the message (entities decoded; tabs, newlines and surrounding spaces removed)."},
+   "text":{**nul("string"),"description":"For an HTML link, what a reader sees: the anchor's text (script and style left out) with white space collapsed, or else the alt text of its images (of an area: its alt); null when empty and for links of the text part."}}},
+ "LinksResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","maxItems":1000,"items":ref("EmailLink")}}},
  "BulkDeleteResponse":{"type":"object","required":["deleted"],"properties":{"deleted":{"type":"integer","minimum":0}}},
  "ErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"string"}}},
  "ValidationErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"object","required":["formErrors","fieldErrors"],"properties":{
@@ -63,8 +68,10 @@ filters=[
  q("sender",email_fmt,"Exact sender address, case-insensitive."),
  q("status",ref("Status"),"Status."),
  q("subject",{"type":"string","minLength":1,"maxLength":255},"Subject contains the value, case-insensitive, literal."),
+ q("label",{"type":"string","minLength":1,"maxLength":64},"Only emails carrying this label: exact, case-sensitive."),
  q("since",dt,"Only emails received after this instant (RFC 3339)."),
 ]
+before=q("before",uuid,"Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it.")
 page=[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":25},"Page size."),
       q("offset",{"type":"integer","minimum":0,"maximum":9007199254740991,"default":0},"Emails skipped.")]
 wait=q("wait",{"type":"integer","minimum":1,"maximum":60},"Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out.")
@@ -74,14 +81,21 @@ std=lambda **kw: {"400":r("BadRequest"),"401":r("Unauthorized"),"503":r("Unavail
 paths={
  "/v1/emails":{
   "get":{"operationId":"listEmails","summary":"List the account's emails, newest first (receivedAt, then id, descending).","security":sec,
-    "parameters":page+filters+[wait],
-    "responses":std(**{"200":{"description":"A page of emails.",**j("ListResponse")},"429":r("TooManyRequests")})},
+    "description":"Filters combine with AND. The subject and label filters are tested on each email's metadata, so their cost grows with the emails examined; the others use indexes.",
+    "parameters":page+filters+[before,wait],
+    "responses":std(**{"200":{"description":"A page of emails.",**j("ListResponse")},"404":r("NotFound"),"429":r("TooManyRequests")})},
   "post":{"operationId":"createEmail","summary":"Store a new email.","security":sec,
     "requestBody":{"required":True,"content":{"application/json":{"schema":ref("CreateEmailRequest")}}},
     "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"413":r("TooLarge")})},
   "delete":{"operationId":"deleteEmails","summary":"Delete the account's emails matching the filters (at least one filter, or all=true).","security":sec,
+    "description":"Takes the filters of list; limit, offset, wait and before are refused (400).",
     "parameters":filters+[q("all",{"type":"boolean"},"Delete every email of the account when no filter is given.")],
     "responses":std(**{"200":{"description":"How many were deleted.",**j("BulkDeleteResponse")}})}},
+ "/v1/emails/count":{
+  "get":{"operationId":"countEmails","summary":"How many of the account's emails the list filters select.","security":sec,
+    "description":"Takes the filters of list, before included; limit, offset and wait are refused (400). Without filters the count is read from the account's totals; with the subject or label filter, or several filters, every candidate email is examined, so the cost grows with the account's emails.",
+    "parameters":filters+[before],
+    "responses":std(**{"200":{"description":"The number of matching emails.",**j("CountResponse")},"404":r("NotFound")})}},
  "/v1/emails/{emailId}":{"parameters":[emailId],
   "get":{"operationId":"getEmail","summary":"Metadata and stored body of one email.","security":sec,
     "responses":std(**{"200":{"description":"The email.",**j("DetailResponse")},"404":r("NotFound")})},
@@ -93,6 +107,10 @@ paths={
  "/v1/emails/{emailId}/raw":{"parameters":[emailId],
   "get":{"operationId":"getEmailRaw","summary":"The raw message, byte-exact.","security":sec,
     "responses":std(**{"200":{"description":"The raw source.","content":{"message/rfc822":{"schema":{"type":"string"}}}},"404":r("NotFound")})}},
+ "/v1/emails/{emailId}/links":{"parameters":[emailId],
+  "get":{"operationId":"getEmailLinks","summary":"The links of the email: those of its HTML part in document order (a and area href), then the URLs of its text part not already listed.","security":sec,
+    "description":"Only http, https and mailto URLs; relative, javascript:, data: and other URLs are left out. An HTML link repeated with the same URL and text is listed once (the same URL with other text is listed again); a text-part URL is listed only if no earlier link has it. In text, a URL starts with http://, https:// or mailto: (not inside a word) and runs to white space, a control character or one of < > \" ` { } | \\ ^, without trailing . , ; : ! ? ' * or an unmatched closing bracket. At most 1000 links.",
+    "responses":std(**{"200":{"description":"The links.",**j("LinksResponse")},"404":r("NotFound")})}},
  "/v1/emails/{emailId}/attachments/{index}":{"parameters":[emailId,{"name":"index","in":"path","required":True,"schema":{"type":"integer","minimum":0},"description":"Position in body.attachments, from 0."}],
   "get":{"operationId":"getEmailAttachment","summary":"The decoded content of one attachment, as a download (Content-Disposition: attachment).","security":sec,
     "responses":std(**{"200":{"description":"The attachment, with its content type.","content":{"application/octet-stream":{"schema":{"type":"string","contentEncoding":"binary"}}}},"404":r("NotFound")})}},

@@ -88,8 +88,14 @@ type ListQuery struct {
 	Sender    string // exact address, case-insensitive
 	Status    Status
 	Subject   string // substring, case-insensitive, literal
+	Label     string // exact and case-sensitive: one of the email's Labels
 	// Since, when not zero, keeps only emails with ReceivedAt strictly after it.
-	Since  time.Time
+	Since time.Time
+	// Before, when not empty, is the id of an email of the account: only
+	// emails after it in list order are selected (it need not match the
+	// other filters), so that paging by the last id seen neither skips nor
+	// repeats an email while new ones arrive. Offset then counts from it.
+	Before string
 	Limit  int   // 1..100
 	Offset int64 // number of matching emails skipped
 }
@@ -132,9 +138,17 @@ type Store interface {
 
 	// ListEmails returns at most q.Limit emails of q.AccountID matching q, in
 	// list order (see ListQuery). Its cost grows with Offset+Limit, not with
-	// the size of the account, except for the Subject filter, which may scan
-	// the account's emails.
+	// the size of the account, except for the Subject and Label filters,
+	// which may scan the account's emails. It returns NotFound when q.Before
+	// names no email of the account.
 	ListEmails(ctx context.Context, q ListQuery) ([]*Email, error)
+
+	// CountEmails returns how many of q.AccountID's emails match q's
+	// filters, Since and Before included; Limit and Offset are ignored. Its
+	// cost may grow with the number of emails it counts, and with the
+	// Subject and Label filters with the size of the account, as a listing
+	// that reads every match would. It returns NotFound like ListEmails.
+	CountEmails(ctx context.Context, q ListQuery) (int64, error)
 
 	// UpdateEmail applies u to the email with id in the account atomically
 	// and returns the result. It returns NotFound like GetEmail.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -327,11 +328,13 @@ func getRecord(tx *bolt.Tx, accountID, id string) (*emailRecord, error) {
 }
 
 // ListEmails implements store.Store. It returns Invalid when the query has no
-// account, a Limit below 1 or a negative Offset.
+// account, a Limit below 1 or a negative Offset, and NotFound when q.Before
+// names no email of the account.
 //
 // It walks the most selective index the query allows (recipient, then sender,
-// then status, then all of the account's emails) from newest to oldest and
-// checks the other filters on each email's metadata. Since ends the walk at
+// then status, then all of the account's emails) from newest to oldest, or
+// from just after q.Before, and checks the other filters (subject, label and
+// the indexes not walked) on each email's metadata. Since ends the walk at
 // the first email not after it. Bodies are never read.
 func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
 	if err := ctx.Err(); err != nil {
@@ -345,55 +348,12 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	case q.Offset < 0:
 		return nil, store.Errorf(store.Invalid, "list: negative offset %d", q.Offset)
 	}
-	prefix, residual := plan(q)
-	m := newMatcher(q)
-	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
 	out := make([]*store.Email, 0, min(q.Limit, 100))
 	err := s.db.View(func(tx *bolt.Tx) error {
-		emails := tx.Bucket(bucketEmails)
-		c := tx.Bucket(bucketIndex).Cursor()
-		key := appendAccount(nil, q.AccountID)
-		acctLen := len(key)
-		skip := q.Offset
-		steps := 0
-		for k, _ := seekLast(c, prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			if steps++; steps%4096 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			if len(k) < len(prefix)+timeLen {
-				return internalf("list: short index key %x", k)
-			}
-			if hasSince && decodeTime(k[len(prefix):]) <= since {
-				break
-			}
-			if !residual && skip > 0 {
-				skip--
-				continue
-			}
-			key = append(key[:acctLen], k[len(prefix)+timeLen:]...)
-			v := emails.Get(key)
-			if v == nil {
-				return internalf("list: index entry %x has no email", k)
-			}
-			r, err := decodeEmail(v)
-			if err != nil {
-				return err
-			}
-			if residual && !m.match(&r.Email) {
-				continue
-			}
-			if skip > 0 {
-				skip--
-				continue
-			}
-			out = append(out, &r.Email)
-			if len(out) == q.Limit {
-				break
-			}
-		}
-		return nil
+		return walk(ctx, tx, q, q.Offset, true, func(e *store.Email) bool {
+			out = append(out, e)
+			return len(out) < q.Limit
+		})
 	})
 	if err != nil {
 		return nil, wrap(err, "list emails")
@@ -401,11 +361,119 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	return out, nil
 }
 
+// CountEmails implements store.Store. It returns Invalid when the query has
+// no account and NotFound when q.Before names no email of the account.
+//
+// Without filters it reads the account's stats record. Otherwise it walks
+// the index ListEmails would: with only the recipient, sender or status
+// filter, and Since or Before, it counts index entries without reading the
+// emails; with more filters, or a subject or label filter, it reads each
+// email's metadata, so its cost grows with the emails in the index walked.
+func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, wrap(err, "count emails")
+	}
+	if q.AccountID == "" {
+		return 0, store.Errorf(store.Invalid, "count: no account")
+	}
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if q.Recipient == "" && q.Sender == "" && q.Status == "" && q.Subject == "" && q.Label == "" &&
+			q.Since.IsZero() && q.Before == "" {
+			var err error
+			n, _, err = readStats(tx, q.AccountID)
+			return err
+		}
+		return walk(ctx, tx, q, 0, false, func(*store.Email) bool {
+			n++
+			return true
+		})
+	})
+	if err != nil {
+		return 0, wrap(err, "count emails")
+	}
+	return n, nil
+}
+
+// walk calls visit with q's matches in list order, after skipping skip of
+// them, until visit returns false or the matches end. When the index walked
+// is the only filter, skipped entries are not read, nor are the others
+// unless load is true: visit then gets nil.
+func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load bool, visit func(*store.Email) bool) error {
+	prefix, residual := plan(q)
+	m := newMatcher(q)
+	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
+	emails := tx.Bucket(bucketEmails)
+	c := tx.Bucket(bucketIndex).Cursor()
+	key := appendAccount(nil, q.AccountID)
+	acctLen := len(key)
+	var k []byte
+	if q.Before != "" {
+		r, err := getRecord(tx, q.AccountID, store.NormalizeID(q.Before))
+		if err != nil {
+			return err
+		}
+		// The first entry below the cursor's place in this index, whether
+		// or not the cursor's email is in it.
+		if k, _ = c.Seek(indexKey(prefix, r.ReceivedAt.UnixMilli(), r.ID)); k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+	} else {
+		k, _ = seekLast(c, prefix)
+	}
+	steps := 0
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		if steps++; steps%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if len(k) < len(prefix)+timeLen {
+			return internalf("list: short index key %x", k)
+		}
+		if hasSince && decodeTime(k[len(prefix):]) <= since {
+			break
+		}
+		if !residual && skip > 0 {
+			skip--
+			continue
+		}
+		if !residual && !load {
+			if !visit(nil) {
+				break
+			}
+			continue
+		}
+		key = append(key[:acctLen], k[len(prefix)+timeLen:]...)
+		v := emails.Get(key)
+		if v == nil {
+			return internalf("list: index entry %x has no email", k)
+		}
+		r, err := decodeEmail(v)
+		if err != nil {
+			return err
+		}
+		if residual && !m.match(&r.Email) {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if !visit(&r.Email) {
+			break
+		}
+	}
+	return nil
+}
+
 // plan picks the index for q and reports whether filters other than the
 // index's remain to be checked on each email.
 func plan(q store.ListQuery) (prefix []byte, residual bool) {
 	n := 0
-	for _, set := range []bool{q.Recipient != "", q.Sender != "", q.Status != "", q.Subject != ""} {
+	for _, set := range []bool{q.Recipient != "", q.Sender != "", q.Status != "", q.Subject != "", q.Label != ""} {
 		if set {
 			n++
 		}
@@ -421,10 +489,11 @@ func plan(q store.ListQuery) (prefix []byte, residual bool) {
 	return indexPrefix(q.AccountID, kindAll, ""), n > 0
 }
 
-// matcher checks a query's filters, other than Since, on one email.
+// matcher checks a query's filters, other than Since and Before, on one
+// email.
 type matcher struct {
-	recipient, sender, subject string
-	status                     store.Status
+	recipient, sender, subject, label string
+	status                            store.Status
 }
 
 func newMatcher(q store.ListQuery) matcher {
@@ -432,6 +501,7 @@ func newMatcher(q store.ListQuery) matcher {
 		recipient: store.NormalizeAddress(q.Recipient),
 		sender:    store.NormalizeAddress(q.Sender),
 		subject:   strings.ToLower(q.Subject),
+		label:     q.Label,
 		status:    q.Status,
 	}
 }
@@ -441,7 +511,8 @@ func (m *matcher) match(e *store.Email) bool {
 	case m.recipient != "" && store.NormalizeAddress(e.Recipient) != m.recipient,
 		m.sender != "" && store.NormalizeAddress(e.Sender) != m.sender,
 		m.status != "" && e.Status != m.status,
-		m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)):
+		m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)),
+		m.label != "" && !slices.Contains(e.Labels, m.label):
 		return false
 	}
 	return true

@@ -317,57 +317,115 @@ func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body,
 }
 
 // ListEmails returns a page of q.AccountID's emails matching q, newest first
-// (ReceivedAt, then id, descending). Without a subject filter and with at
-// most one of the recipient, sender and status filters it reads one index
-// page, at a cost that grows with the offset's logarithm and the limit. With
-// more filters it walks the smallest matching index in bounded batches, and
-// the subject filter is tested on the metadata of each batch, so the cost
-// grows with the number of emails examined; memory stays bounded by the
-// batch size and the limit. It returns Invalid when q.Limit is not in
-// 1..100, q.Offset is negative or q.Status is not a known status, and
-// Unavailable when Redis cannot be reached.
+// (ReceivedAt, then id, descending). Without a subject or label filter and
+// with at most one of the recipient, sender and status filters it reads one
+// index page, at a cost that grows with the offset's logarithm and the
+// limit. With more filters it walks the smallest matching index in bounded
+// batches, and the subject and label filters are tested on the metadata of
+// each batch, so the cost grows with the number of emails examined; memory
+// stays bounded by the batch size and the limit. q.Before costs one more
+// round trip, to read the cursor's score. It returns Invalid when q.Limit is
+// not in 1..100, q.Offset is negative or q.Status is not a known status,
+// NotFound when q.Before names no email of the account, and Unavailable
+// when Redis cannot be reached.
 func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
 	switch {
 	case q.Limit < 1 || q.Limit > maxLimit:
 		return nil, store.Errorf(store.Invalid, "limit must be between 1 and %d", maxLimit)
 	case q.Offset < 0:
 		return nil, store.Errorf(store.Invalid, "offset must not be negative")
-	case q.Status != "" && !q.Status.Valid():
-		return nil, store.Errorf(store.Invalid, "unknown status %q", q.Status)
 	}
 	k := s.account(q.AccountID)
-	var indexes []string
+	f, err := s.filter(ctx, k, q)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.indexes) == 1 && f.subject == "" && f.label == "" {
+		v, err := pageScript.Run(ctx, s.client, f.indexes, k.emailPrefix(), f.since, f.cursorScore, f.cursorID,
+			formatInt(q.Offset), q.Limit).Slice()
+		if err != nil {
+			return nil, classify(err)
+		}
+		return decodeItems(v, "page")
+	}
+	out := make([]*store.Email, 0, q.Limit)
+	if _, err := s.scan(ctx, k, f, q.Offset, q.Limit, func(r *record) { out = append(out, r.email()) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CountEmails returns how many of q.AccountID's emails match q's filters.
+// Without a subject or label filter and with at most one of the recipient,
+// sender and status filters it counts index entries in one script, at a
+// cost that grows with the logarithm of the index's size. Otherwise it walks
+// the smallest matching index in bounded batches like ListEmails, testing
+// every entry, so the cost grows with that index's size. It returns Invalid
+// when q.Status is not a known status, NotFound when q.Before names no email
+// of the account, and Unavailable when Redis cannot be reached.
+func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, error) {
+	k := s.account(q.AccountID)
+	f, err := s.filter(ctx, k, q)
+	if err != nil {
+		return 0, err
+	}
+	if len(f.indexes) == 1 && f.subject == "" && f.label == "" {
+		n, err := countScript.Run(ctx, s.client, f.indexes, "", f.since, f.cursorScore, f.cursorID).Int64()
+		if err != nil {
+			return 0, classify(err)
+		}
+		return n, nil
+	}
+	return s.scan(ctx, k, f, 0, 0, nil)
+}
+
+// filter is a ListQuery in the terms of the scripts.
+type filter struct {
+	indexes []string // the index of each filter that has one, or "all"
+	since   string   // the exclusive lower score bound, or "-inf"
+	subject string   // lower case
+	label   string
+	// cursorScore and cursorID are the score and id of the email q.Before
+	// names, both "" when it names none.
+	cursorScore, cursorID string
+}
+
+// filter translates q, reading the cursor's score when q.Before is set.
+func (s *Store) filter(ctx context.Context, k accountKeys, q store.ListQuery) (filter, error) {
+	if q.Status != "" && !q.Status.Valid() {
+		return filter{}, store.Errorf(store.Invalid, "unknown status %q", q.Status)
+	}
+	f := filter{since: "-inf", subject: strings.ToLower(q.Subject), label: q.Label}
 	if q.Recipient != "" {
-		indexes = append(indexes, k.recipient(q.Recipient))
+		f.indexes = append(f.indexes, k.recipient(q.Recipient))
 	}
 	if q.Sender != "" {
-		indexes = append(indexes, k.sender(q.Sender))
+		f.indexes = append(f.indexes, k.sender(q.Sender))
 	}
 	if q.Status != "" {
-		indexes = append(indexes, k.status(q.Status))
+		f.indexes = append(f.indexes, k.status(q.Status))
 	}
-	if len(indexes) == 0 {
-		indexes = append(indexes, k.all())
+	if len(f.indexes) == 0 {
+		f.indexes = append(f.indexes, k.all())
 	}
 	// Scores are whole milliseconds, so "after Since" is "score above
 	// Since's millisecond" even when Since has a finer part.
-	since := "-inf"
 	if !q.Since.IsZero() {
-		since = formatInt(q.Since.UnixMilli())
+		f.since = formatInt(q.Since.UnixMilli())
 	}
-	if len(indexes) == 1 && q.Subject == "" {
-		return s.page(ctx, k, indexes[0], since, q.Offset, q.Limit)
+	if q.Before != "" {
+		id := store.NormalizeID(q.Before)
+		score, err := s.client.ZScore(ctx, k.all(), id).Result()
+		if errors.Is(err, redis.Nil) {
+			return filter{}, store.ErrNotFound
+		}
+		if err != nil {
+			return filter{}, classify(err)
+		}
+		// Scores are Unix milliseconds, exact in a float64.
+		f.cursorScore, f.cursorID = formatInt(int64(score)), id
 	}
-	return s.scan(ctx, k, indexes, since, strings.ToLower(q.Subject), q.Offset, q.Limit)
-}
-
-// page reads ranks offset..offset+limit-1 of one index.
-func (s *Store) page(ctx context.Context, k accountKeys, index, since string, offset int64, limit int) ([]*store.Email, error) {
-	v, err := pageScript.Run(ctx, s.client, []string{index}, k.emailPrefix(), since, formatInt(offset), limit).Slice()
-	if err != nil {
-		return nil, classify(err)
-	}
-	return decodeItems(v, "page")
+	return f, nil
 }
 
 // decodeItems decodes the answer of a script that returns emails as
@@ -388,28 +446,36 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 	return out, nil
 }
 
-// scan walks the smallest of indexes in batches, keeping the emails that are
-// in all of them and whose subject contains subject (already lower case).
-// Without a subject filter the script skips and counts matches itself, so a
-// large offset costs no metadata transfer; with one, the script drops the
-// emails that certainly do not match and the rest are tested and skipped
-// here, where lower-casing is Unicode's.
-func (s *Store) scan(ctx context.Context, k accountKeys, indexes []string, since, subject string, offset int64, limit int) ([]*store.Email, error) {
-	out := make([]*store.Email, 0, limit)
-	pos, cursorScore, cursorID := int64(0), "", ""
-	skip := offset
+// countAll is the skip that makes the scan script count every match of a
+// batch instead of returning it.
+const countAll = 1<<53 - 1
+
+// scan walks the smallest of f's indexes in batches, from f's cursor on, and
+// calls visit with the emails that match f, after skipping skip of them,
+// until limit emails were visited, visit returns false or the index ends.
+// With a nil visit it counts the matches instead and returns their number.
+// Without a subject filter the script skips and counts matches itself, so
+// neither a large offset nor counting costs metadata transfer; with one,
+// the script drops the emails that certainly do not match and the rest are
+// tested, skipped and counted here, where lower-casing is Unicode's.
+func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, limit int, visit func(*record)) (int64, error) {
+	var n int64 // emails counted or visited
+	pos, cursorScore, cursorID := int64(0), f.cursorScore, f.cursorID
 	for {
-		skipArg, want := skip, limit-len(out)
-		if subject != "" {
+		skipArg, want := skip, limit-int(n)
+		switch {
+		case f.subject != "":
 			skipArg, want = 0, s.batch
+		case visit == nil:
+			skipArg, want = countAll, 1
 		}
-		v, err := scanScript.Run(ctx, s.client, indexes,
-			k.emailPrefix(), pos, cursorScore, cursorID, since, s.batch, formatInt(skipArg), want, subject).Slice()
+		v, err := scanScript.Run(ctx, s.client, f.indexes,
+			k.emailPrefix(), pos, cursorScore, cursorID, f.since, s.batch, formatInt(skipArg), want, f.subject, f.label).Slice()
 		if err != nil {
-			return nil, classify(err)
+			return 0, classify(err)
 		}
 		if len(v) < 5 || (len(v)-5)%itemLen != 0 {
-			return nil, store.Errorf(store.Internal, "scan script answered %d values", len(v))
+			return 0, store.Errorf(store.Internal, "scan script answered %d values", len(v))
 		}
 		var (
 			done, skipped int64
@@ -421,16 +487,20 @@ func (s *Store) scan(ctx context.Context, k accountKeys, indexes []string, since
 		cursorID, ok[3] = v[3].(string)
 		skipped, ok[4] = v[4].(int64)
 		if ok != [5]bool{true, true, true, true, true} {
-			return nil, store.Errorf(store.Internal, "scan script answered %v", v[:5])
+			return 0, store.Errorf(store.Internal, "scan script answered %v", v[:5])
 		}
-		skip -= skipped
+		if visit == nil && f.subject == "" {
+			n += skipped
+		} else {
+			skip -= skipped
+		}
 		for i := 5; i < len(v); i += itemLen {
 			r, err := decodeFields(v[i+1 : i+itemLen])
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
-			if subject != "" {
-				if r.Subject == nil || !strings.Contains(strings.ToLower(*r.Subject), subject) {
+			if f.subject != "" {
+				if r.Subject == nil || !strings.Contains(strings.ToLower(*r.Subject), f.subject) {
 					continue
 				}
 				if skip > 0 {
@@ -438,16 +508,19 @@ func (s *Store) scan(ctx context.Context, k accountKeys, indexes []string, since
 					continue
 				}
 			}
-			out = append(out, r.email())
-			if len(out) == limit {
-				return out, nil
+			n++
+			if visit != nil {
+				visit(r)
+				if int(n) == limit {
+					return n, nil
+				}
 			}
 		}
 		if done == 1 {
-			return out, nil
+			return n, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, classify(err)
+			return 0, classify(err)
 		}
 	}
 }

@@ -390,7 +390,7 @@ func TestScanCursor(t *testing.T) {
 		k := s.account(acct)
 		batch := func(cursorScore, cursorID string) (string, string, []string) {
 			t.Helper()
-			v, err := scanScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), 1, cursorScore, cursorID, "-inf", 3, 0, 3, "").Slice()
+			v, err := scanScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), 1, cursorScore, cursorID, "-inf", 3, 0, 3, "", "").Slice()
 			if err != nil {
 				t.Fatalf("scan script: %v", err)
 			}

@@ -172,26 +172,84 @@ if not v[1] or not v[2] then return false end
 return v
 `)
 
+// cursorRank defines the Lua functions the list scripts share: after, which
+// compares members as sorted sets order members with equal scores, and
+// rankAfter, which returns the rank, counted from the newest, of the first
+// entry of an index that comes after a cursor (score cs, id cid) in list
+// order, whether or not the cursor's id is in the index (or still exists).
+const cursorRank = `
+-- after reports whether a sorts after b byte by byte, as sorted sets order
+-- members with equal scores (Lua's < follows the server's locale).
+local function after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+local function rankAfter(idx, cs, cid)
+  local r = redis.call('ZREVRANK', idx, cid)
+  local sc = r and redis.call('ZSCORE', idx, cid)
+  if r and tonumber(sc) == tonumber(cs) then
+    return r + 1
+  end
+  local start = redis.call('ZCOUNT', idx, '(' .. cs, '+inf')
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', idx, cs, cs)) do
+    if after(m, cid) then start = start + 1 end
+  end
+  return start
+end
+`
+
+// indexRange defines the Lua function pageScript and countScript share:
+// rankRange returns the ranks, counted from the newest, of the entries of
+// index KEYS[1] that come after the cursor (ARGV[3], ARGV[4], both "" for
+// none) and have a score above the bound ARGV[2] (or "-inf"): the first of
+// them and one past the last.
+const indexRange = cursorRank + `
+local function rankRange()
+  local total
+  if ARGV[2] == '-inf' then
+    total = redis.call('ZCARD', KEYS[1])
+  else
+    total = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[2], '+inf')
+  end
+  local start = 0
+  if ARGV[4] ~= '' then start = rankAfter(KEYS[1], ARGV[3], ARGV[4]) end
+  return start, total
+end
+`
+
 // pageScript loads one page of an index: the ids at ranks offset to
-// offset+limit-1, newest first, among those with a score above a bound, with
-// their metadata. Ranks make its cost O(log N + limit).
+// offset+limit-1, newest first, among those after a cursor and with a score
+// above a bound, with their metadata. Ranks make its cost O(log N + limit)
+// (plus the emails received in the cursor's millisecond).
 //
 // KEYS[1] the index. ARGV[1] the account's metadata key prefix, ARGV[2] the
-// exclusive lower score bound or "-inf", ARGV[3] the offset, ARGV[4] the limit.
+// exclusive lower score bound or "-inf", ARGV[3] and ARGV[4] the score and
+// id of the cursor (both "" for none), ARGV[5] the offset, ARGV[6] the
+// limit.
 //
 // It returns {id1, the 6 metadata fields of id1, id2, ...}.
-var pageScript = redis.NewScript(`
-local total
-if ARGV[2] == '-inf' then
-  total = redis.call('ZCARD', KEYS[1])
-else
-  total = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[2], '+inf')
-end
-local off, lim = tonumber(ARGV[3]), tonumber(ARGV[4])
+var pageScript = redis.NewScript(indexRange + `
+local start, total = rankRange()
+local off, lim = start + tonumber(ARGV[5]), tonumber(ARGV[6])
 if off >= total then return {} end
 local last = math.min(off + lim, total) - 1
 local ids = redis.call('ZREVRANGE', KEYS[1], string.format('%d', off), string.format('%d', last))
 ` + loadItems)
+
+// countScript counts the entries of an index after a cursor and with a score
+// above a bound, in O(log N) (plus the emails received in the cursor's
+// millisecond).
+//
+// KEYS[1] the index. ARGV[2] the exclusive lower score bound or "-inf",
+// ARGV[3] and ARGV[4] the score and id of the cursor (both "" for none);
+// ARGV[1] is unused, so that the arguments line up with pageScript's.
+var countScript = redis.NewScript(indexRange + `
+local start, total = rankRange()
+return math.max(total - start, 0)
+`)
 
 // loadItems ends the scripts that answer a page of emails: it loads the
 // metadata of ids (under the key prefix ARGV[1]) and returns {id1, its 6
@@ -210,21 +268,24 @@ return res
 
 // scanScript examines one bounded batch of an index, newest first, starting
 // after a cursor, and keeps the ids that are also members of every other
-// index given (the AND of the filters that have indexes) and, when a subject
-// filter is given, may match it.
+// index given (the AND of the filters that have indexes), that carry the
+// label filter when one is given and, when a subject filter is given, may
+// match it.
 //
 // KEYS[1..n] the indexes. ARGV[1] the account's metadata key prefix, ARGV[2]
 // the position in KEYS of the index to walk, or 0 to pick the smallest,
 // ARGV[3] and ARGV[4] the score and id of the cursor (both "" to start at the
 // newest), ARGV[5] the exclusive lower score bound or "-inf", ARGV[6] the
 // batch size, ARGV[7] how many matches to skip, ARGV[8] how many to return,
-// ARGV[9] the subject filter in lower case, or "".
+// ARGV[9] the subject filter in lower case, or "", ARGV[10] the label
+// filter, or "".
 //
 // The subject test here only drops emails that certainly do not match: those
 // without a subject, and those whose subject is ASCII and, lower-cased, does
 // not contain the filter. Lua's lower-casing is ASCII only, so a subject with
 // other characters is kept for the caller to test; the caller tests every
 // email it gets and does the skipping itself when a subject filter is given.
+// The label test is exact: labels compare byte for byte.
 //
 // It returns {position walked, done (1 when the index is exhausted), cursor
 // score, cursor id, matches skipped, id1, the 6 metadata fields of id1,
@@ -232,16 +293,7 @@ return res
 // The cursor is the last id examined; passing it back continues after it even
 // if it has been deleted meanwhile, so concurrent writes never make a caller
 // see an email twice.
-var scanScript = redis.NewScript(`
--- after reports whether a sorts after b byte by byte, as sorted sets order
--- members with equal scores (Lua's < follows the server's locale).
-local function after(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x > y end
-  end
-  return #a > #b
-end
+var scanScript = redis.NewScript(cursorRank + `
 local pos = tonumber(ARGV[2])
 if pos == 0 then
   pos = 1
@@ -259,21 +311,12 @@ local idx = KEYS[pos]
 local cs, cid = ARGV[3], ARGV[4]
 local start = 0
 if cid ~= '' then
-  local r = redis.call('ZREVRANK', idx, cid)
-  local sc = r and redis.call('ZSCORE', idx, cid)
-  if r and tonumber(sc) == tonumber(cs) then
-    start = r + 1
-  else
-    start = redis.call('ZCOUNT', idx, '(' .. cs, '+inf')
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', idx, cs, cs)) do
-      if after(m, cid) then start = start + 1 end
-    end
-  end
+  start = rankAfter(idx, cs, cid)
 end
 local n = tonumber(ARGV[6])
 local bound = nil
 if ARGV[5] ~= '-inf' then bound = tonumber(ARGV[5]) end
-local skip, want, needle = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+local skip, want, needle, label = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9], ARGV[10]
 local items = redis.call('ZREVRANGE', idx, start, start + n - 1, 'WITHSCORES')
 local done = 0
 if #items < 2 * n then done = 1 end
@@ -291,6 +334,18 @@ for i = 1, #items, 2 do
     if j ~= pos and not redis.call('ZSCORE', KEYS[j], id) then
       ok = false
       break
+    end
+  end
+  if ok and label ~= '' then
+    ok = false
+    local labels = cjson.decode(redis.call('HGET', ARGV[1] .. id, 'labels') or 'null')
+    if type(labels) == 'table' then
+      for _, l in ipairs(labels) do
+        if l == label then
+          ok = true
+          break
+        end
+      end
     end
   end
   if ok and needle ~= '' then

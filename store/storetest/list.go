@@ -60,17 +60,17 @@ func testOrder(t *testing.T, s store.Store) {
 func filterFixture() []*store.Email {
 	r, p, a := store.StatusReceived, store.StatusProcessed, store.StatusArchived
 	return []*store.Email{
-		newEmail(acctA, 1, withRecipient("alice@example.com"), withSender("Bob@X.io"), withSubject("Welcome to Acme"), withStatus(r)),
-		newEmail(acctA, 2, withRecipient("ALICE@example.COM"), withSender("bob@x.io"), withSubject("Your RESET code"), withStatus(p)),
-		newEmail(acctA, 3, withRecipient("alice@example.com.evil"), withSender("bob@x.io.evil"), withSubject("reset password"), withStatus(r)),
+		newEmail(acctA, 1, withRecipient("alice@example.com"), withSender("Bob@X.io"), withSubject("Welcome to Acme"), withStatus(r), withLabels("a")),
+		newEmail(acctA, 2, withRecipient("ALICE@example.COM"), withSender("bob@x.io"), withSubject("Your RESET code"), withStatus(p), withLabels("A", "b")),
+		newEmail(acctA, 3, withRecipient("alice@example.com.evil"), withSender("bob@x.io.evil"), withSubject("reset password"), withStatus(r), withLabels("a", "b")),
 		newEmail(acctA, 4, withRecipient("malice@example.com"), withSender("carol@y.org"), withNoSubject(), withStatus(a)),
-		newEmail(acctA, 5, withRecipient("alice@example.co"), withSender("xbob@x.io"), withSubject(""), withStatus(p)),
-		newEmail(acctA, 6, withRecipient("dave@example.com"), withSender("bob@x.io"), withSubject("Preset reset"), withStatus(a)),
+		newEmail(acctA, 5, withRecipient("alice@example.co"), withSender("xbob@x.io"), withSubject(""), withStatus(p), withLabels("ab")),
+		newEmail(acctA, 6, withRecipient("dave@example.com"), withSender("bob@x.io"), withSubject("Preset reset"), withStatus(a), withLabels("b", "a")),
 		// Received in the same millisecond as 6.
-		newEmail(acctA, 7, withRecipient("alice@example.com"), withSender("carol@y.org"), withSubject("100% off"), withStatus(r), withReceivedAt(at(6000))),
-		newEmail(acctA, 8, withRecipient("dave@example.com"), withSender("Carol@Y.org"), withSubject("snake_case [tag] a*b what?"), withStatus(p)),
+		newEmail(acctA, 7, withRecipient("alice@example.com"), withSender("carol@y.org"), withSubject("100% off"), withStatus(r), withReceivedAt(at(6000)), withLabels("a")),
+		newEmail(acctA, 8, withRecipient("dave@example.com"), withSender("Carol@Y.org"), withSubject("snake_case [tag] a*b what?"), withStatus(p), withLabels("a ")),
 		// Another account with matching fields, which no query of acctA sees.
-		newEmail(acctB, 9, withRecipient("alice@example.com"), withSender("bob@x.io"), withSubject("reset"), withStatus(r)),
+		newEmail(acctB, 9, withRecipient("alice@example.com"), withSender("bob@x.io"), withSubject("reset"), withStatus(r), withLabels("a")),
 	}
 }
 

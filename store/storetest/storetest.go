@@ -63,6 +63,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LimitOffset", testLimitOffset},
 		{"Pagination", testPagination},
 		{"PaginationWhileInserting", testPaginationWhileInserting},
+		{"Label", testLabel},
+		{"Before", testBefore},
+		{"CursorCombinations", testCursorCombinations},
+		{"Count", testCount},
+		{"PagingByCursor", testPagingByCursor},
 		{"Update", testUpdate},
 		{"UpdateNotFound", testUpdateNotFound},
 		{"Delete", testDelete},
@@ -244,8 +249,14 @@ func describe(q store.ListQuery) string {
 	if q.Subject != "" {
 		fmt.Fprintf(&b, " subject=%q", q.Subject)
 	}
+	if q.Label != "" {
+		fmt.Fprintf(&b, " label=%q", q.Label)
+	}
 	if !q.Since.IsZero() {
 		fmt.Fprintf(&b, " since=%s", q.Since.Format(time.RFC3339Nano))
+	}
+	if q.Before != "" {
+		fmt.Fprintf(&b, " before=%s", q.Before)
 	}
 	fmt.Fprintf(&b, " limit=%d offset=%d", q.Limit, q.Offset)
 	return b.String()
@@ -262,7 +273,8 @@ func sortListOrder(emails []*store.Email) {
 	})
 }
 
-// matches is the reference for ListQuery's filters other than paging.
+// matches is the reference for ListQuery's filters other than paging and
+// Before.
 func matches(e *store.Email, q store.ListQuery) bool {
 	switch {
 	case e.AccountID != q.AccountID,
@@ -270,21 +282,43 @@ func matches(e *store.Email, q store.ListQuery) bool {
 		q.Sender != "" && !strings.EqualFold(e.Sender, q.Sender),
 		q.Status != "" && e.Status != q.Status,
 		q.Subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), strings.ToLower(q.Subject))),
+		q.Label != "" && !slices.Contains(e.Labels, q.Label),
 		!q.Since.IsZero() && !e.ReceivedAt.After(q.Since):
 		return false
 	}
 	return true
 }
 
-// expect returns the ids that q should list from emails, per the reference.
-func expect(emails []*store.Email, q store.ListQuery) []string {
+// listsAfter reports whether a comes after b in list order.
+func listsAfter(a, b *store.Email) bool {
+	if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+		return c < 0
+	}
+	return a.ID < b.ID
+}
+
+// selected returns the emails that q's filters and Before select from
+// emails, in list order; q.Before must name one of emails.
+func selected(emails []*store.Email, q store.ListQuery) []*store.Email {
+	var cursor *store.Email
+	for _, e := range emails {
+		if q.Before != "" && e.ID == q.Before {
+			cursor = e
+		}
+	}
 	var sel []*store.Email
 	for _, e := range emails {
-		if matches(e, q) {
+		if matches(e, q) && (cursor == nil || listsAfter(e, cursor)) {
 			sel = append(sel, e)
 		}
 	}
 	sortListOrder(sel)
+	return sel
+}
+
+// expect returns the ids that q should list from emails, per the reference.
+func expect(emails []*store.Email, q store.ListQuery) []string {
+	sel := selected(emails, q)
 	if q.Offset >= int64(len(sel)) {
 		return []string{}
 	}
