@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/web"
@@ -307,6 +310,28 @@ func (p *page) choose(sel, value string) {
 	eval[bool](p, fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event('change', {bubbles: true})); return true })()`, sel, value))
 }
 
+// shortcut presses one printable key the way a real keyboard does: the
+// key-down event carries the text, so a page that handles the key (and
+// cancels it) gets no character typed. chromedp's KeyEvent sends the
+// character in a separate event that no handler can cancel.
+func (p *page) shortcut(key string) {
+	p.t.Helper()
+	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, k := range kb.Encode([]rune(key)[0]) {
+			switch k.Type {
+			case kb.KeyChar:
+				continue
+			case kb.KeyDown:
+				k.Text, k.UnmodifiedText = key, key
+			}
+			if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, *k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
 // text is the visible text of the first element matching sel ("" when none).
 func (p *page) text(sel string) string {
 	p.t.Helper()
@@ -361,4 +386,10 @@ func apiEmail(t *testing.T, env *testenv.Env, key, id string) map[string]any {
 		t.Fatalf("GET /v1/emails/%s: %d %s", id, res.Status, res.Body)
 	}
 	return res.JSON(t)["item"].(map[string]any)
+}
+
+// clear empties a field and tells the page, as a person selecting its text
+// and deleting it would.
+func clear(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const f = document.querySelector(%q); f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()`, sel))
 }

@@ -93,6 +93,7 @@ class Dashboard {
     this.query = 0;
     this.countTimer = 0;
     this.wasLive = false;
+    this.during = null;
 
     this.filters = new Filters(() => this.reload());
     this.list = new MessageList({
@@ -207,16 +208,23 @@ class Dashboard {
   async reload() {
     const token = ++this.query;
     const filters = this.filters.values();
+    // Events that arrive while the list is loading are applied to it
+    // again afterwards: the answer may predate them.
+    this.during = [];
     try {
       const data = await this.client.list(filters, undefined, PAGE);
       if (token !== this.query) return;
+      const during = this.during;
+      this.during = null;
       this.filters.showError('');
       this.list.setEmptyText(Object.keys(filters).length ? 'No message matches these filters.' : 'No messages yet. Send mail to the SMTP port and it shows up here at once.');
       this.list.setItems(data.items, data.items.length === PAGE);
+      for (const ev of during) this.event(ev);
       this.list.setOpen(this.view.id || this.list.openId);
       this.countNow();
     } catch (err) {
       if (token !== this.query) return;
+      this.during = null;
       if (err.status === 400) {
         this.filters.showError(err.message);
         this.list.setEmptyText('Fix the filters to see messages.');
@@ -274,7 +282,9 @@ class Dashboard {
     return this.list.more.hidden || !last || item.receivedAt >= last.receivedAt;
   }
 
-  event({ type, data }) {
+  event(ev) {
+    const { type, data } = ev;
+    if (this.during) this.during.push(ev);
     if (type === 'unauthorized') {
       this.unauthorized();
       return;
