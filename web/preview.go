@@ -31,6 +31,11 @@ var cidRef = regexp.MustCompile(`(?i)\bcid:([^\s"'()<>\\]+)`)
 // refresh, and renaming the attribute makes sure no browser follows it.
 var refreshRef = regexp.MustCompile(`(?i)\bhttp-equiv\s*=`)
 
+// linkRef finds <link> elements. Their stylesheets are blocked by the CSP,
+// but Chromium fetches rel=prefetch links whenever img-src allows the host
+// (with remote images on), so they are renamed into inert elements.
+var linkRef = regexp.MustCompile(`(?i)<link\b`)
+
 // body loads the body of the session's account's email named in the path;
 // it reports false when it has answered.
 func (h *Handler) body(w http.ResponseWriter, r *http.Request) (string, *store.Body, bool) {
@@ -89,7 +94,7 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 }
 
 // rewriteHTML points cid: URLs at the dashboard's attachment endpoint and
-// disarms http-equiv. The frame's CSP and sandbox are what make the HTML
+// disarms http-equiv and <link>. The frame's CSP and sandbox are what make the HTML
 // harmless; this only makes inline images show.
 func rewriteHTML(src, id string, atts []store.Attachment) string {
 	index := map[string]int{}
@@ -111,7 +116,8 @@ func rewriteHTML(src, id string, atts []store.Attachment) string {
 		}
 		return m
 	})
-	return refreshRef.ReplaceAllString(out, "data-blocked-http-equiv=")
+	out = refreshRef.ReplaceAllString(out, "data-blocked-http-equiv=")
+	return linkRef.ReplaceAllString(out, "<blocked-link")
 }
 
 // raw answers the raw source as a download.
