@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -392,4 +393,22 @@ func apiEmail(t *testing.T, env *testenv.Env, key, id string) map[string]any {
 // and deleting it would.
 func clear(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const f = document.querySelector(%q); f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()`, sel))
+}
+
+// emulateColorScheme makes the page see prefers-color-scheme: scheme.
+func emulateColorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
+		})
+		return err
+	})
+}
+
+// watchPreviewLoads counts, in window.frameLoads, the pages the preview
+// frame loads: load events reach the dashboard's document even from a
+// sandboxed frame whose content it cannot see.
+func watchPreviewLoads(p *page) {
+	p.t.Helper()
+	eval[bool](p, `(window.frameLoads = 0, document.addEventListener('load', e => { if (e.target.id === 'preview-frame') window.frameLoads++ }, true), true)`)
 }

@@ -108,7 +108,7 @@ func TestHostileMessageRunsNoScriptAndLeaksNothing(t *testing.T) {
 	p := openTab(t, env)
 	p.signIn(testenv.AcmeKey)
 	title := eval[string](p, "document.title")
-	eval[bool](p, `(window.frameLoads = 0, document.addEventListener('load', e => { if (e.target.id === 'preview-frame') window.frameLoads++ }, true), true)`)
+	watchPreviewLoads(p)
 	mark := traffic.mark()
 
 	sendMail(t, env, "mallory@evil.example", "ada@acme.test", hostileMail)

@@ -22,7 +22,11 @@ listen({
   search: () => current && current.filters.focusSearch(),
   help: () => current && current.help.showModal(),
 });
-window.addEventListener('hashchange', () => current && current.route());
+window.addEventListener('hashchange', () => {
+  // A sign-in link pasted into a tab that already shows the dashboard.
+  if (location.hash.startsWith('#key=')) start();
+  else if (current) current.route();
+});
 start();
 
 function start() {
