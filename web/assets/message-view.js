@@ -10,6 +10,7 @@ const TABS = [
 ];
 const WIDTHS = [['phone', 'Phone', '375px'], ['tablet', 'Tablet', '768px'], ['desktop', 'Desktop', '100%']];
 const RAW_SHOWN = 512 * 1024;
+const ATTACHMENTS_SHOWN = 200;
 const IMAGE_TYPES = /^image\/(png|jpe?g|gif|webp|bmp|svg\+xml|avif)\b/i;
 
 export class MessageView {
@@ -228,7 +229,10 @@ export class MessageView {
           panel.append(h('p', { class: 'empty' }, 'No attachments.'));
           break;
         }
-        panel.append(h('ul', { class: 'attachments' }, body.attachments.map((a, i) => {
+        if (body.attachments.length > ATTACHMENTS_SHOWN) {
+          panel.append(h('p', { class: 'hint' }, `Showing the first ${ATTACHMENTS_SHOWN} of ${body.attachments.length} attachments; the raw source has them all.`));
+        }
+        panel.append(h('ul', { class: 'attachments' }, body.attachments.slice(0, ATTACHMENTS_SHOWN).map((a, i) => {
           const url = `/ui/emails/${e.id}/attachments/${i}`;
           const name = a.filename || `attachment-${i}`;
           return h('li', {},
