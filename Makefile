@@ -60,6 +60,7 @@ fuzz:
 	$(GO) test ./store -run '^$$' -fuzz FuzzValidAddress -fuzztime $(FUZZTIME)
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzListQuery -fuzztime $(FUZZTIME)
 	$(GO) test ./httpapi -run '^$$' -fuzz FuzzRequestBody -fuzztime $(FUZZTIME)
+	$(GO) test ./links -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME)
 
 ## cluster-up / cluster-down: a 3-master Redis Cluster on loopback for the cluster tests
 cluster-up:

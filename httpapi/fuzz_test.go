@@ -3,13 +3,17 @@ package httpapi
 import (
 	"net/url"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/mailsink/mailsink/store"
 )
 
 // FuzzListQuery checks that no query string makes the list validator panic,
 // and that what it accepts is within the limits of the OpenAPI document.
 func FuzzListQuery(f *testing.F) {
 	for _, s := range []string{"", "limit=25&offset=0", "limit=101", "offset=-1", "recipient=a@b.io&sender=x@y.zz",
-		"status=received", "subject=%00", "wait=60&since=2026-01-01T00:00:00Z", "limit=9999999999999999999999", "a=%zz"} {
+		"status=received", "subject=%00", "wait=60&since=2026-01-01T00:00:00Z", "limit=9999999999999999999999", "a=%zz",
+		"label=signup&before=0190b6d2-7c3e-7a1b-8c2d-1234567890ab", "label=", "before=x&wait=1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -24,6 +28,12 @@ func FuzzListQuery(f *testing.F) {
 		}
 		if lq.Limit < 1 || lq.Limit > maxListLimit || lq.Offset < 0 || lq.Offset > maxOffset || wait < 0 || wait.Seconds() > maxWait {
 			t.Fatalf("accepted out-of-range query %q: %+v wait %v", raw, lq, wait)
+		}
+		if n := utf8.RuneCountInString(lq.Label); q.Has("label") && (n < 1 || n > maxLabelLength) {
+			t.Fatalf("accepted label %q", lq.Label)
+		}
+		if q.Has("before") && (!store.ValidID(lq.Before) || lq.Before != store.NormalizeID(lq.Before) || wait != 0) {
+			t.Fatalf("accepted before %q with wait %v", lq.Before, wait)
 		}
 	})
 }

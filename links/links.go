@@ -2,7 +2,7 @@
 // URLs a reader could follow, from its HTML part and its text part. It is
 // pure: no I/O, and any input, however broken, gives an answer.
 //
-// The rules (README, "Links"; the OpenAPI document, EmailLinks):
+// The rules (the README's API table; the OpenAPI document, getEmailLinks):
 //
 //   - HTML links come first, in document order: the href of every a and area
 //     element, with HTML entities decoded (by the tokenizer of

@@ -196,3 +196,21 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkExtract extracts the links of a 1 MB HTML part (a newsletter-like
+// mix of text, anchors and images) and a 100 KB text part.
+func BenchmarkExtract(b *testing.B) {
+	var h, txt strings.Builder
+	for i := 0; h.Len() < 1<<20; i++ {
+		fmt.Fprintf(&h, `<p style="margin:0">Paragraph %d with <b>bold</b> text &amp; an <a href="https://news.example.com/item/%d?utm_source=mail&amp;utm_medium=email">article link</a>`+
+			` and a <a href="https://news.example.com/item/%d"><img src="cid:img%d" alt="thumbnail"></a>.</p>`+"\n", i, i%500, i%500, i)
+	}
+	for i := 0; txt.Len() < 100<<10; i++ {
+		fmt.Fprintf(&txt, "Paragraph %d: read https://news.example.com/item/%d?utm_source=mail.\n", i, i%700)
+	}
+	b.SetBytes(int64(h.Len() + txt.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		Extract(h.String(), txt.String())
+	}
+}

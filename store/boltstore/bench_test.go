@@ -90,10 +90,53 @@ func BenchmarkListByRecipient(b *testing.B) {
 	}
 }
 
+// BenchmarkCountAndCursor counts and pages by cursor in an account of
+// 100,000 emails: a count without filters reads the stats record; with one
+// index it counts index entries; a label filter reads every email; a page
+// after a cursor costs what a first page does.
+func BenchmarkCountAndCursor(b *testing.B) {
+	s := openTemp(b, filepath.Join(b.TempDir(), "bench.db"))
+	bulkLoad(b, s, 100_000)
+	ctx := context.Background()
+	// Email 50,000 is user0's: the cursor is in the middle of its emails.
+	cursor := fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012x", 50_000)
+	for _, bm := range []struct {
+		name  string
+		q     store.ListQuery
+		count bool
+	}{
+		{"count all", store.ListQuery{}, true},
+		{"count recipient", store.ListQuery{Recipient: "user0@example.com"}, true},
+		{"count recipient before", store.ListQuery{Recipient: "user0@example.com", Before: cursor}, true},
+		{"count recipient and status", store.ListQuery{Recipient: "user0@example.com", Status: store.StatusArchived}, true},
+		{"count label", store.ListQuery{Label: "seventh"}, true},
+		{"list before", store.ListQuery{Recipient: "user0@example.com", Before: cursor, Limit: 25}, false},
+		{"list label", store.ListQuery{Label: "seventh", Limit: 25}, false},
+		{"list label before", store.ListQuery{Label: "seventh", Before: cursor, Limit: 25}, false},
+	} {
+		q := bm.q
+		q.AccountID = "acct"
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if bm.count {
+					_, err = s.CountEmails(ctx, q)
+				} else {
+					_, err = s.ListEmails(ctx, q)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // bulkLoad stores n emails in account "acct" in a few large transactions,
 // through the same createOp that CreateEmails uses: email i goes to
-// user(i%10)@example.com, with one status in three archived, and is received
-// i milliseconds after a fixed time.
+// user(i%10)@example.com, with one status in three archived and one label
+// "seventh" in seven, and is received i milliseconds after a fixed time.
 func bulkLoad(b *testing.B, s *Store, n int) {
 	b.Helper()
 	const perTx = 10_000
@@ -107,10 +150,14 @@ func bulkLoad(b *testing.B, s *Store, n int) {
 				if i%3 == 0 {
 					st = store.StatusArchived
 				}
+				labels := []string{}
+				if i%7 == 0 {
+					labels = []string{"seventh"}
+				}
 				e := &store.Email{
 					ID: fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012x", i), AccountID: "acct",
 					Sender: "sender@example.com", Recipient: fmt.Sprintf("user%d@example.com", i%10),
-					Subject: ptr(fmt.Sprintf("bulk %d", i)), Status: st, Labels: []string{},
+					Subject: ptr(fmt.Sprintf("bulk %d", i)), Status: st, Labels: labels,
 					ReceivedAt: at, CreatedAt: at, UpdatedAt: at,
 				}
 				if err := newCreateOp(body, []*store.Email{e}).apply(tx); err != nil {

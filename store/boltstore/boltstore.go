@@ -331,11 +331,12 @@ func getRecord(tx *bolt.Tx, accountID, id string) (*emailRecord, error) {
 // account, a Limit below 1 or a negative Offset, and NotFound when q.Before
 // names no email of the account.
 //
-// It walks the most selective index the query allows (recipient, then sender,
-// then status, then all of the account's emails) from newest to oldest, or
-// from just after q.Before, and checks the other filters (subject, label and
-// the indexes not walked) on each email's metadata. Since ends the walk at
-// the first email not after it. Bodies are never read.
+// It walks one index (recipient, then sender, then status, then all of the
+// account's emails, whichever the query has first) from newest to oldest, or
+// from just after q.Before, looks each entry up in the indexes of the other
+// address and status filters, and checks the subject and label filters on
+// each remaining email's metadata. Since ends the walk at the first email not
+// after it. Bodies are never read.
 func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "list emails")
@@ -364,11 +365,13 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 // CountEmails implements store.Store. It returns Invalid when the query has
 // no account and NotFound when q.Before names no email of the account.
 //
-// Without filters it reads the account's stats record. Otherwise it walks
-// the index ListEmails would: with only the recipient, sender or status
-// filter, and Since or Before, it counts index entries without reading the
-// emails; with more filters, or a subject or label filter, it reads each
-// email's metadata, so its cost grows with the emails in the index walked.
+// Without filters, Since or Before it reads the account's stats record, in
+// constant time. Otherwise it walks the index ListEmails would and counts
+// the entries that are also in the other filters' indexes, without reading
+// the emails unless a subject or label filter needs their metadata. Its cost
+// grows with the entries walked (BenchmarkCountAndCursor: at 100,000 emails,
+// counting one recipient's 10,000 takes well under a millisecond; with a
+// label filter, reading all 100,000, about 150 ms).
 func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, wrap(err, "count emails")
@@ -396,17 +399,20 @@ func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, erro
 }
 
 // walk calls visit with q's matches in list order, after skipping skip of
-// them, until visit returns false or the matches end. When the index walked
-// is the only filter, skipped entries are not read, nor are the others
-// unless load is true: visit then gets nil.
+// them, until visit returns false or the matches end. Entries are tested
+// against the other filters' indexes by key; the emails themselves are read
+// only when a subject or label filter needs their metadata, or when load is
+// true and the entry is not skipped (otherwise visit gets nil).
 func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load bool, visit func(*store.Email) bool) error {
-	prefix, residual := plan(q)
+	prefix, also, residual := plan(q)
 	m := newMatcher(q)
 	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
 	emails := tx.Bucket(bucketEmails)
 	c := tx.Bucket(bucketIndex).Cursor()
+	probe := tx.Bucket(bucketIndex).Cursor()
 	key := appendAccount(nil, q.AccountID)
 	acctLen := len(key)
+	var probeKey []byte
 	var k []byte
 	if q.Before != "" {
 		r, err := getRecord(tx, q.AccountID, store.NormalizeID(q.Before))
@@ -424,6 +430,7 @@ func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load 
 		k, _ = seekLast(c, prefix)
 	}
 	steps := 0
+entries:
 	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
 		if steps++; steps%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -435,6 +442,13 @@ func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load 
 		}
 		if hasSince && decodeTime(k[len(prefix):]) <= since {
 			break
+		}
+		// The same receivedAt and id under another index's prefix.
+		for _, p := range also {
+			probeKey = append(append(probeKey[:0], p...), k[len(prefix):]...)
+			if pk, _ := probe.Seek(probeKey); !bytes.Equal(pk, probeKey) {
+				continue entries
+			}
 		}
 		if !residual && skip > 0 {
 			skip--
@@ -469,49 +483,39 @@ func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load 
 	return nil
 }
 
-// plan picks the index for q and reports whether filters other than the
-// index's remain to be checked on each email.
-func plan(q store.ListQuery) (prefix []byte, residual bool) {
-	n := 0
-	for _, set := range []bool{q.Recipient != "", q.Sender != "", q.Status != "", q.Subject != "", q.Label != ""} {
-		if set {
-			n++
-		}
+// plan picks the index to walk for q (recipient, then sender, then status,
+// then all of the account's emails), the prefixes of the other indexes an
+// entry must also be in, and whether a subject or label filter remains to
+// be checked on each email's metadata.
+func plan(q store.ListQuery) (walked []byte, also [][]byte, residual bool) {
+	var prefixes [][]byte
+	if q.Recipient != "" {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindRecipient, store.NormalizeAddress(q.Recipient)))
 	}
-	switch {
-	case q.Recipient != "":
-		return indexPrefix(q.AccountID, kindRecipient, store.NormalizeAddress(q.Recipient)), n > 1
-	case q.Sender != "":
-		return indexPrefix(q.AccountID, kindSender, store.NormalizeAddress(q.Sender)), n > 1
-	case q.Status != "":
-		return indexPrefix(q.AccountID, kindStatus, string(q.Status)), n > 1
+	if q.Sender != "" {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindSender, store.NormalizeAddress(q.Sender)))
 	}
-	return indexPrefix(q.AccountID, kindAll, ""), n > 0
+	if q.Status != "" {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindStatus, string(q.Status)))
+	}
+	if len(prefixes) == 0 {
+		prefixes = append(prefixes, indexPrefix(q.AccountID, kindAll, ""))
+	}
+	return prefixes[0], prefixes[1:], q.Subject != "" || q.Label != ""
 }
 
-// matcher checks a query's filters, other than Since and Before, on one
-// email.
+// matcher checks a query's subject and label filters on one email.
 type matcher struct {
-	recipient, sender, subject, label string
-	status                            store.Status
+	subject, label string
 }
 
 func newMatcher(q store.ListQuery) matcher {
-	return matcher{
-		recipient: store.NormalizeAddress(q.Recipient),
-		sender:    store.NormalizeAddress(q.Sender),
-		subject:   strings.ToLower(q.Subject),
-		label:     q.Label,
-		status:    q.Status,
-	}
+	return matcher{subject: strings.ToLower(q.Subject), label: q.Label}
 }
 
 func (m *matcher) match(e *store.Email) bool {
 	switch {
-	case m.recipient != "" && store.NormalizeAddress(e.Recipient) != m.recipient,
-		m.sender != "" && store.NormalizeAddress(e.Sender) != m.sender,
-		m.status != "" && e.Status != m.status,
-		m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)),
+	case m.subject != "" && (e.Subject == nil || !strings.Contains(strings.ToLower(*e.Subject), m.subject)),
 		m.label != "" && !slices.Contains(e.Labels, m.label):
 		return false
 	}

@@ -79,9 +79,59 @@ func BenchmarkListByRecipient(b *testing.B) {
 	}
 }
 
+// BenchmarkCountAndCursor counts and pages by cursor in an account of
+// 100,000 emails: counts from one index cost O(log N); counts that test
+// each email (two indexes, label) grow with the emails examined; a page
+// after a cursor costs what a first page does. It reports the CPU
+// redis-server used per operation, like BenchmarkListPage.
+func BenchmarkCountAndCursor(b *testing.B) {
+	s := benchStore(b)
+	const big = "big-account"
+	loadAccount(b, s, big, 100_000)
+	rcpt := "r0@example.com"
+	ctx := context.Background()
+	// The cursor sits in the middle of r0's 10,000 emails.
+	mid, err := s.ListEmails(ctx, store.ListQuery{AccountID: big, Recipient: rcpt, Offset: 5000, Limit: 1})
+	if err != nil || len(mid) != 1 {
+		b.Fatalf("ListEmails: %v, %v", mid, err)
+	}
+	cursor := mid[0].ID
+	for _, bm := range []struct {
+		name  string
+		q     store.ListQuery
+		count bool
+	}{
+		{"count all", store.ListQuery{AccountID: big}, true},
+		{"count recipient", store.ListQuery{AccountID: big, Recipient: rcpt}, true},
+		{"count recipient before", store.ListQuery{AccountID: big, Recipient: rcpt, Before: cursor}, true},
+		{"count recipient and status", store.ListQuery{AccountID: big, Recipient: rcpt, Status: store.StatusArchived}, true},
+		{"count label", store.ListQuery{AccountID: big, Label: "seventh"}, true},
+		{"list before", store.ListQuery{AccountID: big, Recipient: rcpt, Before: cursor, Limit: 25}, false},
+		{"list label", store.ListQuery{AccountID: big, Label: "seventh", Limit: 25}, false},
+		{"list label before", store.ListQuery{AccountID: big, Label: "seventh", Before: cursor, Limit: 25}, false},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			before := redisCPU(b, s)
+			for b.Loop() {
+				var err error
+				if bm.count {
+					_, err = s.CountEmails(ctx, bm.q)
+				} else {
+					_, err = s.ListEmails(ctx, bm.q)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((redisCPU(b, s)-before).Microseconds())/float64(b.N), "redis-µs/op")
+		})
+	}
+}
+
 // loadAccount stores n emails in account through pipelined create scripts:
 // 10 recipients in turn, every third email archived, every seventh with
-// "seventh" in its subject.
+// "seventh" in its subject and as its label.
 func loadAccount(b *testing.B, s *Store, account string, n int) {
 	b.Helper()
 	ctx := context.Background()
@@ -98,6 +148,7 @@ func loadAccount(b *testing.B, s *Store, account string, n int) {
 			}
 			if i%7 == 0 {
 				e.Subject = ptr("every seventh email")
+				e.Labels = []string{"seventh"}
 			}
 			keys, args, err := s.createArgs(testBody("Subject: Hello\r\n\r\nhi\r\n"), []*store.Email{e})
 			if err != nil {

@@ -38,11 +38,13 @@
 // refers to it.
 //
 // A query with at most one of the recipient, sender and status filters and
-// no subject filter is answered from one index (Since is a score bound).
+// no subject or label filter is answered from one index (Since is a score
+// bound, Before a rank found from its email's score), and so is its count.
 // With more, the smallest of their indexes is walked in bounded batches
-// behind a (score, id) cursor, testing membership in the others; a subject
-// filter is tested here on the metadata of each batch. Pages and batches are
-// read by Lua scripts, so they never see an index entry without its email.
+// behind a (score, id) cursor, testing membership in the others and the
+// label on each email's labels; a subject filter is tested here on the
+// metadata of each batch. Pages and batches are read by Lua scripts, so they
+// never see an index entry without its email.
 //
 // The stats hash came after the first release and is not rebuilt: an email
 // stored by an older release has no sb, so it is in the count but not in the
