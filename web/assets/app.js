@@ -43,7 +43,10 @@ function start() {
     signInPage('');
     return;
   }
-  signIn(key, remember).catch((err) => signInPage(refusedMessage(err)));
+  signIn(key, remember).catch((err) => {
+    if (err.status === 401) keys.setCurrentKey('');
+    signInPage(refusedMessage(err));
+  });
 }
 
 async function signIn(key, remember) {
@@ -169,6 +172,7 @@ class Dashboard {
   }
 
   unauthorized() {
+    keys.setCurrentKey('');
     signInPage(refusedMessage({ status: 401 }));
   }
 

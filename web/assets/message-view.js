@@ -127,7 +127,7 @@ export class MessageView {
         h('div', { class: 'labels', role: 'group', 'aria-label': 'Labels' }, this.labels,
           h('label', { for: 'label-input', class: 'visually-hidden' }, 'Add a label'), labelInput),
         h('div', { class: 'actions' },
-          h('a', { href: `#/emails/${e.id}`, class: 'button', title: 'A link to this message for a bug report' }, 'Link'),
+          h('button', { type: 'button', id: 'copy-link', title: 'A link to this message, for a bug report', onclick: () => this.copyLink() }, 'Copy link'),
           h('button', { type: 'button', class: 'danger', id: 'delete-message', onclick: () => this.actions.onDelete(e.id) }, 'Delete'))),
       h('details', { class: 'notes', open: !!e.notes },
         h('summary', {}, 'Notes'),
@@ -152,6 +152,17 @@ export class MessageView {
     const notes = e.notes || '';
     if (this.savedNotes === null || this.notes.value === this.savedNotes) this.notes.value = notes;
     this.savedNotes = notes;
+  }
+
+  /** Copies the message's address, or shows it when the browser will not. */
+  async copyLink() {
+    const url = `${location.origin}/#/emails/${this.email.id}`;
+    try {
+      await navigator.clipboard.writeText(url);
+      this.notice.textContent = 'Link copied.';
+    } catch {
+      this.notice.textContent = `Link: ${url}`;
+    }
   }
 
   /** PATCHes the open email and shows the result. */
