@@ -37,7 +37,7 @@ var (
 	browserCtx    context.Context
 	browserCancel context.CancelFunc
 	browserErr    error
-	traffic       = &proxy{allowed: map[string]bool{}}
+	traffic       = &proxy{allowed: map[string]bool{}, streams: map[*http.Request]context.CancelFunc{}}
 )
 
 func TestMain(m *testing.M) {
@@ -134,6 +134,12 @@ type proxy struct {
 	mu      sync.Mutex
 	allowed map[string]bool
 	seen    []string
+	// streams cancels the event streams in flight; with holdStreams set,
+	// new ones are refused with 503. resumedFrom records the Last-Event-ID
+	// of each stream request.
+	streams     map[*http.Request]context.CancelFunc
+	holdStreams bool
+	resumedFrom []string
 }
 
 func (p *proxy) start() (string, error) {
@@ -162,6 +168,27 @@ func (p *proxy) start() (string, error) {
 			http.Error(w, "refused by the test proxy", http.StatusForbidden)
 			return
 		}
+		if r.URL.Path == "/v1/events" {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			p.mu.Lock()
+			hold := p.holdStreams
+			if !hold {
+				p.resumedFrom = append(p.resumedFrom, r.Header.Get("Last-Event-ID"))
+				p.streams[r] = cancel
+			}
+			p.mu.Unlock()
+			if hold {
+				http.Error(w, "the test holds event streams", http.StatusServiceUnavailable)
+				return
+			}
+			defer func() {
+				p.mu.Lock()
+				delete(p.streams, r)
+				p.mu.Unlock()
+			}()
+			r = r.WithContext(ctx)
+		}
 		forward.ServeHTTP(w, r)
 	}))
 	return ln.Addr().String(), nil
@@ -171,6 +198,34 @@ func (p *proxy) allow(host string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.allowed[host] = true
+}
+
+// dropStreams cuts the event streams in flight, as a network drop would,
+// and refuses new ones while hold is true.
+func (p *proxy) dropStreams(hold bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdStreams = hold
+	for _, cancel := range p.streams {
+		cancel()
+	}
+}
+
+// allowStreams lets event streams through again.
+func (p *proxy) allowStreams() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdStreams = false
+}
+
+// lastResume returns the Last-Event-ID of the latest event stream request.
+func (p *proxy) lastResume() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.resumedFrom) == 0 {
+		return ""
+	}
+	return p.resumedFrom[len(p.resumedFrom)-1]
 }
 
 // mark returns a position in the record, for since.

@@ -188,3 +188,29 @@ func TestEditAndDeleteMessages(t *testing.T) {
 	p.waitFor("the list to empty", `document.querySelectorAll('#message-list .row').length === 0`)
 	p.waitFor("the empty list's hint", `!document.querySelector('.message-list .empty').hidden`)
 }
+
+// The live list survives a dropped connection: the stream reconnects with
+// Last-Event-ID and replays what happened meanwhile.
+func TestLiveListCatchesUpAfterADrop(t *testing.T) {
+	env := startMailsink(t)
+	p := openTab(t, env)
+	p.signIn(testenv.AcmeKey)
+	sendMail(t, env, "noreply@shop.example", "ada@acme.test", welcomeMail("ada@acme.test", "Before the drop"))
+	sendMail(t, env, "noreply@shop.example", "ada@acme.test", welcomeMail("ada@acme.test", "Deleted during the drop"))
+	p.waitFor("two messages", `document.querySelectorAll('#message-list .row').length === 2`)
+	gone := eval[string](p, `document.querySelector('#message-list .row').dataset.id`)
+
+	traffic.dropStreams(true)
+	t.Cleanup(traffic.allowStreams)
+	p.waitFor("the drop to show", `document.querySelector('#live').dataset.live === 'false'`)
+	sendMail(t, env, "noreply@shop.example", "ada@acme.test", welcomeMail("ada@acme.test", "Sent during the drop"))
+	if res := env.Do(t, "DELETE", "/v1/emails/"+gone, testenv.AcmeKey, nil); res.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", res.Status)
+	}
+	traffic.allowStreams()
+	p.waitUntilLive()
+	if traffic.lastResume() == "" {
+		t.Error("the stream reconnected without Last-Event-ID")
+	}
+	p.waitFor("the list to catch up", `[...document.querySelectorAll('#message-list .subject')].map(e => e.textContent).join() === 'Sent during the drop,Before the drop'`)
+}

@@ -108,7 +108,8 @@ export class Client {
    * Reads the account's event stream until signal aborts, calling onEvent
    * with {type, data} for each event. EventSource cannot send the
    * Authorization header, so the stream is read with fetch; after a drop it
-   * reconnects with Last-Event-ID. onStatus(connected) tells the page.
+   * reconnects with Last-Event-ID. onStatus(connected, resumed) tells the
+   * page; resumed is true when the stream replays what was missed.
    */
   async events(onEvent, onStatus, signal) {
     let lastId = '';
@@ -123,7 +124,7 @@ export class Client {
           return;
         }
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
-        onStatus(true);
+        onStatus(true, !!lastId);
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = '';
         let event = { type: 'message', data: '', id: '' };

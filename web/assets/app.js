@@ -274,12 +274,12 @@ class Dashboard {
     }
   }
 
-  connected(on) {
+  connected(on, resumed) {
     this.live.textContent = on ? 'Live' : 'Reconnecting…';
     this.live.dataset.live = String(on);
-    // Catch up after a drop: the stream replays what it still has, a new
-    // list covers the rest.
-    if (on && this.wasLive === false && this.everLive) this.reload();
+    // After a drop the stream replays what was missed from Last-Event-ID
+    // (or says resync); without an event id yet, a new list catches up.
+    if (on && this.wasLive === false && this.everLive && !resumed) this.reload();
     this.everLive = this.everLive || on;
     this.wasLive = on;
   }
