@@ -280,6 +280,9 @@ class Dashboard {
     // After a drop the stream replays what was missed from Last-Event-ID
     // (or says resync); without an event id yet, a new list catches up.
     if (on && this.wasLive === false && this.everLive && !resumed) this.reload();
+    // The first list may have been read before the stream opened: read it
+    // again now that no change can fall between the two.
+    if (on && !this.everLive) this.reload();
     this.everLive = this.everLive || on;
     this.wasLive = on;
   }
