@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mailsink/mailsink/internal/testenv"
 )
@@ -29,7 +30,10 @@ func TestHugeMessagesDegradeGracefully(t *testing.T) {
 	for html.Len() < 10<<20 {
 		html.WriteString("<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\r\n")
 	}
+	start := time.Now()
 	inbound(t, env, html.String())
+	t.Logf("stored 10 MB in %s", time.Since(start))
+	start = time.Now()
 	var parts strings.Builder
 	parts.WriteString("From: parts@shop.example\r\nTo: ada@acme.test\r\nSubject: Five thousand parts\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n")
 	for i := range 5000 {
@@ -37,6 +41,8 @@ func TestHugeMessagesDegradeGracefully(t *testing.T) {
 	}
 	parts.WriteString("--b--\r\n")
 	inbound(t, env, parts.String())
+	t.Logf("stored 5000 parts in %s", time.Since(start))
+	start = time.Now()
 
 	p := openTab(t, env)
 	p.signIn(testenv.AcmeKey)
@@ -44,11 +50,15 @@ func TestHugeMessagesDegradeGracefully(t *testing.T) {
 
 	p.click("#message-list .row:nth-child(2) .row-link")
 	p.waitFor("the big message", `document.querySelector('#message-subject')?.textContent === 'Ten megabytes'`)
+	t.Logf("opened 10 MB in %s", time.Since(start))
+	start = time.Now()
 	p.click("#tab-raw")
 	p.waitFor("the shortened raw source", `document.querySelector('#panel-raw').innerText.includes('Showing the first 512.0 KB of 10.0 MB')`)
 	p.click("#tab-links")
 	p.waitFor("no links", `document.querySelector('#panel-links').innerText.includes('No links')`)
 
+	t.Logf("raw and links of 10 MB in %s", time.Since(start))
+	start = time.Now()
 	p.click("#message-list .row:nth-child(1) .row-link")
 	// The parser looks at the first 1,000 MIME entities; the view lists 200.
 	p.waitFor("the many parts", `Number((document.querySelector('#tab-attachments')?.textContent.match(/^Attachments \((\d+)\)$/) || [])[1]) > 200`)
