@@ -167,9 +167,9 @@ func noteRoute(next http.Handler) http.Handler {
 }
 
 // common sets the headers every answer carries (the dashboard replaces the
-// Content-Security-Policy and frame options with its own), counts the request in the
-// metrics, and recovers from panics, so that a bug answers 500 instead of
-// dropping the connection.
+// Content-Security-Policy and frame options with its own), counts the
+// request in the metrics, and recovers from panics, so that a bug answers
+// 500 instead of dropping the connection.
 func (a *API) common(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cfg.Metrics != nil {
