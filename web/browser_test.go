@@ -246,7 +246,7 @@ func (p *proxy) since(mark int) []string {
 // part since mark.
 func (p *proxy) waitForRequest(t *testing.T, mark int, part string) {
 	t.Helper()
-	testenv.WaitFor(t, 10*time.Second, "a request for "+part, func() bool {
+	testenv.WaitFor(t, 20*time.Second, "a request for "+part, func() bool {
 		for _, u := range p.since(mark) {
 			if strings.Contains(u, part) {
 				return true
@@ -291,7 +291,7 @@ func openTab(t *testing.T, env *testenv.Env) *page {
 // do runs browser actions, failing the test on an error.
 func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		p.t.Fatalf("browser: %v", err)
@@ -301,7 +301,7 @@ func (p *page) do(actions ...chromedp.Action[chromedp.Void]) {
 // eval runs a JavaScript expression in the page and returns its value.
 func eval[T any](p *page, expr string) T {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -313,7 +313,7 @@ func eval[T any](p *page, expr string) T {
 // waitFor polls the JavaScript condition until it is true.
 func (p *page) waitFor(what, cond string) {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !eval[bool](p, "!!("+cond+")") {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("timed out waiting for %s (%s); the page says:\n%s", what, cond, eval[string](p, "document.body.innerText.slice(0, 2000)"))
@@ -411,7 +411,7 @@ func (p *page) screenshot(name string) {
 	if dir == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
