@@ -164,7 +164,7 @@ func TestEditAndDeleteMessages(t *testing.T) {
 	p.click(".notes summary")
 	p.typeInto("#message-notes", "looks right on mobile")
 	p.click("#save-notes")
-	testenv.WaitFor(t, 5*time.Second, "the notes through the API", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the notes through the API", func() bool {
 		e := apiEmail(t, env, testenv.AcmeKey, id)
 		return e["notes"] == "looks right on mobile"
 	})

@@ -98,7 +98,7 @@ func TestFiltersPagingAndBulkActions(t *testing.T) {
 	p.click("#message-list .row:nth-child(2) input")
 	p.waitFor("two selected", `document.querySelector('#message-count').textContent.endsWith('2 selected')`)
 	p.choose("#bulk-status", "archived")
-	testenv.WaitFor(t, 5*time.Second, "two archived emails through the API", func() bool { return apiCount(t, env, "status=archived") == 2 })
+	testenv.WaitFor(t, 10*time.Second, "two archived emails through the API", func() bool { return apiCount(t, env, "status=archived") == 2 })
 	p.choose("#filter-status", "archived")
 	p.waitFor("the status filter", `document.querySelectorAll('#message-list .row').length === 2`)
 	if got := p.rows(); strings.Join(got, ",") != "Order #55,Order #54" {

@@ -47,7 +47,7 @@ func TestKeyboardShortcuts(t *testing.T) {
 	p.press(kb.Delete)
 	p.waitFor("two left, and Order #2 open under the cursor", `document.querySelectorAll('#message-list .row').length === 2 &&
 		document.querySelector('#message-subject')?.textContent === 'Order #2' && document.activeElement.closest('.row')?.dataset.id === location.hash.slice(9)`)
-	testenv.WaitFor(t, 5*time.Second, "Order #0 deleted", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "Order #0 deleted", func() bool {
 		return env.Do(t, "GET", "/v1/emails/"+ids[0], testenv.AcmeKey, nil).Status == http.StatusNotFound
 	})
 
