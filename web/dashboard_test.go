@@ -78,11 +78,14 @@ func TestSignInSeeNewMailLiveAndReadIt(t *testing.T) {
 		t.Error("the page source holds the key")
 	}
 
+	// The page notes when the row appears, so the figure is the page's and
+	// not the polling's.
+	eval[bool](p, `(window.rowAt = 0, new MutationObserver(() => { if (!window.rowAt && document.querySelector('#message-list .row')) window.rowAt = Date.now() }).observe(document.body, {childList: true, subtree: true}), true)`)
 	sent := time.Now()
 	sendMail(t, env, "noreply@shop.example", "ada@acme.test", welcomeMail("ada@acme.test", "Welcome to the shop"))
 	p.waitFor("the new mail in the list", `[...document.querySelectorAll('#message-list .subject')].some(e => e.textContent === 'Welcome to the shop')`)
-	d := time.Since(sent)
-	t.Logf("sent over SMTP to shown in the list: %s", d)
+	d := time.UnixMilli(int64(eval[float64](p, "window.rowAt"))).Sub(sent)
+	t.Logf("from sending over SMTP to the row in the list: %s", d)
 	if d > time.Second {
 		t.Errorf("the new mail took %s to appear, want under 1s", d)
 	}
