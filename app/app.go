@@ -32,6 +32,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/store/redisstore"
+	"github.com/mailsink/mailsink/web"
 )
 
 // App is a running mailsink.
@@ -147,6 +148,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		Dashboard: web.New(web.Config{
+			Store: st, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
+		}),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

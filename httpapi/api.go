@@ -57,6 +57,9 @@ type Config struct {
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
 	MetricsHandler http.Handler
+	// Dashboard, when not nil, serves the page at / and everything under
+	// /ui/ (the web package); it sets its own security headers.
+	Dashboard http.Handler
 }
 
 // API is the HTTP handler of mailsink.
@@ -134,6 +137,10 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
+	if a.cfg.Dashboard != nil {
+		r.Handle("/", a.cfg.Dashboard)
+		r.PathPrefix("/ui/").Handler(a.cfg.Dashboard)
+	}
 	return a.common(r)
 }
 
@@ -153,9 +160,10 @@ func noteRoute(next http.Handler) http.Handler {
 	})
 }
 
-// common sets the headers every answer carries, counts the request in the
-// metrics, and recovers from panics, so that a bug answers 500 instead of
-// dropping the connection.
+// common sets the headers every answer carries (the dashboard replaces the
+// Content-Security-Policy and frame options with its own), counts the
+// request in the metrics, and recovers from panics, so that a bug answers
+// 500 instead of dropping the connection.
 func (a *API) common(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cfg.Metrics != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/web"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -140,7 +141,14 @@ func serve(stdout, stderr io.Writer) int {
 // ready" once the store answers, saying meanwhile what it waits for.
 func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, generatedKey string, pprofAddr net.Addr) {
 	httpAddr := dialable(a.HTTPAddr())
-	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard http://%s/\n", version, dialable(a.SMTPAddr()), httpAddr, httpAddr)
+	// The start that makes the key up prints it anyway: its dashboard link
+	// signs in at once (the key is in the URL fragment, which a browser
+	// never sends to a server).
+	dashboard := "http://" + httpAddr + "/"
+	if generatedKey != "" {
+		dashboard = web.SignInURL("http://"+httpAddr, generatedKey)
+	}
+	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard %s\n", version, dialable(a.SMTPAddr()), httpAddr, dashboard)
 	if pprofAddr != nil {
 		fmt.Fprintf(w, "  pprof http://%s\n", dialable(pprofAddr))
 	}

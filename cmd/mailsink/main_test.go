@@ -69,10 +69,16 @@ func TestBanner(t *testing.T) {
 		banner(context.Background(), &out, a, cfg, generated, nil)
 		a.Shutdown(context.Background())
 		text := out.String()
-		if !strings.Contains(text, "  Dashboard http://"+a.HTTPAddr().String()+"/\n") || !strings.HasSuffix(text, "mailsink is ready\n") {
+		if !strings.Contains(text, "  Dashboard http://"+a.HTTPAddr().String()+"/") || !strings.HasSuffix(text, "mailsink is ready\n") {
 			t.Errorf("start %d: banner without the dashboard or not ready:\n%s", i+1, text)
 		}
 		m := keyLine.FindStringSubmatch(text)
+		// The start that makes the key up links the dashboard with it, in
+		// the URL fragment; later starts never print the key.
+		signIn := m != nil && strings.Contains(text, "  Dashboard http://"+a.HTTPAddr().String()+"/#key="+m[1]+"\n")
+		if (want == "generated") != signIn {
+			t.Errorf("start %d (%s): dashboard sign-in link with the key = %v:\n%s", i+1, want, signIn, text)
+		}
 		switch want {
 		case "generated":
 			if m == nil {
