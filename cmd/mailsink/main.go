@@ -25,6 +25,7 @@ import (
 
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/web"
 )
 
@@ -53,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(stdout, stderr)
 	case "healthcheck":
 		return healthcheck(stderr)
+	case "compact":
+		return compact(stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "mailsink", version)
 		return 0
@@ -71,6 +74,7 @@ func usage(w io.Writer) {
 
   serve        run the service (the default command)
   healthcheck  exit 0 when the local mailsink is ready (for container health checks)
+  compact      give the embedded store's free space back to the disk (with mailsink stopped)
   version      print the version
 
 serve is configured by these environment variables (an empty one counts as unset):
@@ -174,6 +178,20 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if err == nil {
 		fmt.Fprintln(w, "mailsink is ready")
 	}
+}
+
+// compact rewrites the embedded store's file (MAILSINK_DATA_DIR/mailsink.db)
+// without the space deleted emails left: bbolt reuses that space for new
+// mail but never shrinks its file. The file must not be in use.
+func compact(stdout, stderr io.Writer) int {
+	path := filepath.Join(config.Value(os.Getenv, "MAILSINK_DATA_DIR"), "mailsink.db")
+	before, after, err := boltstore.Compact(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailsink compact: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: %d bytes before, %d after\n", path, before, after)
+	return 0
 }
 
 // healthcheck asks the mailsink on this host (at MAILSINK_HTTP_ADDR's port)

@@ -18,6 +18,7 @@ import (
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store/boltstore"
 )
 
 // TestHelpListsEverySetting checks that --help, help and serve --help print
@@ -165,5 +166,25 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "accounts file reloaded") {
 		t.Errorf("no log line of the reload:\n%s", stderr.String())
+	}
+}
+
+// TestCompactCommand runs `mailsink compact` on a store file, and refuses
+// while another process (here, an open store) holds it.
+func TestCompactCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MAILSINK_DATA_DIR", dir)
+	st, err := boltstore.Open(filepath.Join(dir, "mailsink.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"compact"}, &out, &errOut); code == 0 {
+		t.Errorf("compact of a file in use exited 0: %s", out.String())
+	}
+	st.Close()
+	out.Reset()
+	if code := run([]string{"compact"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "bytes before") {
+		t.Errorf("compact: exit %d, %q %q", code, out.String(), errOut.String())
 	}
 }
