@@ -118,6 +118,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
+	// Messages and request bodies past their first MiB take turns, SMTP and
+	// HTTP together, so that memory does not grow with the number of
+	// senders of large mail; one client address may hold at most half of
+	// the turns, so that it cannot keep everyone else waiting.
+	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
@@ -129,14 +134,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 		DataTimeout:       cfg.SMTP.DataTimeout,
 		MaxConnections:    cfg.SMTP.MaxConnections,
-		MaxLargeTransfers: cfg.SMTP.MaxLargeTransfers,
+		LargeGate:         a.large,
 		AuthLimiter:       guard,
 		Metrics:           m,
 	}, reg, ing, log.With("component", "smtp"))
-	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	api := httpapi.New(httpapi.Config{
-		// One client address may hold at most half of the turns, so that
-		// it cannot keep everyone else's large requests waiting.
 		LargeGate:         a.large,
 		Writes:            m.Writes.State,
 		MaxMessageBytes:   cfg.MaxMessageBytes,

@@ -24,6 +24,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
@@ -48,10 +49,11 @@ type Config struct {
 	// MaxConnections bounds the connections open at once; more are
 	// answered 421. 0 means no bound.
 	MaxConnections int
-	// MaxLargeTransfers (at least 1) bounds the messages over largeMessage
-	// bytes read and stored at once; the others wait before reading past
-	// their first largeMessage bytes.
-	MaxLargeTransfers int
+	// LargeGate gives turns to messages over largeMessage bytes, shared with
+	// the HTTP API's large bodies: in total and per client address, a
+	// bounded number are read and stored at once; the others wait before
+	// reading past their first largeMessage bytes.
+	LargeGate *gate.Gate
 	// AuthLimiter, when not nil, counts failed AUTHs per client address (the
 	// password is an API key); an address over its limit gets 454 for every
 	// key that has not worked from it before.
@@ -69,8 +71,6 @@ type Server struct {
 	smtp     *smtp.Server
 	ln       net.Listener
 	conns    connSet
-	// large holds a token per large message being read or stored.
-	large chan struct{}
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -79,7 +79,7 @@ type Server struct {
 
 // New returns a Server; Start makes it listen.
 func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log, large: make(chan struct{}, cfg.MaxLargeTransfers)}
+	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
 	s.conns.conns = map[*conn]struct{}{}
 	s.conns.byAddr = map[string]int{}
 	s.conns.stopping = make(chan struct{})
@@ -296,7 +296,7 @@ func (s *session) Data(r io.Reader) error {
 		defer cancel()
 		s.conn.startTransfer(start.Add(d))
 	}
-	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn)
+	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn, s.remoteIP())
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
 		// it were complete: the message is truncated, and nobody gets
@@ -376,7 +376,7 @@ const largeMessage = 1 << 20
 // (the transaction ended: smtp.ErrDataReset; its transfer timed out:
 // context.DeadlineExceeded) or the server starts draining (errShuttingDown).
 // With a slot, the rest must come at slotRate at least (c may be nil).
-func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn) (raw []byte, release func(), err error) {
+func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
 	release = func() {}
 	limit := math.MaxInt
 	if s.cfg.MaxMessageBytes > 0 {
@@ -394,23 +394,32 @@ func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c 
 		return raw, release, err
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", 1)
-	select {
-	case s.large <- struct{}{}:
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-	case <-tx.Done():
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+	wait, stop := context.WithCancel(tx)
+	defer stop()
+	go func() {
+		select {
+		case <-s.conns.stopping:
+			stop()
+		case <-wait.Done():
+		}
+	}()
+	give, err := s.cfg.LargeGate.Acquire(wait, client)
+	s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+	if err != nil {
+		select {
+		case <-s.conns.stopping:
+			return raw, release, errShuttingDown
+		default:
+		}
 		if errors.Is(tx.Err(), context.DeadlineExceeded) {
 			return raw, release, tx.Err()
 		}
 		return raw, release, smtp.ErrDataReset
-	case <-s.conns.stopping:
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-		return raw, release, errShuttingDown
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("active", 1)
 	release = func() {
 		s.cfg.Metrics.SMTPLargeTransfer("active", -1)
-		<-s.large
+		give()
 	}
 	if sizeHint > int64(len(raw)) && sizeHint < int64(limit) {
 		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
