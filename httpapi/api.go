@@ -444,11 +444,8 @@ func (a *API) emailLinks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
+	body, ok := a.body(w, r, id)
+	if !ok {
 		return
 	}
 	var htmlPart, textPart string

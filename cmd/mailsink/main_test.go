@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,23 +99,6 @@ func TestBanner(t *testing.T) {
 	}
 }
 
-// syncBuffer is an output tests read while serve writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServeReloadsOnSIGHUP runs serve in this process, sends the process
 // SIGHUP after a change of the accounts file, checks that the new key
@@ -135,7 +117,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 		"MAILSINK_ACCOUNTS_FILE": accounts, "MAILSINK_ACCOUNTS_POLL_INTERVAL": "0", "MAILSINK_API_KEY": ""} {
 		t.Setenv(k, v)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- serve(&stdout, &stderr) }()
 	testenv.WaitFor(t, 30*time.Second, "mailsink is ready", func() bool { return strings.Contains(stdout.String(), "mailsink is ready") })
