@@ -232,7 +232,7 @@ func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error
 			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_AUTO: a self-signed certificate is kept in MAILSINK_DATA_DIR, but: %w", err)
 		}
 		if made {
-			log.Info("made a self-signed TLS certificate", "file", s.CertFile(), "names", strings.Join(s.Leaf().DNSNames, ","))
+			log.Info("made a self-signed TLS certificate", "file", s.CertFile(), "names", strings.Join(t.AutoHosts, ","))
 		}
 		return s, nil
 	}

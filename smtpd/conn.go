@@ -336,6 +336,19 @@ func (c *conn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
+// SetWriteDeadline sets the deadline of the writes to come. A deadline that
+// has passed ends writing (tls.Conn.Close sets one once it has written its
+// close_notify), so the replies held are written first: else a TLS client
+// would never get the reply to QUIT.
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	if !t.IsZero() && !t.After(time.Now()) {
+		c.mu.Lock()
+		c.flushLocked()
+		c.mu.Unlock()
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
 // startTransfer gives the message being transferred its own deadline, which
 // replaces go-smtp's per-command one. c may be nil (a connection the server
 // does not track).

@@ -153,7 +153,7 @@ func SelfSigned(names []string, now time.Time, validity time.Duration) (certPEM,
 	keyID := sha256.Sum256(pub)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "mailsink " + names[0], Organization: []string{"mailsink"}},
+		Subject:               pkix.Name{CommonName: "mailsink self-signed", Organization: []string{"mailsink"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageDigitalSignature,
