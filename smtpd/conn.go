@@ -130,6 +130,11 @@ const proxyHeaderWait = time.Second
 // its first read instead (conn.admit), once its PROXY header names the
 // client: Accept must not wait for one client's header.
 func (l *listener) Accept() (net.Conn, error) {
+	// go-smtp counts the connection it accepted last (WaitGroup.Add)
+	// before it calls Accept again, and its Shutdown waits on that count
+	// after drain locks the set: locking it here orders the two.
+	l.set.mu.Lock()
+	l.set.mu.Unlock()
 	for {
 		nc, err := l.Listener.Accept()
 		if err != nil {

@@ -188,6 +188,12 @@ func (s *Server) TLSAddr() net.Addr {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.conns.drain()
 	err := s.smtp.Shutdown(ctx)
+	// A Serve that had not started when go-smtp closed its listeners
+	// would accept on them forever.
+	s.ln.Close()
+	if s.tlsLn != nil {
+		s.tlsLn.Close()
+	}
 	s.cancel()
 	if err != nil {
 		s.smtp.Close()
