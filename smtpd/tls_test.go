@@ -3,8 +3,8 @@ package smtpd_test
 import (
 	"bufio"
 	"crypto/tls"
-	"encoding/base64"
 	"crypto/x509"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
