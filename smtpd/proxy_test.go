@@ -1,6 +1,7 @@
 package smtpd_test
 
 import (
+	"encoding/base64"
 	"net"
 	"net/textproto"
 	"strings"
@@ -113,5 +114,37 @@ func TestProxyProtocolOnlyFromTrustedPeers(t *testing.T) {
 	}
 	if _, code, msg := greetVia(t, e.SMTP, "127.0.0.1", []byte("PROXY TCP4 nonsense\r\n")); code == 220 {
 		t.Errorf("a malformed PROXY header was greeted: %d %q", code, msg)
+	}
+}
+
+// The wrong-key limit counts the client a trusted proxy names, not the
+// proxy: one client's guesses do not lock out the others behind it.
+func TestProxyProtocolClientsHaveTheirOwnAuthLimit(t *testing.T) {
+	t.Parallel()
+	trusted, _ := clientaddr.Parse("127.0.0.1")
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+		c.HTTP.AuthFailuresPerMinute = 1
+		c.TrustedProxies = trusted
+	})
+	auth := "AUTH PLAIN " + base64.StdEncoding.EncodeToString([]byte("\x00user\x00guess"))
+	try := func(client string) int {
+		tp, code, msg := greetVia(t, e.SMTP, "127.0.0.1", proxyV1(client))
+		if code != 220 {
+			t.Fatalf("greeting: %d %q", code, msg)
+		}
+		defer tp.Close()
+		tp.PrintfLine("EHLO client.test")
+		tp.ReadResponse(250)
+		tp.PrintfLine("%s", auth)
+		code, _, _ = tp.ReadResponse(0)
+		return code
+	}
+	for _, want := range []int{535, 454} {
+		if got := try("10.0.0.1"); got != want {
+			t.Errorf("wrong key from 10.0.0.1: %d, want %d", got, want)
+		}
+	}
+	if got := try("10.0.0.2"); got != 535 {
+		t.Errorf("wrong key from 10.0.0.2 behind the same proxy: %d, want 535 (its own limit)", got)
 	}
 }
