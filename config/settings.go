@@ -149,8 +149,8 @@ func tlsAuto(c *Config, v string) error {
 }
 
 // validHostName reports whether h is a DNS name a certificate can carry:
-// dot-separated labels of letters, digits and hyphens (a leading "*." for a
-// wildcard).
+// dot-separated labels of letters, digits, hyphens and underscores (compose
+// service names may hold them), a leading "*." for a wildcard.
 func validHostName(h string) bool {
 	h = strings.TrimPrefix(h, "*.")
 	if len(h) > 253 {
@@ -161,7 +161,7 @@ func validHostName(h string) bool {
 			return false
 		}
 		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
 				return false
 			}
 		}

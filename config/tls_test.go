@@ -28,12 +28,12 @@ func TestTLSSettingsMustFitTogether(t *testing.T) {
 			t.Errorf("%v: error %v, want one containing %q", tc.env, err, tc.want)
 		}
 	}
-	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SMTP_TLS_AUTO": "mailsink, mailsink.test,10.0.0.5",
+	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SMTP_TLS_AUTO": "mailsink, mailsink.test,10.0.0.5,my_mailsink",
 		"MAILSINK_SMTPS_ADDR": ":1465", "MAILSINK_HTTPS_ADDR": ":8443", "MAILSINK_SMTP_REQUIRE_TLS": "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.TLS.AutoHosts, ","); got != "mailsink,mailsink.test,10.0.0.5" || !c.TLS.Enabled() || !c.SMTP.RequireTLS ||
+	if got := strings.Join(c.TLS.AutoHosts, ","); got != "mailsink,mailsink.test,10.0.0.5,my_mailsink" || !c.TLS.Enabled() || !c.SMTP.RequireTLS ||
 		c.SMTP.TLSAddr != ":1465" || c.HTTP.TLSAddr != ":8443" {
 		t.Errorf("got %+v %+v %+v", c.TLS, c.SMTP, c.HTTP)
 	}
