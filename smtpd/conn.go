@@ -16,7 +16,12 @@ import (
 
 // The listener and connection under go-smtp. They only hold back, time and
 // end what go-smtp writes and reads; every reply on an accepted connection is
-// go-smtp's.
+// go-smtp's, but for two that come before go-smtp reads anything: the 421 to
+// a connection past the limits, and the 554 to plaintext on the
+// implicit-TLS port. They also read the PROXY protocol header of a trusted
+// proxy, so that go-smtp and the limits see the client's address, and sit
+// under TLS (go-smtp wraps them for STARTTLS; a tls.Listener for implicit
+// TLS), so they see only encrypted bytes there.
 //
 // Draining on shutdown: go-smtp's Shutdown closes the listener and then waits
 // for every connection to end, so one idle client (a pooled sender between
