@@ -20,7 +20,6 @@ import (
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
-
 func accountsYAML(key, domain string) string {
 	return fmt.Sprintf("accounts:\n  - slug: acme\n    name: Acme\n    apiKeys: [%s]\n    domains: [%s]\n  - slug: other\n    name: Other\n    apiKeys: [other-key]\n", key, domain)
 }

@@ -60,6 +60,10 @@ type Config struct {
 	// Dashboard, when not nil, serves the page at / and everything under
 	// /ui/ (the web package); it sets its own security headers.
 	Dashboard http.Handler
+	// Certificate, when not nil, returns the PEM certificate (chain) that
+	// the TLS listeners present, served without a key at
+	// /tls/certificate.pem so that clients elsewhere can trust it.
+	Certificate func() []byte
 }
 
 // API is the HTTP handler of mailsink.
@@ -115,6 +119,7 @@ func (a *API) routes() http.Handler {
 	if a.cfg.MetricsHandler != nil {
 		r.Handle("/metrics", a.cfg.MetricsHandler).Methods(http.MethodGet, http.MethodHead)
 	}
+	r.HandleFunc("/tls/certificate.pem", a.certificate).Methods(http.MethodGet, http.MethodHead)
 	r.Use(noteRoute)
 
 	// The /v1 routes sit on the root router (not a subrouter) so that a
@@ -680,4 +685,20 @@ func readFull(r io.Reader, buf []byte, n int64) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+// certificate answers the TLS certificate in use, PEM, or 404 when mailsink
+// has none. It needs no key: a certificate is public, and a client must be
+// able to fetch it before it can trust the listener it would send a key to.
+func (a *API) certificate(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Certificate == nil {
+		writeMessage(w, http.StatusNotFound, "no TLS certificate is configured (MAILSINK_SMTP_TLS_CERT or MAILSINK_SMTP_TLS_AUTO)")
+		return
+	}
+	pem := a.cfg.Certificate()
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	w.Header().Set("Content-Length", strconv.Itoa(len(pem)))
+	if r.Method != http.MethodHead {
+		w.Write(pem)
+	}
 }

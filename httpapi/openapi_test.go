@@ -189,6 +189,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 
 		o.check(t, "GET", "/healthz", get(t, e, "/healthz", ""))
 		o.check(t, "GET", "/readyz", get(t, e, "/readyz", ""))
+		o.check(t, "GET", "/tls/certificate.pem", get(t, e, "/tls/certificate.pem", "")) // 404: no certificate
 		o.check(t, "GET", "/v1/openapi.json", get(t, e, "/v1/openapi.json", ""))
 
 		for path, item := range o.doc["paths"].(map[string]any) {

@@ -57,7 +57,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}),
 		SMTPRejected: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_rejections_total",
-			Help: "SMTP commands refused before DATA, by reason: invalid_address, no_account (RCPT), auth_failed, auth_limited (AUTH).",
+			Help: "SMTP commands refused before DATA, by reason: invalid_address (MAIL, RCPT), no_account (RCPT), auth_failed, auth_limited (AUTH), tls_required (MAIL, AUTH before STARTTLS).",
 		}, []string{"reason"}),
 		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_messages_total",

@@ -6,6 +6,7 @@ package smtpd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
@@ -35,6 +37,18 @@ import (
 type Config struct {
 	Addr   string
 	Domain string // the name in the greeting
+	// TLS, when not nil, is offered with STARTTLS on Addr and serves
+	// TLSAddr; it should allow TLS 1.2 and later only.
+	TLS *tls.Config
+	// TLSAddr, when set (and TLS is not nil), is an implicit-TLS listener:
+	// connections speak TLS from their first byte.
+	TLSAddr string
+	// RequireTLS refuses MAIL and AUTH outside TLS with 530 5.7.0.
+	RequireTLS bool
+	// TrustedProxies are the peers whose PROXY protocol header (v1 or v2)
+	// names the client; every per-address budget and log line then uses
+	// that client's address. Other peers' headers are bad commands.
+	TrustedProxies clientaddr.Trusted
 	// MaxMessageBytes is the largest message accepted; 0 means no bound.
 	MaxMessageBytes   int64
 	MaxRecipients     int
@@ -70,6 +84,7 @@ type Server struct {
 	log      *slog.Logger
 	smtp     *smtp.Server
 	ln       net.Listener
+	tlsLn    net.Listener // the implicit-TLS listener, or nil
 	conns    connSet
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
@@ -94,6 +109,12 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	// RFC 1870), and Mail and readMessage enforce the real one.
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.AllowInsecureAuth = cfg.AllowInsecureAuth
+	srv.TLSConfig = cfg.TLS
+	if cfg.RequireTLS {
+		// go-smtp would answer AUTH outside TLS with 523 5.7.10; Auth
+		// answers 530 5.7.0 instead, as it does for MAIL.
+		srv.AllowInsecureAuth = true
+	}
 	srv.ReadTimeout = cfg.ReadTimeout
 	srv.WriteTimeout = cfg.WriteTimeout
 	srv.EnableSMTPUTF8 = true
@@ -105,24 +126,61 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	return s
 }
 
-// Start listens on the configured address and serves in the background. A
-// bind error is returned at once.
+// Start listens on the configured addresses and serves in the background.
+// A bind error is returned at once, naming the setting of the address.
 func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return err
 	}
-	s.ln = &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused}
+	s.ln = s.newListener(ln, false)
+	if s.cfg.TLSAddr != "" && s.cfg.TLS != nil {
+		tln, err := net.Listen("tcp", s.cfg.TLSAddr)
+		if err != nil {
+			ln.Close()
+			return &ListenError{Addr: s.cfg.TLSAddr, Err: err}
+		}
+		s.tlsLn = tls.NewListener(s.newListener(tln, true), s.cfg.TLS)
+		s.serve(s.tlsLn)
+	}
+	s.serve(s.ln)
+	return nil
+}
+
+// ListenError is Start's error when the implicit-TLS listener cannot bind
+// (the main listener's error is returned as it is).
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string { return e.Addr + ": " + e.Err.Error() }
+func (e *ListenError) Unwrap() error { return e.Err }
+
+func (s *Server) newListener(ln net.Listener, implicitTLS bool) *listener {
+	return &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused,
+		trusted: s.cfg.TrustedProxies, implicitTLS: implicitTLS}
+}
+
+func (s *Server) serve(ln net.Listener) {
 	go func() {
-		if err := s.smtp.Serve(s.ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
-			s.log.Error("smtp server stopped", "err", err)
+		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+			s.log.Error("smtp server stopped", "err", err, "addr", ln.Addr().String())
 		}
 	}()
-	return nil
 }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// TLSAddr returns the address of the implicit-TLS listener, or nil when
+// there is none.
+func (s *Server) TLSAddr() net.Addr {
+	if s.tlsLn == nil {
+		return nil
+	}
+	return s.tlsLn.Addr()
+}
 
 // Shutdown stops accepting connections, lets transactions under way finish
 // and closes idle connections (conn.go), and waits for open sessions to end
@@ -130,6 +188,12 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.conns.drain()
 	err := s.smtp.Shutdown(ctx)
+	// A Serve that had not started when go-smtp closed its listeners
+	// would accept on them forever.
+	s.ln.Close()
+	if s.tlsLn != nil {
+		s.tlsLn.Close()
+	}
 	s.cancel()
 	if err != nil {
 		s.smtp.Close()
@@ -139,8 +203,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
-	tracked, _ := c.Conn().(*conn)
-	return &session{srv: s, conn: tracked, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
+	_, isTLS := c.TLSConnectionState()
+	return &session{srv: s, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -156,7 +220,8 @@ type session struct {
 	srv     *Server
 	conn    *conn // nil if the connection is not tracked
 	id      string
-	remote  string
+	remote  string         // the client's address (behind a trusted proxy: the one it names)
+	tls     bool           // the connection is TLS (STARTTLS made a new session)
 	account *store.Account // set by a successful AUTH
 	// mu guards the fields below: with BDAT, go-smtp runs Data in a
 	// goroutine of its own while it goes on with commands (RSET, MAIL).
@@ -187,6 +252,10 @@ func (s *session) AuthMechanisms() []string { return []string{sasl.Plain, sasl.L
 
 // Auth returns the SASL server of mech.
 func (s *session) Auth(mech string) (sasl.Server, error) {
+	if s.srv.cfg.RequireTLS && !s.tls {
+		s.srv.cfg.Metrics.SMTPRejection("tls_required")
+		return nil, errTLSRequired
+	}
 	switch mech {
 	case sasl.Plain:
 		return sasl.NewPlainServer(func(_, _, password string) error { return s.authenticate(password) }), nil
@@ -224,6 +293,14 @@ func (s *session) remoteIP() string {
 // Mail starts a message. An empty or unusable reverse path is allowed: the
 // From header decides the sender at DATA.
 func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+	if s.srv.cfg.RequireTLS && !s.tls {
+		s.srv.cfg.Metrics.SMTPRejection("tls_required")
+		return errTLSRequired
+	}
+	if !isASCII(from) {
+		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
+		return needsSMTPUTF8("Sender", from)
+	}
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
 		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
@@ -250,10 +327,9 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 
 // Rcpt routes one recipient to its account or refuses it.
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	if !store.ValidAddress(to) {
+	if refusal := recipientRefusal(to); refusal != nil {
 		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
-		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
-			Message: "Recipient address is not a valid address"}
+		return refusal
 	}
 	acc := s.account
 	if acc == nil {
@@ -261,7 +337,7 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		if acc, ok = s.srv.accounts.ForRecipient(to); !ok {
 			s.srv.cfg.Metrics.SMTPRejection("no_account")
 			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
-				Message: "No account receives mail for this recipient; authenticate with an API key or use a configured domain"}
+				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
 	}
 	s.mu.Lock()
@@ -505,6 +581,8 @@ func (s *session) Logout() error {
 	s.mu.Lock()
 	s.endTxLocked()
 	s.mu.Unlock()
+	// STARTTLS ends the session (and any transaction) without a Reset.
+	s.conn.end()
 	return nil
 }
 
@@ -539,6 +617,10 @@ func messageOf(err error) string {
 
 // maxLineLength bounds one SMTP command or message line.
 const maxLineLength = 1 << 20
+
+// errTLSRequired refuses MAIL and AUTH before STARTTLS when TLS is required
+// (RFC 3207).
+var errTLSRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Must issue a STARTTLS command first"}
 
 // errTooLarge is the reply to a message over the size limit.
 var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/web"
 )
@@ -153,6 +154,16 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 		dashboard = web.SignInURL("http://"+httpAddr, generatedKey)
 	}
 	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard %s\n", version, dialable(a.SMTPAddr()), httpAddr, dashboard)
+	if addr := a.SMTPSAddr(); addr != nil {
+		fmt.Fprintf(w, "  SMTPS %s (implicit TLS)\n", dialable(addr))
+	}
+	if addr := a.HTTPSAddr(); addr != nil {
+		fmt.Fprintf(w, "  HTTPS https://%s\n", dialable(addr))
+	}
+	if cert := a.Certificate(); cert != nil {
+		fmt.Fprintf(w, "  TLS certificate %s (STARTTLS offered), SHA-256 fingerprint:\n    %s\n  Trust it: curl -o mailsink.pem http://%s/tls/certificate.pem\n",
+			cert.CertFile(), certs.Fingerprint(cert.Leaf()), httpAddr)
+	}
 	if pprofAddr != nil {
 		fmt.Fprintf(w, "  pprof http://%s\n", dialable(pprofAddr))
 	}

@@ -99,7 +99,6 @@ func TestBanner(t *testing.T) {
 	}
 }
 
-
 // TestServeReloadsOnSIGHUP runs serve in this process, sends the process
 // SIGHUP after a change of the accounts file, checks that the new key
 // works, then stops serve with SIGINT.
