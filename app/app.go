@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
@@ -109,6 +110,15 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
+	var inject *faults.Injector
+	if fs, ok := raw.(store.FaultStore); ok {
+		inject = faults.New(fs, faults.Config{
+			MaxDelay: faults.MaxDelay(cfg.SMTP.ReadTimeout),
+			Metrics:  m,
+			Log:      log.With("component", "faults"),
+		})
+	}
+
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
@@ -123,6 +133,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MaxLargeTransfers: cfg.SMTP.MaxLargeTransfers,
 		AuthLimiter:       guard,
 		Metrics:           m,
+		Faults:            inject,
 	}, reg, ing, log.With("component", "smtp"))
 	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	api := httpapi.New(httpapi.Config{
@@ -138,6 +149,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		Faults:            inject,
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

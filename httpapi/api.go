@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
@@ -53,6 +54,9 @@ type Config struct {
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
 	MetricsHandler http.Handler
+	// Faults, when not nil, serves /v1/faults; without it those routes
+	// answer 404.
+	Faults *faults.Injector
 }
 
 // API is the HTTP handler of mailsink.
@@ -129,6 +133,12 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
+	if a.cfg.Faults != nil {
+		v1("/faults", http.MethodPost, a.createFault)
+		v1("/faults", http.MethodGet, a.listFaults)
+		v1("/faults", http.MethodDelete, a.deleteFaults)
+		v1("/faults/{faultId}", http.MethodDelete, a.deleteFault)
+	}
 	return a.common(r)
 }
 

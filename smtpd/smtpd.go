@@ -22,6 +22,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/metrics"
@@ -58,6 +59,9 @@ type Config struct {
 	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts connections and messages.
 	Metrics *metrics.Metrics
+	// Faults, when not nil, injects the faults of the accounts' rules
+	// (faults.go).
+	Faults *faults.Injector
 }
 
 // Server is a running SMTP listener.
@@ -140,7 +144,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
 	tracked, _ := c.Conn().(*conn)
-	return &session{srv: s, conn: tracked, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
+	return &session{srv: s, c: c, conn: tracked, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -154,6 +158,7 @@ func newSessionID() string {
 // session is one SMTP connection's state.
 type session struct {
 	srv     *Server
+	c       *smtp.Conn
 	conn    *conn // nil if the connection is not tracked
 	id      string
 	remote  string
@@ -208,6 +213,9 @@ func (s *session) authenticate(key string) error {
 		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed
 	}
+	if reply := s.fault(faults.Point{Stage: store.FaultAuth, AccountID: acc.ID}); reply != nil {
+		return reply
+	}
 	s.account = acc
 	return nil
 }
@@ -227,6 +235,9 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
 		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
+	}
+	if reply := s.fault(faults.Point{Stage: store.FaultMail, AccountID: accountID(s.onlyAccount()), Sender: from}); reply != nil {
+		return reply
 	}
 	if !s.conn.begin() {
 		return errShuttingDown
@@ -265,6 +276,12 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		}
 	}
 	s.mu.Lock()
+	from := s.from
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}}); reply != nil {
+		return reply
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.rcpts {
 		if strings.EqualFold(r.Address, to) && r.Account == acc {
@@ -296,6 +313,12 @@ func (s *session) Data(r io.Reader) error {
 		defer cancel()
 		s.conn.startTransfer(start.Add(d))
 	}
+	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients); reply != nil {
+		// For DATA, go-smtp has answered 354 already: the reply follows
+		// the message, which go-smtp reads and drops.
+		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
+		return reply
+	}
 	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn)
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
@@ -303,7 +326,15 @@ func (s *session) Data(r io.Reader) error {
 		// the reply.
 		err = errTruncated
 	}
-	result, err := s.deliver(raw, env, err)
+	var result string
+	if err == nil {
+		if reply := s.faultAccounts(faults.Point{Stage: store.FaultMessage, Sender: env.Sender}, env.Recipients); reply != nil {
+			result, err = "fault", reply
+		}
+	}
+	if result == "" {
+		result, err = s.deliver(raw, env, err)
+	}
 	release()
 	s.srv.cfg.Metrics.SMTPMessage(result, len(raw), len(env.Recipients))
 	code := 250
