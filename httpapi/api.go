@@ -130,6 +130,7 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
 	v1("/emails/{emailId}/raw", http.MethodGet, a.rawEmail)
 	v1("/emails/{emailId}/links", http.MethodGet, a.emailLinks)
+	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)

@@ -56,6 +56,10 @@ type Envelope struct {
 	// a message that came without an envelope (POST /v1/inbound without
 	// X-Envelope-To).
 	HeaderAccount *store.Account
+	// Transcript, when not nil, is the SMTP transaction that brought the
+	// message; each account's emails keep the part of it that account
+	// may see (store.Transcript.For).
+	Transcript *store.Transcript
 }
 
 // Recipient is one envelope recipient and the account it was routed to.
@@ -110,6 +114,12 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		out = append(out, e)
 	}
 	for _, acc := range order {
+		body := body
+		if env.Transcript != nil {
+			withTranscript := *body
+			withTranscript.Transcript = env.Transcript.For(acc)
+			body = &withTranscript
+		}
 		if err := s.store.CreateEmails(ctx, body, groups[acc]); err != nil {
 			return nil, err
 		}

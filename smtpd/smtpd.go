@@ -4,6 +4,7 @@
 package smtpd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -163,6 +164,8 @@ type session struct {
 	id      string
 	remote  string
 	account *store.Account // set by a successful AUTH
+	// authMech and authUser are the mechanism and user name of that AUTH.
+	authMech, authUser string
 	// mu guards the fields below: with BDAT, go-smtp runs Data in a
 	// goroutine of its own while it goes on with commands (RSET, MAIL).
 	mu    sync.Mutex
@@ -175,6 +178,8 @@ type session struct {
 	cancel context.CancelFunc
 	// bdat is the reader of the last BDAT transaction's Data (bdat.go).
 	bdat *io.PipeReader
+	// tr is the transaction's transcript so far (transcript.go).
+	tr store.Transcript
 }
 
 // endTxLocked ends the transaction's context; s.mu is held.
@@ -194,14 +199,19 @@ func (s *session) AuthMechanisms() []string { return []string{sasl.Plain, sasl.L
 func (s *session) Auth(mech string) (sasl.Server, error) {
 	switch mech {
 	case sasl.Plain:
-		return sasl.NewPlainServer(func(_, _, password string) error { return s.authenticate(password) }), nil
+		return sasl.NewPlainServer(func(identity, username, password string) error {
+			return s.authenticate(sasl.Plain, cmp.Or(username, identity), password)
+		}), nil
 	case sasl.Login:
-		return &loginServer{authenticate: s.authenticate}, nil
+		return &loginServer{authenticate: func(username, password string) error {
+			return s.authenticate(sasl.Login, username, password)
+		}}, nil
 	}
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-func (s *session) authenticate(key string) error {
+// authenticate checks key, the password of an AUTH with mech by user.
+func (s *session) authenticate(mech, user, key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
 	if allowed, _ := s.srv.cfg.AuthLimiter.Attempt(s.remoteIP(), key, ok); !allowed {
 		s.srv.cfg.Metrics.SMTPRejection("auth_limited")
@@ -217,6 +227,7 @@ func (s *session) authenticate(key string) error {
 		return reply
 	}
 	s.account = acc
+	s.authMech, s.authUser = mech, user
 	return nil
 }
 
@@ -231,7 +242,12 @@ func (s *session) remoteIP() string {
 
 // Mail starts a message. An empty or unusable reverse path is allowed: the
 // From header decides the sender at DATA.
-func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
+	defer func() {
+		if err == nil {
+			s.noteMail(from, opts)
+		}
+	}()
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
 		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
@@ -260,7 +276,8 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 }
 
 // Rcpt routes one recipient to its account or refuses it.
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
+	defer func() { s.noteRcpt(to, opts, err) }()
 	if !store.ValidAddress(to) {
 		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
@@ -333,6 +350,7 @@ func (s *session) Data(r io.Reader) error {
 		}
 	}
 	if result == "" {
+		env.Transcript = s.transcript()
 		result, err = s.deliver(raw, env, err)
 	}
 	release()
@@ -563,8 +581,9 @@ var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 
 // loginServer is the server side of the LOGIN mechanism, which go-sasl does
 // not provide: it asks for a username, then a password.
 type loginServer struct {
-	authenticate func(password string) error
+	authenticate func(username, password string) error
 	step         int
+	username     string
 }
 
 func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
@@ -577,9 +596,10 @@ func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
 		fallthrough // initial response carried the username
 	case 1:
 		l.step = 2
+		l.username = string(response)
 		return []byte("Password:"), false, nil
 	default:
-		return nil, true, l.authenticate(string(response))
+		return nil, true, l.authenticate(l.username, string(response))
 	}
 }
 
