@@ -60,7 +60,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}, []string{"reason"}),
 		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_messages_total",
-			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal, timeout, reset, connection_error, shutdown).",
+			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal, timeout, reset, connection_error, shutdown, fault).",
 		}, []string{"result"}),
 		SMTPBytes: f.NewCounter(prometheus.CounterOpts{
 			Name: "mailsink_smtp_received_bytes_total", Help: "Bytes of SMTP messages accepted.",
