@@ -316,7 +316,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
-	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
+	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked()}
 	sizeHint, tx := s.size, s.tx
 	pr, bdat := r.(*io.PipeReader)
 	if bdat {
@@ -350,7 +350,6 @@ func (s *session) Data(r io.Reader) error {
 		}
 	}
 	if result == "" {
-		env.Transcript = s.transcript()
 		result, err = s.deliver(raw, env, err)
 	}
 	release()

@@ -47,9 +47,24 @@ func (s *session) noteMail(from string, opts *smtp.MailOptions) {
 			params = append(params, "AUTH=<"+clip(*opts.Auth)+">")
 		}
 	}
+	t := store.Transcript{
+		ClientAddress: s.remote,
+		AuthMechanism: s.authMech,
+		AuthIdentity:  clip(s.authUser),
+		Mail: store.TranscriptCommand{Address: clip(from), Params: nonNil(params),
+			Reply: fmt.Sprintf("250 2.0.0 Roger, accepting mail from <%s>", clip(from))},
+	}
+	// The connection is read here, on go-smtp's command goroutine: with
+	// BDAT, Data runs on another.
+	if s.c != nil {
+		t.Helo = clip(s.c.Hostname())
+		if state, ok := s.c.TLSConnectionState(); ok {
+			t.TLSVersion = tls.VersionName(state.Version)
+			t.TLSCipher = tls.CipherSuiteName(state.CipherSuite)
+		}
+	}
 	s.mu.Lock()
-	s.tr = store.Transcript{Mail: store.TranscriptCommand{Address: clip(from), Params: nonNil(params),
-		Reply: fmt.Sprintf("250 2.0.0 Roger, accepting mail from <%s>", clip(from))}}
+	s.tr = t
 	s.mu.Unlock()
 }
 
@@ -85,23 +100,14 @@ func (s *session) noteRcpt(to string, opts *smtp.RcptOptions, err error) {
 	s.tr.Rcpts = append(s.tr.Rcpts, store.TranscriptCommand{Address: clip(to), Params: nonNil(params), Reply: reply, AccountID: accountID(acc)})
 }
 
-// transcript returns the transaction's transcript as it stands, for a
-// message that is answered 250.
-func (s *session) transcript() *store.Transcript {
-	s.mu.Lock()
+// transcriptLocked returns the transaction's transcript as it stands, for
+// a message that will be answered 250; s.mu is held. Data takes it before
+// it reads: once Data reads, it must never wait for s.mu, which Mail holds
+// while it waits for the last BDAT transaction's Data to end (bdat.go).
+func (s *session) transcriptLocked() *store.Transcript {
 	t := s.tr
 	t.Rcpts = append([]store.TranscriptCommand(nil), s.tr.Rcpts...)
-	s.mu.Unlock()
-	t.ClientAddress = s.remote
-	t.AuthMechanism, t.AuthIdentity = s.authMech, clip(s.authUser)
 	t.Data = "250 2.0.0 OK: queued"
-	if s.c != nil {
-		t.Helo = clip(s.c.Hostname())
-		if state, ok := s.c.TLSConnectionState(); ok {
-			t.TLSVersion = tls.VersionName(state.Version)
-			t.TLSCipher = tls.CipherSuiteName(state.CipherSuite)
-		}
-	}
 	return &t
 }
 
