@@ -15,8 +15,8 @@ type Transcript struct {
 	TLSCipher  string `json:"tlsCipher"`
 	// AuthMechanism and AuthIdentity are the AUTH mechanism and the
 	// user name the client gave, empty without AUTH.
-	AuthMechanism string `json:"authMechanism"`
-	AuthIdentity  string `json:"authIdentity"`
+	AuthMechanism string              `json:"authMechanism"`
+	AuthIdentity  string              `json:"authIdentity"`
 	Mail          TranscriptCommand   `json:"mail"`
 	Rcpts         []TranscriptCommand `json:"rcpt"`
 	// RcptsOmitted counts the RCPT commands past MaxTranscriptCommands.
