@@ -3,10 +3,12 @@
 // sharing the store reads, and decides which rule, if any, an SMTP
 // transaction meets at each stage (the README, "Fault injection").
 //
-// Rules are read from the store at every stage that can meet one, with no
-// cache: a rule created or deleted through any process applies to the next
-// command every process answers. A counted rule's matches are taken from
-// the store atomically, so "the next N" is exact across processes.
+// The SMTP server reads an account's rules once per transaction (Rules)
+// and checks each stage against them (Match), with no cache beyond the
+// transaction: a rule created or deleted through any process applies to
+// the next transaction every process starts. A counted rule's matches are
+// taken from the store atomically, so "the next N" is exact across
+// processes.
 package faults
 
 import (
@@ -144,24 +146,40 @@ type Point struct {
 	Recipients []string
 }
 
-// Check returns the first of the account's rules, oldest first, that
-// point meets, or nil. A counted rule is met only when one of its
-// remaining matches could be taken; a probability rule only when the draw
-// falls under it. The fault is counted in the metrics as it will be
-// applied. When the rules cannot be read, Check logs it and returns nil:
-// a fault is never worth failing real mail for.
-func (in *Injector) Check(ctx context.Context, p Point) *store.FaultRule {
-	if in == nil || p.AccountID == "" {
+// Rules returns the account's rules, for Match. When they cannot be read,
+// it logs it and returns none: a fault is never worth failing real mail
+// for.
+func (in *Injector) Rules(ctx context.Context, accountID string) []*store.FaultRule {
+	if in == nil || accountID == "" {
 		return nil
 	}
-	rules, err := in.store.Faults(ctx, p.AccountID)
+	rules, err := in.store.Faults(ctx, accountID)
 	if err != nil {
-		in.cfg.Log.Warn("fault rules could not be read; none applied", "account", p.AccountID, "err", err)
+		in.cfg.Log.Warn("fault rules could not be read; none applied", "account", accountID, "err", err)
+		return nil
+	}
+	return rules
+}
+
+// Check returns the rule point p meets among the account's rules as they
+// are in the store now, or nil; see Match.
+func (in *Injector) Check(ctx context.Context, p Point) *store.FaultRule {
+	return in.Match(ctx, in.Rules(ctx, p.AccountID), p)
+}
+
+// Match returns the first of rules (the account's, from Rules), oldest
+// first, that point p meets, or nil. A counted rule is met only when one
+// of its remaining matches could be taken from the store, so a rules list
+// read a little earlier never lets a counted rule apply more often than
+// its count; a probability rule only when the draw falls under it. The
+// fault is counted in the metrics as it will be applied.
+func (in *Injector) Match(ctx context.Context, rules []*store.FaultRule, p Point) *store.FaultRule {
+	if in == nil || p.AccountID == "" {
 		return nil
 	}
 	now := in.cfg.Now()
 	for _, r := range rules {
-		if r.Stage != p.Stage || r.Expired(now) || !matches(r, p) {
+		if r.Stage != p.Stage || r.AccountID != p.AccountID || r.Expired(now) || !matches(r, p) {
 			continue
 		}
 		if r.Probability != nil && in.cfg.Rand() >= *r.Probability {

@@ -32,7 +32,7 @@ func (s *session) fault(p faults.Point) *smtp.SMTPError {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
-	rule := s.srv.cfg.Faults.Check(ctx, p)
+	rule := s.srv.cfg.Faults.Match(ctx, s.faultRules(ctx, p.AccountID), p)
 	cancel()
 	if rule == nil {
 		return nil
@@ -73,6 +73,27 @@ func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient) *smtp.
 		}
 	}
 	return nil
+}
+
+// faultRules returns the account's fault rules, read once per transaction
+// (once per AUTH for the auth stage): a transaction sees the rules as they
+// were when it first needed them, which saves a store round trip at each
+// of its commands. Counted rules stay exact: Match takes their matches
+// from the store.
+func (s *session) faultRules(ctx context.Context, accountID string) []*store.FaultRule {
+	s.mu.Lock()
+	rules, ok := s.rules[accountID]
+	s.mu.Unlock()
+	if ok {
+		return rules
+	}
+	rules = s.srv.cfg.Faults.Rules(ctx, accountID)
+	s.mu.Lock()
+	if s.rules != nil {
+		s.rules[accountID] = rules
+	}
+	s.mu.Unlock()
+	return rules
 }
 
 // sleep waits for d, or less when the server shuts down.

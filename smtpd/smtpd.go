@@ -180,6 +180,10 @@ type session struct {
 	bdat *io.PipeReader
 	// tr is the transaction's transcript so far (transcript.go).
 	tr store.Transcript
+	// rules holds the fault rules of the accounts the transaction has
+	// met, by account id (faults.go); a new map for each transaction, and
+	// for each AUTH.
+	rules map[string][]*store.FaultRule
 }
 
 // endTxLocked ends the transaction's context; s.mu is held.
@@ -223,6 +227,9 @@ func (s *session) authenticate(mech, user, key string) error {
 		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed
 	}
+	s.mu.Lock()
+	s.rules = map[string][]*store.FaultRule{}
+	s.mu.Unlock()
 	if reply := s.fault(faults.Point{Stage: store.FaultAuth, AccountID: acc.ID}); reply != nil {
 		return reply
 	}
@@ -252,6 +259,9 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
 	}
+	s.mu.Lock()
+	s.rules = map[string][]*store.FaultRule{}
+	s.mu.Unlock()
 	if reply := s.fault(faults.Point{Stage: store.FaultMail, AccountID: accountID(s.onlyAccount()), Sender: from}); reply != nil {
 		return reply
 	}
