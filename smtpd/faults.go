@@ -24,15 +24,29 @@ import (
 // closed: nobody reads it.
 var errFaultDisconnect = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Connection closed"}
 
-// fault applies the rule point p meets, if any. It returns the reply to
-// give instead of the usual one, or nil to go on as usual (no rule, or one
-// that only delays).
-func (s *session) fault(p faults.Point) *smtp.SMTPError {
+// ruleSet holds the fault rules of the accounts a transaction has met, by
+// account id.
+type ruleSet map[string][]*store.FaultRule
+
+// fault applies the rule point p meets, if any, among the account's rules:
+// those in known when it is not nil (Data's copy), else the transaction's
+// (faultRules). It returns the reply
+// to give instead of the usual one, or nil to go on as usual (no rule, or
+// one that only delays).
+func (s *session) fault(p faults.Point, known ruleSet) *smtp.SMTPError {
 	if s.srv.cfg.Faults == nil || p.AccountID == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
-	rule := s.srv.cfg.Faults.Match(ctx, s.faultRules(ctx, p.AccountID), p)
+	rules, ok := known[p.AccountID]
+	switch {
+	case ok:
+	case known != nil: // Data: read them without the session's lock
+		rules = s.srv.cfg.Faults.Rules(ctx, p.AccountID)
+	default:
+		rules = s.faultRules(ctx, p.AccountID)
+	}
+	rule := s.srv.cfg.Faults.Match(ctx, rules, p)
 	cancel()
 	if rule == nil {
 		return nil
@@ -52,9 +66,9 @@ func (s *session) fault(p faults.Point) *smtp.SMTPError {
 }
 
 // faultAccounts applies the rule that point p meets for the first of the
-// recipients' accounts that has one; p's Recipients are set to the
-// addresses routed to that account.
-func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient) *smtp.SMTPError {
+// recipients' accounts that has one, among the rules in known; p's
+// Recipients are set to the addresses routed to that account.
+func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient, known ruleSet) *smtp.SMTPError {
 	if s.srv.cfg.Faults == nil {
 		return nil
 	}
@@ -68,7 +82,7 @@ func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient) *smtp.
 	}
 	for _, acc := range order {
 		p.AccountID, p.Recipients = acc.ID, byAccount[acc]
-		if reply := s.fault(p); reply != nil {
+		if reply := s.fault(p, known); reply != nil {
 			return reply
 		}
 	}
@@ -79,7 +93,8 @@ func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient) *smtp.
 // (once per AUTH for the auth stage): a transaction sees the rules as they
 // were when it first needed them, which saves a store round trip at each
 // of its commands. Counted rules stay exact: Match takes their matches
-// from the store.
+// from the store. Data works on a copy that it takes before it reads
+// (ruleSet), so that it never waits for s.mu once it reads (bdat.go).
 func (s *session) faultRules(ctx context.Context, accountID string) []*store.FaultRule {
 	s.mu.Lock()
 	rules, ok := s.rules[accountID]

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -183,7 +184,7 @@ type session struct {
 	// rules holds the fault rules of the accounts the transaction has
 	// met, by account id (faults.go); a new map for each transaction, and
 	// for each AUTH.
-	rules map[string][]*store.FaultRule
+	rules ruleSet
 }
 
 // endTxLocked ends the transaction's context; s.mu is held.
@@ -228,9 +229,9 @@ func (s *session) authenticate(mech, user, key string) error {
 		return smtp.ErrAuthFailed
 	}
 	s.mu.Lock()
-	s.rules = map[string][]*store.FaultRule{}
+	s.rules = ruleSet{}
 	s.mu.Unlock()
-	if reply := s.fault(faults.Point{Stage: store.FaultAuth, AccountID: acc.ID}); reply != nil {
+	if reply := s.fault(faults.Point{Stage: store.FaultAuth, AccountID: acc.ID}, nil); reply != nil {
 		return reply
 	}
 	s.account = acc
@@ -260,9 +261,9 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 		return errTooLarge
 	}
 	s.mu.Lock()
-	s.rules = map[string][]*store.FaultRule{}
+	s.rules = ruleSet{}
 	s.mu.Unlock()
-	if reply := s.fault(faults.Point{Stage: store.FaultMail, AccountID: accountID(s.onlyAccount()), Sender: from}); reply != nil {
+	if reply := s.fault(faults.Point{Stage: store.FaultMail, AccountID: accountID(s.onlyAccount()), Sender: from}, nil); reply != nil {
 		return reply
 	}
 	if !s.conn.begin() {
@@ -305,7 +306,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 	s.mu.Lock()
 	from := s.from
 	s.mu.Unlock()
-	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}}); reply != nil {
+	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}}, nil); reply != nil {
 		return reply
 	}
 	s.mu.Lock()
@@ -328,6 +329,10 @@ func (s *session) Data(r io.Reader) error {
 	s.mu.Lock()
 	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked()}
 	sizeHint, tx := s.size, s.tx
+	rules := maps.Clone(s.rules)
+	if rules == nil {
+		rules = ruleSet{}
+	}
 	pr, bdat := r.(*io.PipeReader)
 	if bdat {
 		s.bdat = pr
@@ -340,7 +345,7 @@ func (s *session) Data(r io.Reader) error {
 		defer cancel()
 		s.conn.startTransfer(start.Add(d))
 	}
-	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients); reply != nil {
+	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
 		// For DATA, go-smtp has answered 354 already: the reply follows
 		// the message, which go-smtp reads and drops.
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
@@ -355,7 +360,7 @@ func (s *session) Data(r io.Reader) error {
 	}
 	var result string
 	if err == nil {
-		if reply := s.faultAccounts(faults.Point{Stage: store.FaultMessage, Sender: env.Sender}, env.Recipients); reply != nil {
+		if reply := s.faultAccounts(faults.Point{Stage: store.FaultMessage, Sender: env.Sender}, env.Recipients, rules); reply != nil {
 			result, err = "fault", reply
 		}
 	}
