@@ -23,6 +23,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
@@ -132,6 +133,15 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
+	var inject *faults.Injector
+	if fs, ok := raw.(store.FaultStore); ok {
+		inject = faults.New(fs, faults.Config{
+			MaxDelay: faults.MaxDelay(cfg.SMTP.ReadTimeout),
+			Metrics:  m,
+			Log:      log.With("component", "faults"),
+		})
+	}
+
 	// Messages and request bodies past their first MiB take turns, SMTP and
 	// HTTP together, so that memory does not grow with the number of
 	// senders of large mail; one client address may hold at most half of
@@ -155,6 +165,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		LargeGate:         a.large,
 		AuthLimiter:       guard,
 		Metrics:           m,
+		Faults:            inject,
 	}, reg, ing, log.With("component", "smtp"))
 	api := httpapi.New(httpapi.Config{
 		LargeGate:         a.large,
@@ -172,6 +183,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			Store: st, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
 		}),
 		Certificate: certPEM,
+		Faults:      inject,
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
@@ -64,6 +65,9 @@ type Config struct {
 	// the TLS listeners present, served without a key at
 	// /tls/certificate.pem so that clients elsewhere can trust it.
 	Certificate func() []byte
+	// Faults, when not nil, serves /v1/faults; without it those routes
+	// answer 404.
+	Faults *faults.Injector
 }
 
 // API is the HTTP handler of mailsink.
@@ -139,9 +143,16 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
 	v1("/emails/{emailId}/raw", http.MethodGet, a.rawEmail)
 	v1("/emails/{emailId}/links", http.MethodGet, a.emailLinks)
+	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
+	if a.cfg.Faults != nil {
+		v1("/faults", http.MethodPost, a.createFault)
+		v1("/faults", http.MethodGet, a.listFaults)
+		v1("/faults", http.MethodDelete, a.deleteFaults)
+		v1("/faults/{faultId}", http.MethodDelete, a.deleteFault)
+	}
 	if a.cfg.Dashboard != nil {
 		r.Handle("/", a.cfg.Dashboard)
 		r.PathPrefix("/ui/").Handler(a.cfg.Dashboard)

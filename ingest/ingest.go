@@ -69,6 +69,10 @@ type Envelope struct {
 	// Idempotency-Key, a provider's delivery id): a repeat with the same key
 	// stores nothing new and returns what the first stored (once.go).
 	IdempotencyKey string
+	// Transcript, when not nil, is the SMTP transaction that brought the
+	// message; each account's emails keep the part of it that account
+	// may see (store.Transcript.For).
+	Transcript *store.Transcript
 }
 
 // Recipient is one envelope recipient and the account it was routed to.
@@ -138,7 +142,12 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 	}
 	var stored []*store.Email
 	for _, acc := range order {
-		group := groups[acc]
+		group, body := groups[acc], body
+		if env.Transcript != nil {
+			withTranscript := *body
+			withTranscript.Transcript = env.Transcript.For(acc)
+			body = &withTranscript
+		}
 		repeat, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
 		if err == nil && !repeat {
 			err = s.checkQuota(ctx, group)

@@ -26,6 +26,7 @@ type Metrics struct {
 	SMTPBytes       prometheus.Counter
 	SMTPRecipients  prometheus.Histogram
 	SMTPLarge       *prometheus.GaugeVec     // messages over 1 MiB, by state: waiting or active
+	SMTPFaults      *prometheus.CounterVec   // injected faults, by stage and action
 	HTTPRequests    *prometheus.CounterVec   // by route, method, status
 	HTTPDuration    *prometheus.HistogramVec // by route, method
 	StoreDuration   *prometheus.HistogramVec // by operation, backend, result
@@ -61,7 +62,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}, []string{"reason"}),
 		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_messages_total",
-			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal, timeout, reset, connection_error, shutdown).",
+			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal, timeout, reset, connection_error, shutdown, fault).",
 		}, []string{"result"}),
 		SMTPBytes: f.NewCounter(prometheus.CounterOpts{
 			Name: "mailsink_smtp_received_bytes_total", Help: "Bytes of SMTP messages accepted.",
@@ -74,6 +75,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "mailsink_smtp_large_transfers",
 			Help: "SMTP messages over 1 MiB now, by state: active (being read and stored) or waiting (for MAILSINK_SMTP_MAX_LARGE_TRANSFERS).",
 		}, []string{"state"}),
+		SMTPFaults: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsink_smtp_faults_total",
+			Help: "Faults injected into SMTP transactions by /v1/faults rules, by stage (auth, mail, rcpt, data, message) and action (reply, disconnect, or delay when the rule only delays).",
+		}, []string{"stage", "action"}),
 		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_http_requests_total", Help: "HTTP requests by route template, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -138,6 +143,35 @@ func (m *Metrics) SMTPLargeTransfer(state string, delta float64) {
 	if m != nil {
 		m.SMTPLarge.WithLabelValues(state).Add(delta)
 	}
+}
+
+// The actions of SMTPFault: what the client saw.
+const (
+	FaultReply      = "reply"
+	FaultDisconnect = "disconnect"
+	FaultDelay      = "delay"
+)
+
+// faultStages and faultActions are SMTPFault's label sets, closed so that a
+// caller's mistake cannot grow the series.
+var (
+	faultStages  = map[string]bool{"auth": true, "mail": true, "rcpt": true, "data": true, "message": true}
+	faultActions = map[string]bool{FaultReply: true, FaultDisconnect: true, FaultDelay: true}
+)
+
+// SMTPFault records one injected fault at stage with action; unknown
+// labels are recorded as "other".
+func (m *Metrics) SMTPFault(stage, action string) {
+	if m == nil {
+		return
+	}
+	if !faultStages[stage] {
+		stage = "other"
+	}
+	if !faultActions[action] {
+		action = "other"
+	}
+	m.SMTPFaults.WithLabelValues(stage, action).Inc()
 }
 
 // SMTPConnectionRefused records one connection refused over the limit.

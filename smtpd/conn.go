@@ -393,6 +393,17 @@ func (c *conn) hangUp() {
 	c.mu.Unlock()
 }
 
+// drop closes the connection at once, without writing the replies held:
+// a fault rule's disconnect. Later writes and reads fail.
+func (c *conn) drop() {
+	c.mu.Lock()
+	c.pending = c.pending[:0]
+	c.werr = net.ErrClosed
+	c.ended = true
+	c.mu.Unlock()
+	c.Conn.Close()
+}
+
 // begin marks the start of a transaction; it reports false when the server
 // drains and no transaction may start. c may be nil.
 func (c *conn) begin() bool {

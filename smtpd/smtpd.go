@@ -4,6 +4,7 @@
 package smtpd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -23,6 +25,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
@@ -74,6 +77,9 @@ type Config struct {
 	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts connections and messages.
 	Metrics *metrics.Metrics
+	// Faults, when not nil, injects the faults of the accounts' rules
+	// (faults.go).
+	Faults *faults.Injector
 }
 
 // Server is a running SMTP listener.
@@ -204,7 +210,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
 	_, isTLS := c.TLSConnectionState()
-	return &session{srv: s, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}, nil
+	return &session{srv: s, c: c, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -218,11 +224,14 @@ func newSessionID() string {
 // session is one SMTP connection's state.
 type session struct {
 	srv     *Server
+	c       *smtp.Conn
 	conn    *conn // nil if the connection is not tracked
 	id      string
 	remote  string         // the client's address (behind a trusted proxy: the one it names)
 	tls     bool           // the connection is TLS (STARTTLS made a new session)
 	account *store.Account // set by a successful AUTH
+	// authMech and authUser are the mechanism and user name of that AUTH.
+	authMech, authUser string
 	// mu guards the fields below: with BDAT, go-smtp runs Data in a
 	// goroutine of its own while it goes on with commands (RSET, MAIL).
 	mu    sync.Mutex
@@ -235,6 +244,12 @@ type session struct {
 	cancel context.CancelFunc
 	// bdat is the reader of the last BDAT transaction's Data (bdat.go).
 	bdat *io.PipeReader
+	// tr is the transaction's transcript so far (transcript.go).
+	tr store.Transcript
+	// rules holds the fault rules of the accounts the transaction has
+	// met, by account id (faults.go); a new map for each transaction, and
+	// for each AUTH.
+	rules ruleSet
 }
 
 // endTxLocked ends the transaction's context; s.mu is held.
@@ -258,14 +273,19 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 	}
 	switch mech {
 	case sasl.Plain:
-		return sasl.NewPlainServer(func(_, _, password string) error { return s.authenticate(password) }), nil
+		return sasl.NewPlainServer(func(identity, username, password string) error {
+			return s.authenticate(sasl.Plain, cmp.Or(username, identity), password)
+		}), nil
 	case sasl.Login:
-		return &loginServer{authenticate: s.authenticate}, nil
+		return &loginServer{authenticate: func(username, password string) error {
+			return s.authenticate(sasl.Login, username, password)
+		}}, nil
 	}
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-func (s *session) authenticate(key string) error {
+// authenticate checks key, the password of an AUTH with mech by user.
+func (s *session) authenticate(mech, user, key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
 	if allowed, _ := s.srv.cfg.AuthLimiter.Attempt(s.remoteIP(), key, ok); !allowed {
 		s.srv.cfg.Metrics.SMTPRejection("auth_limited")
@@ -277,7 +297,14 @@ func (s *session) authenticate(key string) error {
 		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed
 	}
+	s.mu.Lock()
+	s.rules = ruleSet{}
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultAuth, AccountID: acc.ID}, nil); reply != nil {
+		return reply
+	}
 	s.account = acc
+	s.authMech, s.authUser = mech, user
 	return nil
 }
 
@@ -292,7 +319,12 @@ func (s *session) remoteIP() string {
 
 // Mail starts a message. An empty or unusable reverse path is allowed: the
 // From header decides the sender at DATA.
-func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
+	defer func() {
+		if err == nil {
+			s.noteMail(from, opts)
+		}
+	}()
 	if s.srv.cfg.RequireTLS && !s.tls {
 		s.srv.cfg.Metrics.SMTPRejection("tls_required")
 		return errTLSRequired
@@ -304,6 +336,12 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
 		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
+	}
+	s.mu.Lock()
+	s.rules = ruleSet{}
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultMail, AccountID: accountID(s.onlyAccount()), Sender: from}, nil); reply != nil {
+		return reply
 	}
 	if !s.conn.begin() {
 		return errShuttingDown
@@ -326,7 +364,8 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 }
 
 // Rcpt routes one recipient to its account or refuses it.
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
+	defer func() { s.noteRcpt(to, opts, err) }()
 	if refusal := recipientRefusal(to); refusal != nil {
 		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
 		return refusal
@@ -339,6 +378,12 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
 				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
+	}
+	s.mu.Lock()
+	from := s.from
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}}, nil); reply != nil {
+		return reply
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -358,8 +403,12 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
-	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
+	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked()}
 	sizeHint, tx := s.size, s.tx
+	rules := maps.Clone(s.rules)
+	if rules == nil {
+		rules = ruleSet{}
+	}
 	pr, bdat := r.(*io.PipeReader)
 	if bdat {
 		s.bdat = pr
@@ -372,6 +421,12 @@ func (s *session) Data(r io.Reader) error {
 		defer cancel()
 		s.conn.startTransfer(start.Add(d))
 	}
+	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
+		// For DATA, go-smtp has answered 354 already: the reply follows
+		// the message, which go-smtp reads and drops.
+		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
+		return reply
+	}
 	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn, s.remoteIP())
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
@@ -379,7 +434,15 @@ func (s *session) Data(r io.Reader) error {
 		// the reply.
 		err = errTruncated
 	}
-	result, err := s.deliver(raw, env, err)
+	var result string
+	if err == nil {
+		if reply := s.faultAccounts(faults.Point{Stage: store.FaultMessage, Sender: env.Sender}, env.Recipients, rules); reply != nil {
+			result, err = "fault", reply
+		}
+	}
+	if result == "" {
+		result, err = s.deliver(raw, env, err)
+	}
 	release()
 	s.srv.cfg.Metrics.SMTPMessage(result, len(raw), len(env.Recipients))
 	code := 250
@@ -628,8 +691,9 @@ var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 
 // loginServer is the server side of the LOGIN mechanism, which go-sasl does
 // not provide: it asks for a username, then a password.
 type loginServer struct {
-	authenticate func(password string) error
+	authenticate func(username, password string) error
 	step         int
+	username     string
 }
 
 func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
@@ -642,9 +706,10 @@ func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
 		fallthrough // initial response carried the username
 	case 1:
 		l.step = 2
+		l.username = string(response)
 		return []byte("Password:"), false, nil
 	default:
-		return nil, true, l.authenticate(string(response))
+		return nil, true, l.authenticate(l.username, string(response))
 	}
 }
 

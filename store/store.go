@@ -77,6 +77,9 @@ type Body struct {
 	HTML        *string
 	Headers     map[string]string // lower-case keys; never nil once stored
 	Attachments []Attachment      // never nil once stored
+	// Transcript is the SMTP transaction that delivered the message; nil
+	// for messages that came another way.
+	Transcript *Transcript
 }
 
 // ListQuery selects a page of one account's emails, newest first: by
