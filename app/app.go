@@ -32,6 +32,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/store/redisstore"
+	"github.com/mailsink/mailsink/webhooks"
 )
 
 // App is a running mailsink.
@@ -62,6 +63,11 @@ type App struct {
 	// watchDone.
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// webhooks delivers outbound webhooks (nil when the store cannot keep
+	// them); stopWebhooks ends its worker, whose end closes webhooksDone.
+	webhooks     *webhooks.Service
+	stopWebhooks context.CancelFunc
+	webhooksDone chan struct{}
 }
 
 // Start opens the store and starts both listeners. On error nothing is left
@@ -109,6 +115,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
+	a.webhooks = newWebhooks(cfg, raw, reg, m, registry, log)
+
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
@@ -138,6 +146,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		Webhooks:          a.webhooks,
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
@@ -165,8 +174,74 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		a.retention.Start(ctx)
 	}
 	a.watchAccounts()
+	a.startWebhooks(ctx)
 	log.Info("mailsink started", "smtp", a.smtp.Addr().String(), "http", a.http.Addr().String())
 	return a, nil
+}
+
+// newWebhooks returns the webhook service when the store keeps webhooks and
+// publishes events, else nil.
+func newWebhooks(cfg *config.Config, raw store.Store, reg *accounts.Registry, m *metrics.Metrics,
+	registry prometheus.Registerer, log *slog.Logger) *webhooks.Service {
+	ws, ok := raw.(store.WebhookStore)
+	events, ok2 := raw.(store.Notifier)
+	if !ok || !ok2 {
+		return nil
+	}
+	w := cfg.Webhooks
+	s := webhooks.New(webhooks.Config{
+		MaxPerAccount:  w.MaxPerAccount,
+		MaxURLLength:   w.MaxURLBytes,
+		PollInterval:   w.PollInterval,
+		AttemptTimeout: w.AttemptTimeout,
+		Concurrency:    w.Concurrency,
+		RetryBase:      w.RetryBase,
+		RetryMax:       w.RetryMax,
+		RetryFor:       w.RetryFor,
+	}, ws, events, reg.ByID, log.With("component", "webhooks"), metrics.NewWebhooks(registry), nil)
+	s.SetPrivateTargets(privateTargets(cfg.Accounts))
+	return s
+}
+
+// privateTargets are the ids of the accounts whose webhooks may reach
+// private addresses.
+func privateTargets(accs []config.Account) []string {
+	var ids []string
+	for _, a := range accs {
+		if a.Webhooks.AllowPrivateTargets {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
+
+// startWebhooks runs the webhook worker until Shutdown.
+func (a *App) startWebhooks(ctx context.Context) {
+	a.webhooksDone = make(chan struct{})
+	if a.webhooks == nil {
+		close(a.webhooksDone)
+		a.stopWebhooks = func() {}
+		return
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopWebhooks = cancel
+	go func() {
+		defer close(a.webhooksDone)
+		a.webhooks.Run(wctx)
+	}()
+}
+
+// shutdownWebhooks stops the worker and waits, until ctx is done, for the
+// attempts under way (each bounded by MAILSINK_WEBHOOK_TIMEOUT); one cut
+// short is attempted again when its lease ends.
+func (a *App) shutdownWebhooks(ctx context.Context) error {
+	a.stopWebhooks()
+	select {
+	case <-a.webhooksDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("webhook deliveries still under way: %w", ctx.Err())
+	}
 }
 
 // retentionConfig gives each account its retention: its override from the
@@ -250,8 +325,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
+	errWebhooks := a.shutdownWebhooks(ctx)
 	errStore := a.store.Close()
-	return errors.Join(errRetention, errSMTP, errHTTP, errStore)
+	return errors.Join(errRetention, errSMTP, errHTTP, errWebhooks, errStore)
 }
 
 // Run starts mailsink, calls started, and runs until ctx is cancelled,

@@ -29,6 +29,15 @@ type Account struct {
 	Domains []string
 	// Retention overrides the default retention for this account.
 	Retention AccountRetention
+	// Webhooks holds the account's webhook permissions.
+	Webhooks AccountWebhooks
+}
+
+// AccountWebhooks is what an account's webhooks may do.
+type AccountWebhooks struct {
+	// AllowPrivateTargets lets its webhooks reach private and loopback
+	// addresses (link-local and metadata ones stay refused).
+	AllowPrivateTargets bool
 }
 
 // AccountRetention is an account's override of the default retention (see
@@ -49,6 +58,9 @@ type accountsFile struct {
 		// Retention is checked by parseRetention, which names what is
 		// wrong better than a typed field would.
 		Retention yaml.Node `yaml:"retention"`
+		Webhooks  struct {
+			AllowPrivateTargets bool `yaml:"allowPrivateTargets"`
+		} `yaml:"webhooks"`
 	} `yaml:"accounts"`
 }
 
@@ -136,6 +148,7 @@ func ParseAccounts(data []byte) ([]Account, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		acc.Retention = r
+		acc.Webhooks.AllowPrivateTargets = a.Webhooks.AllowPrivateTargets
 		out = append(out, acc)
 	}
 	return out, nil
@@ -209,7 +222,7 @@ func explain(root *yaml.Node, e string) string {
 }
 
 // accountKeys are the keys of one account, for error messages.
-const accountKeys = "slug, name, id, apiKeys, domains, retention"
+const accountKeys = "slug, name, id, apiKeys, domains, retention, webhooks"
 
 // keyAt returns the path (accounts[0].domains) of the deepest key under n
 // for which match holds of the key and its value, or "".

@@ -24,6 +24,7 @@ import (
 	"github.com/mailsink/mailsink/links"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/webhooks"
 )
 
 // Config holds the HTTP API's limits.
@@ -53,6 +54,8 @@ type Config struct {
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
 	MetricsHandler http.Handler
+	// Webhooks, when not nil, serves /v1/webhooks.
+	Webhooks *webhooks.Service
 }
 
 // API is the HTTP handler of mailsink.
@@ -129,6 +132,7 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
+	a.webhookRoutes(v1)
 	return a.common(r)
 }
 
