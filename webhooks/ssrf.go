@@ -123,20 +123,8 @@ func CheckURL(raw string, maxLen int, allowPrivate bool) error {
 	return nil
 }
 
-// privateKey marks a context whose deliveries may reach private targets.
-type privateKey struct{}
-
-func withAllowPrivate(ctx context.Context, allow bool) context.Context {
-	return context.WithValue(ctx, privateKey{}, allow)
-}
-
-func allowPrivateOf(ctx context.Context) bool {
-	v, _ := ctx.Value(privateKey{}).(bool)
-	return v
-}
-
 // Dialer dials the addresses of webhook targets, refusing those CheckAddr
-// refuses for the account in the context.
+// refuses.
 type Dialer struct {
 	// LookupHost resolves a host name; nil uses the system resolver.
 	// Tests set it to make a name resolve to a refused address.
@@ -144,16 +132,21 @@ type Dialer struct {
 	Timeout    time.Duration
 }
 
-// DialContext resolves addr's host, checks every address it resolves to and
-// dials the allowed ones in turn. The socket's own remote address is
-// checked again just before connecting (net.Dialer.Control), so that what
-// is dialled is what was checked.
-func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+// DialContext returns a dial function that resolves addr's host, checks
+// every address it resolves to and dials the allowed ones in turn. The
+// socket's own remote address is checked again just before connecting
+// (net.Dialer.Control), so that what is dialled is what was checked.
+func (d *Dialer) DialContext(allow bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return d.dial(ctx, network, addr, allow)
+	}
+}
+
+func (d *Dialer) dial(ctx context.Context, network, addr string, allow bool) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	allow := allowPrivateOf(ctx)
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ips = []netip.Addr{ip}

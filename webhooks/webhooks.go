@@ -78,9 +78,12 @@ type Service struct {
 	log      *slog.Logger
 	metrics  *metrics.Webhooks
 	now      func() time.Time
-	client   *http.Client
-	// private holds the ids of the accounts that allow private targets.
-	private atomic.Pointer[map[string]bool]
+	// public delivers for most accounts, private for those that allow
+	// private targets.
+	public, private *http.Client
+	// privateAccounts holds the ids of the accounts that allow private
+	// targets.
+	privateAccounts atomic.Pointer[map[string]bool]
 	// token names this process's leases.
 	token string
 	slots chan struct{}
@@ -104,11 +107,19 @@ func New(cfg Config, ws store.WebhookStore, events store.Notifier, accounts func
 	s := &Service{cfg: cfg, store: ws, events: events, accounts: accounts, log: log, metrics: m, now: time.Now,
 		token: hex.EncodeToString(b), slots: make(chan struct{}, max(cfg.Concurrency, 1))}
 	s.SetPrivateTargets(nil)
-	s.client = &http.Client{
+	// Connections are pooled per policy: one dialled for an account that
+	// may reach private targets never carries another account's delivery.
+	s.public = newClient(cfg, dialer.DialContext(false))
+	s.private = newClient(cfg, dialer.DialContext(true))
+	return s
+}
+
+func newClient(cfg Config, dial func(context.Context, string, string) (net.Conn, error)) *http.Client {
+	return &http.Client{
 		Transport: &http.Transport{
 			// No proxy: the address checked must be the one dialled.
 			Proxy:                  nil,
-			DialContext:            dialer.DialContext,
+			DialContext:            dial,
 			TLSHandshakeTimeout:    cfg.AttemptTimeout,
 			ResponseHeaderTimeout:  cfg.AttemptTimeout,
 			MaxResponseHeaderBytes: 16 << 10,
@@ -120,7 +131,6 @@ func New(cfg Config, ws store.WebhookStore, events store.Notifier, accounts func
 		// followed, so it cannot lead a delivery to an unchecked place.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return s
 }
 
 // SetPrivateTargets sets the accounts that may deliver to private and
@@ -130,10 +140,10 @@ func (s *Service) SetPrivateTargets(accountIDs []string) {
 	for _, id := range accountIDs {
 		m[id] = true
 	}
-	s.private.Store(&m)
+	s.privateAccounts.Store(&m)
 }
 
-func (s *Service) allowPrivate(accountID string) bool { return (*s.private.Load())[accountID] }
+func (s *Service) allowPrivate(accountID string) bool { return (*s.privateAccounts.Load())[accountID] }
 
 // CheckURL checks a webhook URL for the account; the error is a message
 // for the client.
@@ -210,17 +220,29 @@ func (s *Service) fanOut(ctx context.Context, accountID string) error {
 		// Events from just before the first webhook on are delivered.
 		cursor = eventhub.ID{MS: hooks[0].CreatedAt.UnixMilli() - 1}.String()
 	}
+	asked := s.now()
 	events, complete, err := s.events.EventsAfter(ctx, accountID, cursor)
 	if err != nil {
 		return err
 	}
+	next := cursor
+	if len(events) > 0 {
+		next = events[len(events)-1].ID
+	}
 	if !complete {
-		s.log.Warn("webhooks: the store's event history no longer reaches the last event delivered; some events may be missed", "account", accountID, "cursor", cursor)
+		s.log.Warn("webhooks: the store's event history no longer reaches the last event queued (a restart of the embedded store, or a backlog past the Redis stream's bound); events in the gap are not delivered",
+			"account", accountID, "cursor", cursor)
 		if s.metrics != nil {
 			s.metrics.MissedEvents.Inc()
 		}
+		if len(events) == 0 {
+			// The gap is reported once: go on from the time of the read.
+			// (Only the embedded store answers so, with ids from this
+			// process's clock.)
+			next = eventhub.ID{MS: asked.UnixMilli() - 1, Seq: math.MaxInt32}.String()
+		}
 	}
-	if len(events) == 0 {
+	if next == cursor {
 		return nil
 	}
 	var ds []*store.Delivery
@@ -237,7 +259,7 @@ func (s *Service) fanOut(ctx context.Context, accountID string) error {
 			ds = append(ds, d)
 		}
 	}
-	return s.store.EnqueueDeliveries(ctx, accountID, events[len(events)-1].ID, ds)
+	return s.store.EnqueueDeliveries(ctx, accountID, next, ds)
 }
 
 // wants reports whether webhook h takes event e. Deleted events carry no
@@ -470,8 +492,12 @@ func (s *Service) backoff(n int) time.Duration {
 // post makes one attempt: it answers the receiver's status, the start of
 // its answer, the outcome label and what went wrong.
 func (s *Service) post(ctx context.Context, h *store.Webhook, d *store.Delivery) (int, string, string, error) {
-	ctx, cancel := context.WithTimeout(withAllowPrivate(ctx, s.allowPrivate(h.AccountID)), s.cfg.AttemptTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AttemptTimeout)
 	defer cancel()
+	client := s.public
+	if s.allowPrivate(h.AccountID) {
+		client = s.private
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(d.Payload))
 	if err != nil {
 		return 0, "", "network_error", errors.New("invalid URL")
@@ -486,7 +512,7 @@ func (s *Service) post(ctx context.Context, h *store.Webhook, d *store.Delivery)
 	req.Header.Set("webhook-id", d.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", sig)
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var refused *RefusedAddressError
 		var nerr net.Error
