@@ -406,13 +406,15 @@ func (s *Service) dispatch(ctx context.Context, accountID string) error {
 		s.wg.Add(1)
 		go func() {
 			defer func() { <-s.slots; s.wg.Done() }()
-			s.attempt(context.WithoutCancel(ctx), d)
+			s.attempt(ctx, d)
 		}()
 	}
 	return nil
 }
 
-// attempt posts d once and records the outcome in the store.
+// attempt posts d once and records the outcome in the store. When ctx
+// ends (shutdown) the attempt is cut short and recorded as failed, so that
+// it is made again.
 func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 	h, err := s.store.GetWebhook(ctx, d.AccountID, d.WebhookID)
 	if store.IsCode(err, store.NotFound) {
@@ -429,6 +431,7 @@ func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 		return
 	}
 	status, body, outcome, err := s.post(ctx, h, d)
+	ctx = context.WithoutCancel(ctx)
 	d.Attempts++
 	d.LastAttemptAt = &now
 	d.LastStatusCode, d.LastResponse, d.LastError = status, body, ""
@@ -471,7 +474,7 @@ func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 }
 
 func (s *Service) finish(ctx context.Context, d *store.Delivery) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.AttemptTimeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.AttemptTimeout+10*time.Second)
 	defer cancel()
 	if err := s.store.FinishDelivery(ctx, d, s.token); err != nil && !store.IsCode(err, store.NotFound) {
 		s.log.Warn("webhooks: cannot record attempt", "delivery", d.ID, "err", err)
