@@ -190,6 +190,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", "/healthz", get(t, e, "/healthz", ""))
 		o.check(t, "GET", "/readyz", get(t, e, "/readyz", ""))
 		o.check(t, "GET", "/v1/openapi.json", get(t, e, "/v1/openapi.json", ""))
+		exerciseWebhooks(t, e, o)
 
 		for path, item := range o.doc["paths"].(map[string]any) {
 			for method := range item.(map[string]any) {

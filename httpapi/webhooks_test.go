@@ -77,6 +77,8 @@ func TestWebhooksLifecycle(t *testing.T) {
 		if resp.Status != http.StatusCreated {
 			t.Fatalf("create: %d %s", resp.Status, resp.Body)
 		}
+		o := loadOpenAPI(t, e)
+		o.check(t, "POST", "/v1/webhooks", resp)
 		item := resp.JSON(t)["item"].(map[string]any)
 		id, secret := item["id"].(string), item["secret"].(string)
 		if !strings.HasPrefix(secret, "whsec_") || item["status"] != "active" || item["url"] != rc.srv.URL+"/hook" {
@@ -127,7 +129,11 @@ func TestWebhooksLifecycle(t *testing.T) {
 				return false
 			}
 			d = ds[0].(map[string]any)
-			return d["status"] == "succeeded"
+			if d["status"] == "succeeded" {
+				o.check(t, "GET", "/v1/webhooks/{webhookId}/deliveries", got)
+				return true
+			}
+			return false
 		})
 		if d["id"] != r.Header.Get("webhook-id") || d["attempts"] != 1.0 || d["statusCode"] != 200.0 ||
 			d["response"] != `{"ok":true}` || d["emailId"] != email["id"] || d["lastAttemptAt"] == nil {
@@ -230,4 +236,30 @@ func TestHangingReceiverDoesNotSlowAPI(t *testing.T) {
 	if slowest > 2*time.Second {
 		t.Fatalf("create+list took %s while receivers hang", slowest)
 	}
+}
+
+// exerciseWebhooks checks the webhook operations' answers against the
+// OpenAPI document.
+func exerciseWebhooks(t *testing.T, e *testenv.Env, o *openAPI) {
+	t.Helper()
+	do := func(method, path, key string, body any) *testenv.Response { return e.Do(t, method, path, key, body) }
+	const hooks, one = "/v1/webhooks", "/v1/webhooks/{webhookId}"
+	missing := "/v1/webhooks/0190b6d2-7c3e-7a1b-8c2d-1234567890ab"
+	created := do(http.MethodPost, hooks, acme, map[string]any{"url": "https://192.0.2.1/hook", "events": []string{"email.created", "email.deleted"},
+		"filters": map[string]any{"subject": "code"}})
+	o.check(t, "POST", hooks, created)
+	id := created.JSON(t)["item"].(map[string]any)["id"].(string)
+	o.check(t, "POST", hooks, do(http.MethodPost, hooks, acme, map[string]any{"url": "ftp://x"}))
+	o.check(t, "POST", hooks, do(http.MethodPost, hooks, "", nil))
+	o.check(t, "GET", hooks, do(http.MethodGet, hooks, acme, nil))
+	o.check(t, "GET", hooks, do(http.MethodGet, hooks, "", nil))
+	o.check(t, "GET", one, do(http.MethodGet, hooks+"/"+id, acme, nil))
+	o.check(t, "GET", one, do(http.MethodGet, hooks+"/x", acme, nil))
+	o.check(t, "GET", one, do(http.MethodGet, missing, acme, nil))
+	o.check(t, "GET", one+"/deliveries", do(http.MethodGet, hooks+"/"+id+"/deliveries?limit=5", acme, nil))
+	o.check(t, "GET", one+"/deliveries", do(http.MethodGet, hooks+"/"+id+"/deliveries?limit=x", acme, nil))
+	o.check(t, "GET", one+"/deliveries", do(http.MethodGet, missing+"/deliveries", acme, nil))
+	o.check(t, "DELETE", one, do(http.MethodDelete, hooks+"/"+id, acme, nil))
+	o.check(t, "DELETE", one, do(http.MethodDelete, hooks+"/"+id, acme, nil))
+	o.check(t, "DELETE", one, do(http.MethodDelete, hooks+"/x", acme, nil))
 }

@@ -48,6 +48,41 @@ schemas={
  "UpdateEmailRequest":{"type":"object","properties":{
    "labels":{"type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":64}},
    "notes":nul("string",maxLength=10000),"status":ref("Status"),"subject":nul("string",maxLength=998)}},
+ "WebhookFilters":{"type":"object","required":["recipient","sender","subject"],"description":"Set filters combine with AND; a webhook with filters gets no email.deleted events (they carry no email to match).","properties":{
+   "recipient":{**nul("string"),"description":"Exact recipient address, case-insensitive."},
+   "sender":{**nul("string"),"description":"Exact sender address, case-insensitive."},
+   "subject":{**nul("string"),"description":"The subject contains the value, case-insensitive, literal."}}},
+ "Webhook":{"type":"object","required":["id","url","events","filters","status","disabledAt","disabledReason","createdAt"],"properties":{
+   "id":{**uuid},"url":{"type":"string"},
+   "events":{"type":"array","minItems":1,"items":ref("WebhookEventType")},
+   "filters":ref("WebhookFilters"),
+   "secret":{"type":"string","pattern":"^whsec_[A-Za-z0-9+/=]+$","description":"The signing secret: only in the answer to the creation."},
+   "status":{"type":"string","enum":["active","disabled"]},
+   "disabledAt":nul("string",format="date-time"),
+   "disabledReason":{**nul("string"),"description":"Why deliveries stopped: a delivery failed for MAILSINK_WEBHOOK_RETRY_FOR (24h), and how its last attempt failed."},
+   "createdAt":dt}},
+ "WebhookEventType":{"type":"string","enum":["email.created","email.updated","email.deleted"]},
+ "CreateWebhookRequest":{"type":"object","required":["url","events"],"properties":{
+   "url":{"type":"string","maxLength":2048,"description":"http or https; at most MAILSINK_WEBHOOK_MAX_URL_BYTES bytes. Link-local and metadata addresses are refused; private and loopback ones unless the account has webhooks.allowPrivateTargets. A host name is checked after DNS at every attempt."},
+   "events":{"type":"array","minItems":1,"items":ref("WebhookEventType")},
+   "filters":{"type":["object","null"],"properties":{"recipient":nul("string"),"sender":nul("string"),"subject":nul("string",maxLength=200)}}}},
+ "WebhookResponse":{"type":"object","required":["item"],"properties":{"item":ref("Webhook")}},
+ "WebhookListResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","items":ref("Webhook")}}},
+ "WebhookDelivery":{"type":"object","required":["id","type","emailId","status","attempts","createdAt","lastAttemptAt","nextAttemptAt","statusCode","error","response"],"properties":{
+   "id":{"type":"string","description":"The webhook-id header: the same on every attempt."},
+   "type":ref("WebhookEventType"),"emailId":{"type":"string"},
+   "status":{"type":"string","enum":["pending","succeeded","failed"]},
+   "attempts":{"type":"integer","minimum":0},"createdAt":dt,
+   "lastAttemptAt":nul("string",format="date-time"),
+   "nextAttemptAt":{**nul("string",format="date-time"),"description":"While pending: when the next attempt is due."},
+   "statusCode":{**nul("integer"),"description":"The receiver's status at the last attempt; null when it did not answer."},
+   "error":{**nul("string"),"description":"What went wrong at the last attempt."},
+   "response":{**nul("string",maxLength=256),"description":"At most the first 256 bytes of the receiver's last answer."}}},
+ "WebhookDeliveryListResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","items":ref("WebhookDelivery")}}},
+ "WebhookPayload":{"type":"object","required":["type","timestamp","data"],"properties":{
+   "type":ref("WebhookEventType"),"timestamp":dt,
+   "data":{"oneOf":[ref("EmailSummary"),{"type":"object","required":["id"],"properties":{"id":{"type":"string"},"account":ref("Account")}}],
+     "description":"The email summary after the change; for email.deleted only what is known: its id and account."}}},
  "EventData":{"type":"object","required":["type","emailId"],"properties":{
    "type":{"type":"string","enum":["email.created","email.updated","email.deleted"]},
    "emailId":{"type":"string"},"item":ref("EmailSummary")}},
@@ -59,6 +94,7 @@ resp={
  "NotFound":{"description":"No such email in the key's account.",**j("ErrorResponse")},
  "TooLarge":{"description":"Request body over the size limit.",**j("ErrorResponse")},
  "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
+ "Conflict":{"description":"The request clashes with stored state (the account has the most webhooks it may have).",**j("ErrorResponse")},
  "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
 }
 def r(n): return {"$ref":"#/components/responses/"+n}
@@ -125,6 +161,22 @@ paths={
                   {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."}],
     "requestBody":{"required":True,"content":{"message/rfc822":{"schema":{"type":"string"}}}},
     "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"413":r("TooLarge")})}},
+ "/v1/webhooks":{
+  "get":{"operationId":"listWebhooks","summary":"The account's webhooks, oldest first (without their secrets).","security":sec,
+    "responses":{"200":{"description":"The webhooks.",**j("WebhookListResponse")},"401":r("Unauthorized"),"503":r("Unavailable")}},
+  "post":{"operationId":"createWebhook","summary":"Subscribe a URL to the account's email events; the answer holds the signing secret, shown only here.","security":sec,
+    "description":"Deliveries are POSTs of a WebhookPayload with the Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature (README, Webhooks). Any 2xx ends a delivery; anything else, redirects included (never followed), is retried with exponential backoff for MAILSINK_WEBHOOK_RETRY_FOR (24h), with the same webhook-id.",
+    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("CreateWebhookRequest")}}},
+    "responses":std(**{"201":{"description":"Created.",**j("WebhookResponse")},"409":r("Conflict")})}},
+ "/v1/webhooks/{webhookId}":{"parameters":[{"name":"webhookId","in":"path","required":True,"schema":uuid}],
+  "get":{"operationId":"getWebhook","summary":"One webhook (without its secret).","security":sec,
+    "responses":std(**{"200":{"description":"The webhook.",**j("WebhookResponse")},"404":r("NotFound")})},
+  "delete":{"operationId":"deleteWebhook","summary":"Delete the webhook and its pending deliveries.","security":sec,
+    "responses":std(**{"204":{"description":"Deleted."},"404":r("NotFound")})}},
+ "/v1/webhooks/{webhookId}/deliveries":{"parameters":[{"name":"webhookId","in":"path","required":True,"schema":uuid}],
+  "get":{"operationId":"listWebhookDeliveries","summary":"The webhook's delivery log, newest first (the last 1000 deliveries are kept).","security":sec,
+    "parameters":[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":20},"Page size.")],
+    "responses":std(**{"200":{"description":"The deliveries.",**j("WebhookDeliveryListResponse")},"404":r("NotFound")})}},
  "/v1/openapi.json":{"get":{"operationId":"openAPI","summary":"This document.","security":[],
     "responses":{"200":{"description":"OpenAPI 3.1 document.","content":{"application/json":{"schema":{"type":"object"}}}}}}},
  "/healthz":{"get":{"operationId":"health","summary":"The process is up.","security":[],
@@ -135,6 +187,13 @@ paths={
 doc={"openapi":"3.1.0","info":{"title":"mailsink API","version":"1.0.0",
   "description":"Captured email inspection: list, create, read, update and delete the emails of the API key's account."},
  "servers":[{"url":"/"}],"security":sec,"paths":paths,
+ "webhooks":{"emailEvent":{"post":{"operationId":"emailEvent","summary":"What mailsink sends to a webhook's URL.",
+   "parameters":[{"name":n,"in":"header","required":True,"schema":{"type":"string"},"description":d} for n,d in [
+     ("webhook-id","The delivery's id: the same on every attempt."),
+     ("webhook-timestamp","Unix seconds of this attempt."),
+     ("webhook-signature","v1,<base64 HMAC-SHA256 of \"id.timestamp.body\" keyed with the base64-decoded part of the secret after whsec_>.")]],
+   "requestBody":{"required":True,"content":{"application/json":{"schema":ref("WebhookPayload")}}},
+   "responses":{"200":{"description":"Any 2xx ends the delivery; anything else is retried."}}}}},
  "components":{"schemas":schemas,"responses":resp,"securitySchemes":{
    "bearer":{"type":"http","scheme":"bearer"},"apiKey":{"type":"apiKey","in":"header","name":"x-api-key"}}}}
 print(json.dumps(doc,indent=1))
