@@ -88,6 +88,8 @@ type Service struct {
 	token string
 	slots chan struct{}
 	wg    sync.WaitGroup
+	mu    sync.Mutex
+	busy  map[string]int // attempts under way by account
 }
 
 // New returns a Service over a store that keeps webhooks and publishes
@@ -105,7 +107,7 @@ func New(cfg Config, ws store.WebhookStore, events store.Notifier, accounts func
 	b := make([]byte, 12)
 	rand.Read(b)
 	s := &Service{cfg: cfg, store: ws, events: events, accounts: accounts, log: log, metrics: m, now: time.Now,
-		token: hex.EncodeToString(b), slots: make(chan struct{}, max(cfg.Concurrency, 1))}
+		token: hex.EncodeToString(b), slots: make(chan struct{}, max(cfg.Concurrency, 1)), busy: map[string]int{}}
 	s.SetPrivateTargets(nil)
 	// Connections are pooled per policy: one dialled for an account that
 	// may reach private targets never carries another account's delivery.
@@ -169,6 +171,10 @@ func (s *Service) Create(ctx context.Context, w store.Webhook) (*store.Webhook, 
 func (s *Service) Store() store.WebhookStore { return s.store }
 
 // Run delivers until ctx is done, then waits for the attempts under way.
+//
+// Before it returns it queues the events that arrived since its last round
+// (the embedded store keeps events only in memory, so they would be lost
+// with the process); call it with the ingest stopped.
 func (s *Service) Run(ctx context.Context) {
 	defer s.wg.Wait()
 	t := time.NewTicker(s.cfg.PollInterval)
@@ -177,8 +183,29 @@ func (s *Service) Run(ctx context.Context) {
 		s.round(ctx)
 		select {
 		case <-ctx.Done():
+			s.drain(context.WithoutCancel(ctx))
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// drainTimeout bounds the last round of Run.
+const drainTimeout = 5 * time.Second
+
+// drain queues the events of every account that has webhooks, without
+// attempting deliveries.
+func (s *Service) drain(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	accounts, err := s.store.WebhookAccounts(ctx)
+	if err != nil {
+		s.log.Warn("webhooks: cannot queue the last events", "err", err)
+		return
+	}
+	for _, acc := range accounts {
+		if err := s.fanOut(ctx, acc); err != nil {
+			s.log.Warn("webhooks: cannot queue the last events", "account", acc, "err", err)
 		}
 	}
 }
@@ -216,9 +243,9 @@ func (s *Service) fanOut(ctx context.Context, accountID string) error {
 	if err != nil {
 		return err
 	}
-	if cursor == "" {
-		// Events from just before the first webhook on are delivered.
-		cursor = eventhub.ID{MS: hooks[0].CreatedAt.UnixMilli() - 1}.String()
+	initial := cursor == ""
+	if initial {
+		cursor = eventhub.ID{MS: hooks[0].CreatedAt.Add(-clockSlack).UnixMilli()}.String()
 	}
 	asked := s.now()
 	events, complete, err := s.events.EventsAfter(ctx, accountID, cursor)
@@ -229,7 +256,7 @@ func (s *Service) fanOut(ctx context.Context, accountID string) error {
 	if len(events) > 0 {
 		next = events[len(events)-1].ID
 	}
-	if !complete {
+	if !complete && !initial {
 		s.log.Warn("webhooks: the store's event history no longer reaches the last event queued (a restart of the embedded store, or a backlog past the Redis stream's bound); events in the gap are not delivered",
 			"account", accountID, "cursor", cursor)
 		if s.metrics != nil {
@@ -262,6 +289,12 @@ func (s *Service) fanOut(ctx context.Context, accountID string) error {
 	return s.store.EnqueueDeliveries(ctx, accountID, next, ds)
 }
 
+// clockSlack is how far event ids (from the Redis server's clock, or the
+// process's) may lag the clock of the replica that made a webhook: events
+// that much older than the webhook may reach it, so that none after it is
+// missed.
+const clockSlack = 2 * time.Second
+
 // wants reports whether webhook h takes event e. Deleted events carry no
 // email, so a webhook with a filter cannot tell whether they match and
 // does not get them.
@@ -270,9 +303,8 @@ func wants(h *store.Webhook, e store.Event) bool {
 		return false
 	}
 	id, err := eventhub.ParseID(e.ID)
-	// Events before the webhook was made are not its own (a second of
-	// slack for the clocks of the store and of replicas).
-	if err == nil && id.MS < h.CreatedAt.UnixMilli()-1000 {
+	// Events before the webhook was made are not its own.
+	if err == nil && id.MS < h.CreatedAt.Add(-clockSlack).UnixMilli() {
 		return false
 	}
 	typeOK := false
@@ -314,10 +346,10 @@ type payload struct {
 	Data      any             `json:"data"`
 }
 
-// Summary is an email as a delivery carries it: the API's email summary.
-type Summary struct {
+// summary is an email as a delivery carries it: the API's email summary.
+type summary struct {
 	ID         string       `json:"id"`
-	Account    *AccountJSON `json:"account"`
+	Account    *accountJSON `json:"account"`
 	MessageID  *string      `json:"messageId"`
 	Sender     string       `json:"sender"`
 	Recipient  string       `json:"recipient"`
@@ -331,8 +363,8 @@ type Summary struct {
 	UpdatedAt  string       `json:"updatedAt"`
 }
 
-// AccountJSON names the account of an email in a delivery.
-type AccountJSON struct {
+// accountJSON names the account of an email in a delivery.
+type accountJSON struct {
 	ID   string `json:"id"`
 	Slug string `json:"slug,omitempty"`
 	Name string `json:"name,omitempty"`
@@ -341,18 +373,18 @@ type AccountJSON struct {
 // deleted is the data of an email.deleted delivery: what is known.
 type deleted struct {
 	ID      string       `json:"id"`
-	Account *AccountJSON `json:"account"`
+	Account *accountJSON `json:"account"`
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-func (s *Service) account(id string) *AccountJSON {
+func (s *Service) account(id string) *accountJSON {
 	if s.accounts != nil {
 		if a := s.accounts(id); a != nil {
-			return &AccountJSON{ID: a.ID, Slug: a.Slug, Name: a.Name}
+			return &accountJSON{ID: a.ID, Slug: a.Slug, Name: a.Name}
 		}
 	}
-	return &AccountJSON{ID: id}
+	return &accountJSON{ID: id}
 }
 
 func (s *Service) newDelivery(h *store.Webhook, e store.Event, now time.Time) (*store.Delivery, error) {
@@ -367,7 +399,7 @@ func (s *Service) newDelivery(h *store.Webhook, e store.Event, now time.Time) (*
 		if labels == nil {
 			labels = []string{}
 		}
-		p.Data = Summary{ID: m.ID, Account: s.account(e.AccountID), MessageID: m.MessageID, Sender: m.Sender,
+		p.Data = summary{ID: m.ID, Account: s.account(e.AccountID), MessageID: m.MessageID, Sender: m.Sender,
 			Recipient: m.Recipient, Subject: m.Subject, Status: m.Status, Notes: m.Notes, Labels: labels,
 			RawSize: m.RawSize, ReceivedAt: m.ReceivedAt.UTC().Format(timeFormat),
 			CreatedAt: m.CreatedAt.UTC().Format(timeFormat), UpdatedAt: m.UpdatedAt.UTC().Format(timeFormat)}
@@ -392,8 +424,14 @@ func (s *Service) lease() time.Duration { return 2*s.cfg.AttemptTimeout + 30*tim
 
 // dispatch claims as many of the account's due deliveries as there are
 // free slots and attempts each in its own goroutine.
+//
+// One account gets at most half of the slots (at least one), so that its
+// hanging receivers cannot hold up the other accounts' deliveries.
 func (s *Service) dispatch(ctx context.Context, accountID string) error {
-	free := cap(s.slots) - len(s.slots)
+	perAccount := max(1, cap(s.slots)/2)
+	s.mu.Lock()
+	free := min(cap(s.slots)-len(s.slots), perAccount-s.busy[accountID])
+	s.mu.Unlock()
 	if free <= 0 {
 		return nil
 	}
@@ -403,9 +441,20 @@ func (s *Service) dispatch(ctx context.Context, accountID string) error {
 	}
 	for _, d := range ds {
 		s.slots <- struct{}{}
+		s.mu.Lock()
+		s.busy[accountID]++
+		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
-			defer func() { <-s.slots; s.wg.Done() }()
+			defer func() {
+				s.mu.Lock()
+				if s.busy[accountID]--; s.busy[accountID] == 0 {
+					delete(s.busy, accountID)
+				}
+				s.mu.Unlock()
+				<-s.slots
+				s.wg.Done()
+			}()
 			s.attempt(ctx, d)
 		}()
 	}
@@ -418,7 +467,10 @@ func (s *Service) dispatch(ctx context.Context, accountID string) error {
 func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 	h, err := s.store.GetWebhook(ctx, d.AccountID, d.WebhookID)
 	if store.IsCode(err, store.NotFound) {
-		return // deleted with its deliveries
+		// Deleted with its deliveries; this one was queued meanwhile.
+		d.Status, d.LastError = store.DeliveryFailed, "webhook deleted"
+		s.finish(ctx, d)
+		return
 	}
 	if err != nil {
 		s.log.Warn("webhooks: cannot read webhook", "webhook", d.WebhookID, "err", err)

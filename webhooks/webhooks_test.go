@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/store/redisstore"
@@ -472,5 +476,72 @@ func TestGiveUpDisables(t *testing.T) {
 	})
 	if len(deliveries(t, w.Service, h)) != 1 || rc.count() != n {
 		t.Fatal("a disabled webhook got new deliveries")
+	}
+}
+
+// TestStopQueuesLastEvents: events stored after the worker's last round
+// are queued when it stops, so that the embedded store, whose events live
+// in memory, does not lose them with the process.
+func TestStopQueuesLastEvents(t *testing.T) {
+	path := t.TempDir() + "/mailsink.db"
+	st, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t)
+	cfg := testConfig()
+	cfg.PollInterval = time.Hour // one round at the start, then only the last one
+	w := startWorker(t, st, cfg, nil)
+	h := createWebhook(t, w.Service, acct, rc.url(), store.WebhookFilter{})
+	e := createEmail(t, st, acct, "user@acme.test", "just before the stop")
+	w.stop()
+	if got := deliveries(t, w.Service, h); len(got) != 1 || got[0].EmailID != e.ID {
+		t.Fatalf("after the stop the log holds %d deliveries, want the last email's", len(got))
+	}
+	st.Close()
+	st, err = boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	startWorker(t, st, testConfig(), nil)
+	testenv.WaitFor(t, 10*time.Second, "the delivery after the restart", func() bool { return rc.count() == 1 })
+	if !strings.Contains(string(rc.requests()[0].Body), e.ID) {
+		t.Fatalf("delivered %s", rc.requests()[0].Body)
+	}
+}
+
+// TestMetrics: attempts are counted by outcome.
+func TestMetrics(t *testing.T) {
+	st := testenv.OpenBolt(t)
+	defer st.Close()
+	rc := newReceiver(t)
+	rc.answer = func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.NewWebhooks(reg)
+	s := webhooks.New(testConfig(), st.(store.WebhookStore), st.(store.Notifier), nil, testLog(), m, nil)
+	s.SetPrivateTargets([]string{acct})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	createWebhook(t, s, acct, rc.url(), store.WebhookFilter{})
+	createWebhook(t, s, acct, "http://169.254.169.254/", store.WebhookFilter{})
+	createEmail(t, st, acct, "user@acme.test", "hi")
+	testenv.WaitFor(t, 10*time.Second, "a success", func() bool {
+		return testutil.ToFloat64(m.Attempts.WithLabelValues("success")) == 1
+	})
+	testenv.WaitFor(t, 10*time.Second, "a refusal", func() bool {
+		return testutil.ToFloat64(m.Attempts.WithLabelValues("refused_address")) >= 1
+	})
+	if got := testutil.ToFloat64(m.Attempts.WithLabelValues("http_error")); got != 1 {
+		t.Fatalf("http_error attempts = %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "mailsink_webhook_attempts_total"); err != nil || n != len(metrics.WebhookOutcomes) {
+		t.Fatalf("attempts series = %d (%v), want the %d outcomes only", n, err, len(metrics.WebhookOutcomes))
 	}
 }
