@@ -263,3 +263,50 @@ func exerciseWebhooks(t *testing.T, e *testenv.Env, o *openAPI) {
 	o.check(t, "DELETE", one, do(http.MethodDelete, hooks+"/"+id, acme, nil))
 	o.check(t, "DELETE", one, do(http.MethodDelete, hooks+"/x", acme, nil))
 }
+
+// TestWebhookTwoReplicas: two mailsinks on one Redis, mail arriving over
+// SMTP at both; the receiver answers at once and gets each event once.
+func TestWebhookTwoReplicas(t *testing.T) {
+	t.Parallel()
+	shared := testenv.SharedRedis(t)
+	a := testenv.Start(t, shared, webhookConfig)
+	b := testenv.Start(t, shared, webhookConfig)
+	rc := newHookReceiver(t, nil)
+	resp := a.Do(t, http.MethodPost, "/v1/webhooks", acme, map[string]any{"url": rc.srv.URL, "events": []string{"email.created"}})
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.Status, resp.Body)
+	}
+	id := resp.JSON(t)["item"].(map[string]any)["id"].(string)
+	const n = 20
+	for i := range n {
+		addr := a.SMTP
+		if i%2 == 1 {
+			addr = b.SMTP
+		}
+		sendSMTP(t, addr, "app@example.com", "replicas@acme.test", "Subject: hi\r\n\r\nhello\r\n")
+	}
+	// Once the log shows every delivery succeeded none can be attempted
+	// again, so the receiver's count is final.
+	testenv.WaitFor(t, 20*time.Second, "every delivery to succeed", func() bool {
+		got := b.Do(t, http.MethodGet, "/v1/webhooks/"+id+"/deliveries?limit=100", acme, nil)
+		items, _ := got.JSON(t)["items"].([]any)
+		if len(items) != n {
+			return false
+		}
+		for _, it := range items {
+			if it.(map[string]any)["status"] != "succeeded" {
+				return false
+			}
+		}
+		return true
+	})
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	seen := map[string]int{}
+	for _, r := range rc.reqs {
+		seen[r.Header.Get("webhook-id")]++
+	}
+	if len(seen) != n || len(rc.reqs) != n {
+		t.Fatalf("receiver got %d requests for %d deliveries, want %d once each", len(rc.reqs), len(seen), n)
+	}
+}
