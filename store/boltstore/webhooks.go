@@ -73,6 +73,17 @@ func accountWebhooks(tx *bolt.Tx, accountID string, create bool) (*bolt.Bucket, 
 	return b, nil
 }
 
+// countKeys counts a bucket's keys with a cursor: Bucket.Stats does not
+// see what the transaction has written.
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
 func webhookNotFound() error { return store.Errorf(store.NotFound, "webhook not found") }
 
 // CreateWebhook implements store.WebhookStore.
@@ -90,7 +101,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w *store.Webhook, max int) er
 			return err
 		}
 		subs := b.Bucket(whSubs)
-		if subs.Stats().KeyN >= max {
+		if countKeys(subs) >= max {
 			return store.Errorf(store.Conflict, "the account has %d webhooks already, the most it may have", max)
 		}
 		return subs.Put([]byte(w.ID), v)
@@ -271,6 +282,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 			}
 		}
 		dels, queue, logs := b.Bucket(whDeliveries), b.Bucket(whQueue), b.Bucket(whLog)
+		logLen := map[string]int{} // by webhook, counted once per call
 		for _, d := range ds {
 			if dels.Get([]byte(d.ID)) != nil {
 				continue
@@ -293,7 +305,13 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 			if err := lb.Put(msKey(d.CreatedAt.UnixMilli(), d.ID), nil); err != nil {
 				return err
 			}
-			for lb.Stats().KeyN > store.MaxDeliveryLog {
+			n, ok := logLen[d.WebhookID]
+			if !ok {
+				n = countKeys(lb)
+			} else {
+				n++
+			}
+			for ; n > store.MaxDeliveryLog; n-- {
 				k, _ := lb.Cursor().First()
 				if err := dropDelivery(b, string(k[8:])); err != nil {
 					return err
@@ -302,6 +320,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 					return err
 				}
 			}
+			logLen[d.WebhookID] = n
 		}
 		return nil
 	}), "enqueue deliveries")

@@ -86,6 +86,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Webhooks", testWebhooks},
 		{"DeliveryQueue", testDeliveryQueue},
 		{"ConcurrentClaims", testConcurrentClaims},
+		{"DeliveryLogBound", testDeliveryLogBound},
+		{"ConcurrentWebhookCap", testConcurrentWebhookCap},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -264,3 +264,83 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testDeliveryLogBound checks that a webhook's log keeps its newest
+// store.MaxDeliveryLog deliveries, and that the dropped ones leave the
+// queue too.
+func testDeliveryLogBound(t *testing.T, s store.Store) {
+	ws := webhookStore(t, s)
+	ctx := context.Background()
+	h := newWebhook(acctA, 1)
+	if err := ws.CreateWebhook(ctx, h, 10); err != nil {
+		t.Fatal(err)
+	}
+	const extra = 5
+	var ds []*store.Delivery
+	for n := range store.MaxDeliveryLog + extra {
+		ds = append(ds, newDelivery(h, n, at(int64(n))))
+		if len(ds) == 400 {
+			if err := ws.EnqueueDeliveries(ctx, acctA, "", ds); err != nil {
+				t.Fatal(err)
+			}
+			ds = nil
+		}
+	}
+	if err := ws.EnqueueDeliveries(ctx, acctA, "", ds); err != nil {
+		t.Fatal(err)
+	}
+	log, err := ws.ListDeliveries(ctx, acctA, h.ID, 2*store.MaxDeliveryLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != store.MaxDeliveryLog || log[len(log)-1].ID != newDelivery(h, extra, at(0)).ID {
+		t.Fatalf("log holds %d deliveries, oldest %s; want %d from delivery %d on", len(log), log[len(log)-1].ID, store.MaxDeliveryLog, extra)
+	}
+	claimed := 0
+	for {
+		got, err := ws.ClaimDeliveries(ctx, acctA, at(1e6), time.Hour, "tok", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		claimed += len(got)
+	}
+	if claimed != store.MaxDeliveryLog {
+		t.Fatalf("claimed %d deliveries, want %d (the dropped ones leave the queue)", claimed, store.MaxDeliveryLog)
+	}
+}
+
+// testConcurrentWebhookCap checks that concurrent creations never pass the
+// cap.
+func testConcurrentWebhookCap(t *testing.T, s store.Store) {
+	ws := webhookStore(t, s)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
+	for n := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := ws.CreateWebhook(ctx, newWebhook(acctA, n), 3)
+			if err != nil && !store.IsCode(err, store.Conflict) {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				created++
+			}
+		}()
+	}
+	wg.Wait()
+	hooks, err := ws.ListWebhooks(ctx, acctA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != 3 || len(hooks) != 3 {
+		t.Fatalf("%d creations succeeded and %d webhooks are stored, want 3 under a cap of 3", created, len(hooks))
+	}
+}
