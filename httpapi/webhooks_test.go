@@ -222,7 +222,8 @@ func TestHangingReceiverDoesNotSlowAPI(t *testing.T) {
 		}
 	}
 	create(t, e, acme, map[string]any{"sender": "a@example.com", "recipient": "x@acme.test", "subject": "first"})
-	testenv.WaitFor(t, 10*time.Second, "attempts to hang", func() bool { return rc.count() >= 3 })
+	// One account gets half the slots: two attempts hang.
+	testenv.WaitFor(t, 10*time.Second, "attempts to hang", func() bool { return rc.count() >= 2 })
 	var slowest time.Duration
 	for range 30 {
 		start := time.Now()
