@@ -36,6 +36,7 @@ import (
 	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/store/redisstore"
 	"github.com/mailsink/mailsink/web"
+	"github.com/mailsink/mailsink/webhooks"
 )
 
 // App is a running mailsink.
@@ -68,6 +69,11 @@ type App struct {
 	// watchDone.
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// webhooks delivers outbound webhooks (nil when the store cannot keep
+	// them); stopWebhooks ends its worker, whose end closes webhooksDone.
+	webhooks     *webhooks.Service
+	stopWebhooks context.CancelFunc
+	webhooksDone chan struct{}
 }
 
 // Start opens the store and starts both listeners. On error nothing is left
@@ -147,6 +153,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	// senders of large mail; one client address may hold at most half of
 	// the turns, so that it cannot keep everyone else waiting.
 	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
+
+	a.webhooks = newWebhooks(cfg, raw, reg, m, registry, log)
+
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
@@ -184,6 +193,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		}),
 		Certificate: certPEM,
 		Faults:      inject,
+		Webhooks:    a.webhooks,
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
@@ -238,6 +248,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	if cert != nil {
 		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()), "tls_cert", cert.CertFile())
 	}
+	a.startWebhooks(ctx)
 	log.Info("mailsink started", attrs...)
 	return a, nil
 }
@@ -264,6 +275,71 @@ func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error
 		return s, nil
 	}
 	return nil, nil
+}
+
+// newWebhooks returns the webhook service when the store keeps webhooks and
+// publishes events, else nil.
+func newWebhooks(cfg *config.Config, raw store.Store, reg *accounts.Registry, m *metrics.Metrics,
+	registry prometheus.Registerer, log *slog.Logger) *webhooks.Service {
+	ws, ok := raw.(store.WebhookStore)
+	events, ok2 := raw.(store.Notifier)
+	if !ok || !ok2 {
+		return nil
+	}
+	w := cfg.Webhooks
+	s := webhooks.New(webhooks.Config{
+		MaxPerAccount:  w.MaxPerAccount,
+		MaxURLLength:   w.MaxURLBytes,
+		PollInterval:   w.PollInterval,
+		AttemptTimeout: w.AttemptTimeout,
+		Concurrency:    w.Concurrency,
+		RetryBase:      w.RetryBase,
+		RetryMax:       w.RetryMax,
+		RetryFor:       w.RetryFor,
+	}, ws, events, reg.ByID, log.With("component", "webhooks"), metrics.NewWebhooks(registry), nil)
+	s.SetPrivateTargets(privateTargets(cfg.Accounts))
+	return s
+}
+
+// privateTargets are the ids of the accounts whose webhooks may reach
+// private addresses.
+func privateTargets(accs []config.Account) []string {
+	var ids []string
+	for _, a := range accs {
+		if a.Webhooks.AllowPrivateTargets {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
+
+// startWebhooks runs the webhook worker until Shutdown.
+func (a *App) startWebhooks(ctx context.Context) {
+	a.webhooksDone = make(chan struct{})
+	if a.webhooks == nil {
+		close(a.webhooksDone)
+		a.stopWebhooks = func() {}
+		return
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopWebhooks = cancel
+	go func() {
+		defer close(a.webhooksDone)
+		a.webhooks.Run(wctx)
+	}()
+}
+
+// shutdownWebhooks stops the worker and waits, until ctx is done, for the
+// attempts under way (each bounded by MAILSINK_WEBHOOK_TIMEOUT); one cut
+// short is attempted again when its lease ends.
+func (a *App) shutdownWebhooks(ctx context.Context) error {
+	a.stopWebhooks()
+	select {
+	case <-a.webhooksDone:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("webhook deliveries still under way: %w", ctx.Err())
+	}
 }
 
 // retentionConfig gives each account its retention: its override from the
@@ -361,11 +437,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
-	if a.https != nil {
-		errHTTP = errors.Join(errHTTP, a.https.Shutdown(ctx))
-	}
+	errWebhooks := a.shutdownWebhooks(ctx)
 	errStore := a.store.Close()
-	return errors.Join(errRetention, errSMTP, errHTTP, errStore)
+	return errors.Join(errRetention, errSMTP, errHTTP, errWebhooks, errStore)
 }
 
 // Run starts mailsink, calls started, and runs until ctx is cancelled,

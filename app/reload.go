@@ -39,6 +39,9 @@ func (a *App) apply(data []byte) error {
 		return a.refuse(err)
 	}
 	a.accounts.Replace(accs)
+	if a.webhooks != nil {
+		a.webhooks.SetPrivateTargets(privateTargets(accs))
+	}
 	if a.retention != nil {
 		// The old rounds stop before the new ones start, so no two run at
 		// once; the shutdown cannot fail on a context without deadline.

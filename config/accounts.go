@@ -31,6 +31,8 @@ type Account struct {
 	Retention AccountRetention
 	// Quota overrides the default storage quota for this account.
 	Quota AccountQuota
+	// Webhooks holds the account's webhook permissions.
+	Webhooks AccountWebhooks
 }
 
 // AccountQuota is an account's override of the default quota (see
@@ -38,6 +40,13 @@ type Account struct {
 type AccountQuota struct {
 	MaxEmails *int64 `yaml:"maxEmails"`
 	MaxBytes  *int64 `yaml:"maxBytes"`
+}
+
+// AccountWebhooks is what an account's webhooks may do.
+type AccountWebhooks struct {
+	// AllowPrivateTargets lets its webhooks reach private and loopback
+	// addresses (link-local and metadata ones stay refused).
+	AllowPrivateTargets bool
 }
 
 // AccountRetention is an account's override of the default retention (see
@@ -59,6 +68,9 @@ type accountsFile struct {
 		// wrong better than a typed field would.
 		Retention yaml.Node    `yaml:"retention"`
 		Quota     AccountQuota `yaml:"quota"`
+		Webhooks  struct {
+			AllowPrivateTargets bool `yaml:"allowPrivateTargets"`
+		} `yaml:"webhooks"`
 	} `yaml:"accounts"`
 }
 
@@ -152,6 +164,7 @@ func ParseAccounts(data []byte) ([]Account, error) {
 			}
 		}
 		acc.Quota = a.Quota
+		acc.Webhooks.AllowPrivateTargets = a.Webhooks.AllowPrivateTargets
 		out = append(out, acc)
 	}
 	return out, nil
@@ -225,7 +238,7 @@ func explain(root *yaml.Node, e string) string {
 }
 
 // accountKeys are the keys of one account, for error messages.
-const accountKeys = "slug, name, id, apiKeys, domains, retention"
+const accountKeys = "slug, name, id, apiKeys, domains, retention, webhooks"
 
 // keyAt returns the path (accounts[0].domains) of the deepest key under n
 // for which match holds of the key and its value, or "".

@@ -33,6 +33,8 @@ type Config struct {
 	// Quota is the default storage quota of every account; an account of
 	// the accounts file may override it.
 	Quota Quota
+	// Webhooks bounds outbound webhooks and sets their retry schedule.
+	Webhooks Webhooks
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -177,6 +179,18 @@ type Retention struct {
 	Grace time.Duration
 	// Interval is the time between two rounds of deletion.
 	Interval time.Duration
+}
+
+// Webhooks configures outbound webhook deliveries (README, "Webhooks").
+type Webhooks struct {
+	MaxPerAccount  int
+	MaxURLBytes    int
+	PollInterval   time.Duration
+	AttemptTimeout time.Duration
+	Concurrency    int
+	RetryBase      time.Duration
+	RetryMax       time.Duration
+	RetryFor       time.Duration
 }
 
 // For returns the retention of account a: its overrides, else r's values.

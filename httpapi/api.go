@@ -26,6 +26,7 @@ import (
 	"github.com/mailsink/mailsink/links"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/webhooks"
 )
 
 // Config holds the HTTP API's limits.
@@ -68,6 +69,8 @@ type Config struct {
 	// Faults, when not nil, serves /v1/faults; without it those routes
 	// answer 404.
 	Faults *faults.Injector
+	// Webhooks, when not nil, serves /v1/webhooks.
+	Webhooks *webhooks.Service
 }
 
 // API is the HTTP handler of mailsink.
@@ -157,6 +160,7 @@ func (a *API) routes() http.Handler {
 		r.Handle("/", a.cfg.Dashboard)
 		r.PathPrefix("/ui/").Handler(a.cfg.Dashboard)
 	}
+	a.webhookRoutes(v1)
 	return a.common(r)
 }
 

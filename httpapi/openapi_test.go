@@ -214,8 +214,10 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 
 		o.check(t, "GET", "/healthz", get(t, e, "/healthz", ""))
 		o.check(t, "GET", "/readyz", get(t, e, "/readyz", ""))
+		o.check(t, "GET", "/readyz/writes", get(t, e, "/readyz/writes", ""))
 		o.check(t, "GET", "/tls/certificate.pem", get(t, e, "/tls/certificate.pem", "")) // 404: no certificate
 		o.check(t, "GET", "/v1/openapi.json", get(t, e, "/v1/openapi.json", ""))
+		exerciseWebhooks(t, e, o)
 
 		for path, item := range o.doc["paths"].(map[string]any) {
 			for method := range item.(map[string]any) {

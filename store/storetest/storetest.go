@@ -16,7 +16,8 @@
 // cannot see through the interface it checks through optional interfaces: a
 // store that implements BodyCounter is checked to free a shared body with the
 // last email that uses it. The optional capabilities store.Notifier,
-// store.Stats, store.Pruner and store.FaultStore are checked when the store has them.
+// store.Stats, store.Pruner, store.Idempotency, store.FaultStore and
+// store.WebhookStore are checked when the store has them.
 package storetest
 
 import (
@@ -87,6 +88,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FaultExpiry", testFaultExpiry},
 		{"FaultLimit", testFaultLimit},
 		{"FaultConsumeConcurrent", testFaultConsumeConcurrent},
+		{"Webhooks", testWebhooks},
+		{"DeliveryQueue", testDeliveryQueue},
+		{"ConcurrentClaims", testConcurrentClaims},
+		{"DeliveryLogBound", testDeliveryLogBound},
+		{"ConcurrentWebhookCap", testConcurrentWebhookCap},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
