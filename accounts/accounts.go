@@ -25,6 +25,7 @@ type snapshot struct {
 	accounts []*store.Account
 	keys     []keyEntry
 	domains  map[string]*store.Account
+	inbound  map[string]config.AccountInbound // by account id
 }
 
 type keyEntry struct {
@@ -43,7 +44,7 @@ func New(cfg []config.Account) *Registry {
 // with the accounts they started with, later ones see cfg. An SMTP session
 // that authenticated keeps its account until it ends.
 func (r *Registry) Replace(cfg []config.Account) {
-	s := &snapshot{domains: map[string]*store.Account{}}
+	s := &snapshot{domains: map[string]*store.Account{}, inbound: map[string]config.AccountInbound{}}
 	for _, c := range cfg {
 		a := &store.Account{ID: c.ID, Slug: c.Slug, Name: c.Name}
 		s.accounts = append(s.accounts, a)
@@ -53,6 +54,7 @@ func (r *Registry) Replace(cfg []config.Account) {
 		for _, d := range c.Domains {
 			s.domains[d] = a
 		}
+		s.inbound[c.ID] = c.Inbound
 	}
 	r.current.Store(s)
 }
@@ -68,6 +70,12 @@ func (r *Registry) ByID(id string) *store.Account {
 		}
 	}
 	return nil
+}
+
+// Inbound returns the provider webhook settings of the account with id
+// (zero when it has none).
+func (r *Registry) Inbound(id string) config.AccountInbound {
+	return r.current.Load().inbound[id]
 }
 
 // ByKey returns the account that owns key. It compares the key's digest with

@@ -29,6 +29,19 @@ type Account struct {
 	Domains []string
 	// Retention overrides the default retention for this account.
 	Retention AccountRetention
+	// Inbound holds the account's secrets for provider webhooks.
+	Inbound AccountInbound
+}
+
+// AccountInbound is an account's `inbound:` entry: what its provider
+// webhooks (/v1/inbound/mailgun, /v1/inbound/ses) are checked against.
+type AccountInbound struct {
+	// MailgunSigningKey, when set, makes Mailgun requests carry a valid
+	// signature made with this key.
+	MailgunSigningKey string
+	// SNSTopicArns are the SNS topics accepted on /v1/inbound/ses; none
+	// listed refuses every SNS message.
+	SNSTopicArns []string
 }
 
 // AccountRetention is an account's override of the default retention (see
@@ -49,6 +62,10 @@ type accountsFile struct {
 		// Retention is checked by parseRetention, which names what is
 		// wrong better than a typed field would.
 		Retention yaml.Node `yaml:"retention"`
+		Inbound   struct {
+			MailgunSigningKey string   `yaml:"mailgunSigningKey"`
+			SNSTopicArns      []string `yaml:"snsTopicArns"`
+		} `yaml:"inbound"`
 	} `yaml:"accounts"`
 }
 
@@ -136,6 +153,9 @@ func ParseAccounts(data []byte) ([]Account, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		acc.Retention = r
+		if acc.Inbound, err = parseInbound(a.Inbound.MailgunSigningKey, a.Inbound.SNSTopicArns); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
 		out = append(out, acc)
 	}
 	return out, nil
@@ -185,8 +205,11 @@ func explain(root *yaml.Node, e string) string {
 	if u := yamlUnknown.FindStringSubmatch(m[2]); u != nil {
 		path := keyAt(root, "", func(k, _ *yaml.Node) bool { return k.Line == line && k.Value == u[1] })
 		known := accountKeys
-		if !strings.Contains(path, ".") {
+		switch {
+		case !strings.Contains(path, "."):
 			known = "accounts"
+		case strings.Contains(path, ".inbound."):
+			known = inboundKeys
 		}
 		return fmt.Sprintf("line %d: %s: unknown key; the keys here are %s", line, path, known)
 	}
@@ -209,7 +232,10 @@ func explain(root *yaml.Node, e string) string {
 }
 
 // accountKeys are the keys of one account, for error messages.
-const accountKeys = "slug, name, id, apiKeys, domains, retention"
+const accountKeys = "slug, name, id, apiKeys, domains, retention, inbound"
+
+// inboundKeys are the keys of an account's inbound entry.
+const inboundKeys = "mailgunSigningKey, snsTopicArns"
 
 // keyAt returns the path (accounts[0].domains) of the deepest key under n
 // for which match holds of the key and its value, or "".
@@ -274,6 +300,25 @@ func parseRetention(n *yaml.Node) (AccountRetention, error) {
 		}
 	}
 	return r, nil
+}
+
+// snsTopicArn is the shape of an SNS topic ARN:
+// arn:<partition>:sns:<region>:<account>:<topic>.
+var snsTopicArn = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$`)
+
+// parseInbound checks an account's inbound entry.
+func parseInbound(mailgunKey string, topics []string) (AccountInbound, error) {
+	in := AccountInbound{MailgunSigningKey: mailgunKey}
+	if mailgunKey != "" && strings.TrimSpace(mailgunKey) != mailgunKey {
+		return in, fmt.Errorf("inbound.mailgunSigningKey has surrounding spaces")
+	}
+	for _, t := range topics {
+		if !snsTopicArn.MatchString(t) {
+			return in, fmt.Errorf("inbound.snsTopicArns: %q is not an SNS topic ARN like arn:aws:sns:us-east-1:123456789012:inbound-mail", t)
+		}
+		in.SNSTopicArns = append(in.SNSTopicArns, t)
+	}
+	return in, nil
 }
 
 // parseKey turns an apiKeys entry, a plain key or "sha256:" + hex digest,

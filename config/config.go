@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,14 @@ type Config struct {
 	// slug, to /metrics, which needs no key; off, nothing there names an
 	// account.
 	MetricsPerAccount bool
+
+	// SNSSigningCertFile, when set, is a PEM certificate that verifies every
+	// SNS message instead of the one at its SigningCertURL.
+	SNSSigningCertFile string
+	// SNSClient fetches SNS certificates and SubscribeURLs; nil (what Load
+	// gives) uses a client with a 10 s timeout. Tests set it to reach a
+	// local server; only SNS's host names are ever fetched.
+	SNSClient *http.Client
 
 	// PProfAddr is where main serves
 	// net/http/pprof for profiling; empty (the default) serves nothing.

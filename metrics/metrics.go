@@ -35,7 +35,9 @@ type Metrics struct {
 	// ParsePanics counts messages whose MIME parsing panicked (they are
 	// stored with what was parsed).
 	ParsePanics prometheus.Counter
-	registerer  prometheus.Registerer
+	// InboundWebhooks counts the provider webhooks' requests.
+	InboundWebhooks *Inbound
+	registerer      prometheus.Registerer
 	// PerAccount, set before StoredEmails, lets metrics name accounts
 	// (MAILSINK_METRICS_PER_ACCOUNT).
 	PerAccount bool
@@ -90,6 +92,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "mailsink_parse_panics_total", Help: "Messages whose MIME parsing panicked; each is stored with what was parsed before the panic.",
 		}),
 	}
+	m.InboundWebhooks = NewInbound(reg)
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
