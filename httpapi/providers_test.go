@@ -400,3 +400,38 @@ func TestProviderStoreOutage(t *testing.T) {
 		}
 	}
 }
+
+// providerChecks returns the configuration TestOpenAPIDescribesTheAnswers
+// needs for the provider routes, and the requests that check every answer
+// they document.
+func providerChecks(t *testing.T) (func(*config.Config), func(*testing.T, *testenv.Env, *openAPI)) {
+	sns := inboundtest.NewSNS(t)
+	edit := func(c *config.Config) {
+		withInbound(c)
+		c.SNSClient = sns.Client()
+	}
+	return edit, func(t *testing.T, e *testenv.Env, o *openAPI) {
+		mg := inboundtest.LoadForm(t, "mailgun-mime.json")
+		mg.SignMailgun(mailgunKey, "openapi-"+testenv.RandomHex(4), time.Now())
+		body, ct := mg.Multipart(t)
+		for _, path := range []string{"/v1/inbound/mailgun", "/v1/inbound/mailgun/mime"} {
+			o.check(t, "POST", path, postProvider(t, e, path, acme, ct, body))
+			o.check(t, "POST", path, postProvider(t, e, path, acme, "text/plain", body))
+			o.check(t, "POST", path, postProvider(t, e, path, "", ct, body))
+		}
+		sg := inboundtest.LoadForm(t, "sendgrid-raw.json")
+		body, ct = sg.Multipart(t)
+		o.check(t, "POST", "/v1/inbound/sendgrid", postProvider(t, e, "/v1/inbound/sendgrid", acme, ct, body))
+		o.check(t, "POST", "/v1/inbound/sendgrid", postProvider(t, e, "/v1/inbound/sendgrid", acme, "text/plain", body))
+		o.check(t, "POST", "/v1/inbound/sendgrid", postProvider(t, e, "/v1/inbound/sendgrid", "", ct, body))
+		pm := inboundtest.Fixture(t, "postmark-parsed.json")
+		o.check(t, "POST", "/v1/inbound/postmark", postProvider(t, e, "/v1/inbound/postmark", acme, "application/json", pm))
+		o.check(t, "POST", "/v1/inbound/postmark", postProvider(t, e, "/v1/inbound/postmark", acme, "application/json", []byte("[")))
+		o.check(t, "POST", "/v1/inbound/postmark", postProvider(t, e, "/v1/inbound/postmark", "", "application/json", pm))
+		note := inboundtest.Notification(snsTopic, "openapi-"+testenv.RandomHex(4), string(inboundtest.Fixture(t, "ses-received.json")))
+		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", sns.Sign(t, note)))
+		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", sns.Sign(t, inboundtest.Confirmation(snsTopic))))
+		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", []byte("{")))
+		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", "", "text/plain", []byte("{")))
+	}
+}
