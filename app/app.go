@@ -95,11 +95,6 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		st = m.InstrumentStore(b, backendName(st))
 	}
 	reg := accounts.New(cfg.Accounts)
-	sns, err := snsVerifier(cfg)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
 	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx}
 	ing := ingest.New(st, time.Now, ingest.Config{
 		MaxRecipients:   cfg.SMTP.MaxRecipients,
@@ -145,7 +140,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
-		SNS:               sns,
+		SNS:               inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
@@ -175,23 +170,6 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a.watchAccounts()
 	log.Info("mailsink started", "smtp", a.smtp.Addr().String(), "http", a.http.Addr().String())
 	return a, nil
-}
-
-// snsVerifier builds the SNS message verifier of /v1/inbound/ses, with the
-// certificate of MAILSINK_SNS_SIGNING_CERT_FILE when it is set.
-func snsVerifier(cfg *config.Config) (*inbound.SNS, error) {
-	if cfg.SNSSigningCertFile == "" {
-		return inbound.NewSNS(cfg.SNSClient, nil), nil
-	}
-	data, err := os.ReadFile(cfg.SNSSigningCertFile)
-	if err != nil {
-		return nil, fmt.Errorf("MAILSINK_SNS_SIGNING_CERT_FILE: %w", err)
-	}
-	cert, err := inbound.ParseCertificate(data)
-	if err != nil {
-		return nil, fmt.Errorf("MAILSINK_SNS_SIGNING_CERT_FILE %s: %w", cfg.SNSSigningCertFile, err)
-	}
-	return inbound.NewSNS(cfg.SNSClient, cert), nil
 }
 
 // retentionConfig gives each account its retention: its override from the

@@ -8,7 +8,9 @@ import (
 	"github.com/mailsink/mailsink/internal/clientaddr"
 
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,6 +64,8 @@ type Config struct {
 	// SNSSigningCertFile, when set, is a PEM certificate that verifies every
 	// SNS message instead of the one at its SigningCertURL.
 	SNSSigningCertFile string
+	// SNSSigningCert is the certificate read from SNSSigningCertFile.
+	SNSSigningCert *x509.Certificate
 	// SNSClient fetches SNS certificates and SubscribeURLs; nil (what Load
 	// gives) uses a client with a 10 s timeout. Tests set it to reach a
 	// local server; only SNS's host names are ever fetched.
@@ -189,6 +193,13 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if c.SNSSigningCertFile != "" {
+		cert, err := loadCertificate(c.SNSSigningCertFile, readFile)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SNS_SIGNING_CERT_FILE: %w", err)
+		}
+		c.SNSSigningCert = cert
+	}
 	switch {
 	case c.AccountsFile != "" && c.Accounts != nil:
 		// MAILSINK_API_KEY made the default account.
@@ -205,6 +216,27 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 		c.KeyFile = filepath.Join(c.Store.DataDir, "api-key")
 	}
 	return c, nil
+}
+
+// loadCertificate reads the first certificate of a PEM file.
+func loadCertificate(path string, readFile func(string) ([]byte, error)) (*x509.Certificate, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return nil, fmt.Errorf("%s holds no PEM CERTIFICATE block", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			return cert, nil
+		}
+	}
 }
 
 // LoadAccounts reads and parses the accounts file at path; its errors name

@@ -346,9 +346,18 @@ func TestSESCertificateFile(t *testing.T) {
 	sns := inboundtest.NewSNS(t)
 	path := filepath.Join(t.TempDir(), "sns.pem")
 	os.WriteFile(path, sns.CertPEM, 0o600)
+	loaded, err := config.Load(func(name string) string {
+		if name == "MAILSINK_SNS_SIGNING_CERT_FILE" {
+			return path
+		}
+		return ""
+	}, os.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	edit := func(c *config.Config) {
 		withInbound(c)
-		c.SNSSigningCertFile = path
+		c.SNSSigningCert = loaded.SNSSigningCert
 	}
 	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
 		m := inboundtest.Notification(snsTopic, "file-"+testenv.RandomHex(4), string(inboundtest.Fixture(t, "ses-received.json")))

@@ -288,17 +288,13 @@ func TestSESRefusals(t *testing.T) {
 func TestSESCertificateOverride(t *testing.T) {
 	t.Parallel()
 	srv, other := inboundtest.NewSNS(t), inboundtest.NewSNS(t)
-	cert, err := inbound.ParseCertificate(srv.CertPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := inbound.NewSNS(other.Client(), cert) // would fetch other's certificate
+	v := inbound.NewSNS(other.Client(), srv.Cert) // would fetch other's certificate
 	received := string(inboundtest.Fixture(t, "ses-received.json"))
 	m := inboundtest.Notification(topic, "id", received)
 	m.SigningCertURL = "https://elsewhere.example/cert.pem"
 	if _, err := v.SES(context.Background(), "", srv.Sign(t, m), []string{topic}, lim); err != nil {
 		t.Errorf("signed by the override's key: %v", err)
 	}
-	_, err = v.SES(context.Background(), "", other.Sign(t, inboundtest.Notification(topic, "id", received)), []string{topic}, lim)
+	_, err := v.SES(context.Background(), "", other.Sign(t, inboundtest.Notification(topic, "id", received)), []string{topic}, lim)
 	wantRefusal(t, err, inbound.BadSign, "does not verify")
 }

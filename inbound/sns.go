@@ -64,12 +64,11 @@ func NewSNS(client *http.Client, override *x509.Certificate) *SNS {
 	return &SNS{client: client, override: override, certs: map[string]*x509.Certificate{}}
 }
 
-// ParseCertificate reads the first certificate of a PEM file.
-func ParseCertificate(data []byte) (*x509.Certificate, error) {
+// parseCertificate reads the first certificate of a PEM document.
+func parseCertificate(data []byte) (*x509.Certificate, error) {
 	for {
 		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
+		if block, data = pem.Decode(data); block == nil {
 			return nil, errors.New("no PEM CERTIFICATE block found")
 		}
 		if block.Type == "CERTIFICATE" {
@@ -251,7 +250,7 @@ func (s *SNS) certificate(ctx context.Context, rawURL string) (*x509.Certificate
 	if err != nil {
 		return nil, err
 	}
-	if cert, err = ParseCertificate(data); err != nil {
+	if cert, err = parseCertificate(data); err != nil {
 		return nil, refuse(BadSign, "SigningCertURL %q holds no certificate: %v", rawURL, err)
 	}
 	s.mu.Lock()
