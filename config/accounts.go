@@ -2,8 +2,12 @@ package config
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +46,10 @@ type AccountInbound struct {
 	// SNSTopicArns are the SNS topics accepted on /v1/inbound/ses; none
 	// listed refuses every SNS message.
 	SNSTopicArns []string
+	// SendGridKey, when set, makes SendGrid Inbound Parse requests carry a
+	// valid ECDSA signature under this public key (the
+	// sendgridVerificationKey of the accounts file).
+	SendGridKey *ecdsa.PublicKey
 }
 
 // AccountRetention is an account's override of the default retention (see
@@ -63,8 +71,9 @@ type accountsFile struct {
 		// wrong better than a typed field would.
 		Retention yaml.Node `yaml:"retention"`
 		Inbound   struct {
-			MailgunSigningKey string   `yaml:"mailgunSigningKey"`
-			SNSTopicArns      []string `yaml:"snsTopicArns"`
+			MailgunSigningKey       string   `yaml:"mailgunSigningKey"`
+			SNSTopicArns            []string `yaml:"snsTopicArns"`
+			SendGridVerificationKey string   `yaml:"sendgridVerificationKey"`
 		} `yaml:"inbound"`
 	} `yaml:"accounts"`
 }
@@ -153,7 +162,7 @@ func ParseAccounts(data []byte) ([]Account, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		acc.Retention = r
-		if acc.Inbound, err = parseInbound(a.Inbound.MailgunSigningKey, a.Inbound.SNSTopicArns); err != nil {
+		if acc.Inbound, err = parseInbound(a.Inbound.MailgunSigningKey, a.Inbound.SNSTopicArns, a.Inbound.SendGridVerificationKey); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		out = append(out, acc)
@@ -235,7 +244,7 @@ func explain(root *yaml.Node, e string) string {
 const accountKeys = "slug, name, id, apiKeys, domains, retention, inbound"
 
 // inboundKeys are the keys of an account's inbound entry.
-const inboundKeys = "mailgunSigningKey, snsTopicArns"
+const inboundKeys = "mailgunSigningKey, snsTopicArns, sendgridVerificationKey"
 
 // keyAt returns the path (accounts[0].domains) of the deepest key under n
 // for which match holds of the key and its value, or "".
@@ -307,8 +316,15 @@ func parseRetention(n *yaml.Node) (AccountRetention, error) {
 var snsTopicArn = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$`)
 
 // parseInbound checks an account's inbound entry.
-func parseInbound(mailgunKey string, topics []string) (AccountInbound, error) {
+func parseInbound(mailgunKey string, topics []string, sendgridKey string) (AccountInbound, error) {
 	in := AccountInbound{MailgunSigningKey: mailgunKey}
+	if sendgridKey != "" {
+		key, err := parseECDSAKey(sendgridKey)
+		if err != nil {
+			return in, fmt.Errorf("inbound.sendgridVerificationKey: %w", err)
+		}
+		in.SendGridKey = key
+	}
 	if mailgunKey != "" && strings.TrimSpace(mailgunKey) != mailgunKey {
 		return in, fmt.Errorf("inbound.mailgunSigningKey has surrounding spaces")
 	}
@@ -319,6 +335,28 @@ func parseInbound(mailgunKey string, topics []string) (AccountInbound, error) {
 		in.SNSTopicArns = append(in.SNSTopicArns, t)
 	}
 	return in, nil
+}
+
+// parseECDSAKey reads a public key as SendGrid shows it: base64 of its DER
+// (SubjectPublicKeyInfo), with or without the PEM lines.
+func parseECDSAKey(s string) (*ecdsa.PublicKey, error) {
+	s = strings.TrimSpace(s)
+	if block, _ := pem.Decode([]byte(s)); block != nil {
+		s = base64.StdEncoding.EncodeToString(block.Bytes)
+	}
+	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(s), ""))
+	if err != nil {
+		return nil, fmt.Errorf("is not base64 (paste the public key SendGrid shows, MFkw...)")
+	}
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("is not a public key: %v", err)
+	}
+	key, ok := pub.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("is not an ECDSA public key")
+	}
+	return key, nil
 }
 
 // parseKey turns an apiKeys entry, a plain key or "sha256:" + hex digest,

@@ -14,6 +14,7 @@ accounts:
     inbound:
       mailgunSigningKey: "key-abc"
       snsTopicArns: ["arn:aws:sns:us-east-1:123456789012:inbound-mail", "arn:aws-cn:sns:cn-north-1:123456789012:mail.fifo"]
+      sendgridVerificationKey: MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEmgmjvPAR/Lmwn2teL2WJUDIx35PqsnLKjPhPbrKkfMg6vK4NZQB1VeFSKbV7whQbEJRFHjF8+1zJxsXRP1GbWw==
   - slug: plain
     name: Plain
     apiKeys: [k2]
@@ -25,14 +26,19 @@ accounts:
 	if in.MailgunSigningKey != "key-abc" || len(in.SNSTopicArns) != 2 {
 		t.Errorf("inbound = %+v", in)
 	}
+	if in.SendGridKey == nil || in.SendGridKey.Curve.Params().Name != "P-256" {
+		t.Errorf("sendgridVerificationKey not read: %v", in.SendGridKey)
+	}
 	if accs[1].Inbound.MailgunSigningKey != "" || accs[1].Inbound.SNSTopicArns != nil {
 		t.Errorf("an account without inbound got %+v", accs[1].Inbound)
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"inbound: {mailgunKey: x}", "accounts[0].inbound.mailgunKey: unknown key; the keys here are mailgunSigningKey, snsTopicArns"},
+		{"inbound: {mailgunKey: x}", "accounts[0].inbound.mailgunKey: unknown key; the keys here are mailgunSigningKey, snsTopicArns, sendgridVerificationKey"},
 		{"inbound: {snsTopicArns: [arn:aws:s3:::bucket]}", "is not an SNS topic ARN"},
 		{"inbound: {snsTopicArns: arn:aws:sns:us-east-1:123456789012:x}", "must be a list"},
 		{`inbound: {mailgunSigningKey: " key "}`, "surrounding spaces"},
+		{`inbound: {sendgridVerificationKey: "not base64!"}`, "sendgridVerificationKey: is not base64"},
+		{`inbound: {sendgridVerificationKey: "aGVsbG8="}`, "is not a public key"},
 	} {
 		_, err := ParseAccounts([]byte("accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    " + tc.yaml + "\n"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

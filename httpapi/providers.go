@@ -92,7 +92,12 @@ func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	d, err := inbound.SendGrid(r.Header.Get("Content-Type"), body, a.inboundLimits())
+	sig := inbound.SendGridSignature{
+		Signature: r.Header.Get(inbound.SendGridSignatureHeader),
+		Timestamp: r.Header.Get(inbound.SendGridTimestampHeader),
+	}
+	key := a.accounts.Inbound(accountOf(r).ID).SendGridKey
+	d, err := inbound.SendGrid(r.Header.Get("Content-Type"), body, key, sig, a.inboundLimits())
 	if err != nil {
 		a.providerError(w, r, sendgrid, err)
 		return

@@ -2,6 +2,9 @@ package httpapi_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
@@ -443,4 +447,28 @@ func providerChecks(t *testing.T) (func(*config.Config), func(*testing.T, *teste
 		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", []byte("{")))
 		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", "", "text/plain", []byte("{")))
 	}
+}
+
+// TestSendGridSignedAccount: with a verification key, an unsigned or
+// wrongly signed Inbound Parse request is refused with 400.
+func TestSendGridSignedAccount(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachBackendWith(t, func(c *config.Config) { c.Accounts[0].Inbound.SendGridKey = &key.PublicKey }, func(t *testing.T, e *testenv.Env) {
+		body, ct := inboundtest.LoadForm(t, "sendgrid-raw.json").Multipart(t)
+		sig := inboundtest.SignSendGrid(t, key, body)
+		wantStored(t, postProvider(t, e, "/v1/inbound/sendgrid", acme, ct, body,
+			inbound.SendGridSignatureHeader, sig.Signature, inbound.SendGridTimestampHeader, sig.Timestamp), 1)
+		wantRefused(t, postProvider(t, e, "/v1/inbound/sendgrid", acme, ct, body), http.StatusBadRequest, "not signed")
+		wantRefused(t, postProvider(t, e, "/v1/inbound/sendgrid", acme, ct, body,
+			inbound.SendGridSignatureHeader, sig.Signature, inbound.SendGridTimestampHeader, sig.Timestamp+"0"), http.StatusBadRequest, "does not verify")
+		if v := metricValue(t, e, `mailsink_inbound_webhook_signature_failures_total{provider="sendgrid"}`); v != "2" {
+			t.Errorf("signature failures = %s, want 2", v)
+		}
+		// globex sets no key: its requests need no signature.
+		wantStored(t, postProvider(t, e, "/v1/inbound/sendgrid", globex, ct, body), 1)
+	})
 }

@@ -3,6 +3,9 @@ package inbound_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -138,7 +141,7 @@ func TestSendGrid(t *testing.T) {
 	t.Parallel()
 	raw := inboundtest.LoadForm(t, "sendgrid-raw.json")
 	body, ct := raw.Multipart(t)
-	d, err := inbound.SendGrid(ct, body, lim)
+	d, err := inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +150,7 @@ func TestSendGrid(t *testing.T) {
 	}
 	parsed := inboundtest.LoadForm(t, "sendgrid-parsed.json")
 	body, ct = parsed.Multipart(t)
-	if d, err = inbound.SendGrid(ct, body, lim); err != nil {
+	if d, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim); err != nil {
 		t.Fatal(err)
 	}
 	m, _ := mailparse.Parse(d.Raw)
@@ -155,12 +158,12 @@ func TestSendGrid(t *testing.T) {
 		str(m.Body.Attachments[0].Filename) != "invoice.pdf" || str(m.Body.Attachments[0].ContentType) != "application/pdf" {
 		t.Errorf("parsed delivery composed %+v\n%s", m, d.Raw)
 	}
-	if _, err := inbound.SendGrid("application/x-www-form-urlencoded", []byte("a=b"), lim); err == nil {
+	if _, err := inbound.SendGrid("application/x-www-form-urlencoded", []byte("a=b"), nil, inbound.SendGridSignature{}, lim); err == nil {
 		t.Error("a urlencoded body was accepted")
 	}
 	parsed.Fields["envelope"] = "{not json"
 	body, ct = parsed.Multipart(t)
-	_, err = inbound.SendGrid(ct, body, lim)
+	_, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim)
 	wantRefusal(t, err, inbound.Malformed, "envelope")
 }
 
@@ -297,4 +300,34 @@ func TestSESCertificateOverride(t *testing.T) {
 	}
 	_, err := v.SES(context.Background(), "", other.Sign(t, inboundtest.Notification(topic, "id", received)), []string{topic}, lim)
 	wantRefusal(t, err, inbound.BadSign, "does not verify")
+}
+
+func TestSendGridSignature(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, ct := inboundtest.LoadForm(t, "sendgrid-raw.json").Multipart(t)
+	good := inboundtest.SignSendGrid(t, key, body)
+	if _, err := inbound.SendGrid(ct, body, &key.PublicKey, good, lim); err != nil {
+		t.Errorf("a signed request: %v", err)
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for _, tc := range []struct {
+		name string
+		sig  inbound.SendGridSignature
+		body []byte
+	}{
+		{"unsigned", inbound.SendGridSignature{}, body},
+		{"other key", inboundtest.SignSendGrid(t, other, body), body},
+		{"tampered body", good, bytes.Replace(body, []byte("Raw body"), []byte("Raw bodY"), 1)},
+		{"other timestamp", inbound.SendGridSignature{Signature: good.Signature, Timestamp: good.Timestamp + "1"}, body},
+		{"not base64", inbound.SendGridSignature{Signature: "%%", Timestamp: good.Timestamp}, body},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := inbound.SendGrid(ct, tc.body, &key.PublicKey, tc.sig, lim)
+			wantRefusal(t, err, inbound.BadSign, "")
+		})
+	}
 }

@@ -2,6 +2,9 @@ package inbound
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net/textproto"
 	"strconv"
@@ -13,9 +16,16 @@ import (
 // message" is on), else the parsed fields (headers, text, html, from, to,
 // cc, subject, attachment-info and the attachmentN files). The envelope
 // comes in the JSON field envelope ({"to": [...], "from": "..."}).
-// SendGrid sends no delivery id, so the Delivery has none. Its errors are
-// *Error.
-func SendGrid(contentType string, body []byte, lim Limits) (*Delivery, error) {
+// SendGrid sends no delivery id, so the Delivery has none. When key is not
+// nil (a security policy with signature verification), sig must be the
+// base64 ECDSA (SHA-256) signature of the timestamp followed by the body,
+// under key. Its errors are *Error.
+func SendGrid(contentType string, body []byte, key *ecdsa.PublicKey, sig SendGridSignature, lim Limits) (*Delivery, error) {
+	if key != nil {
+		if err := sig.verify(key, body); err != nil {
+			return nil, err
+		}
+	}
 	if mt := mediaTypeOf(contentType); mt != "multipart/form-data" {
 		return nil, refuse(Malformed, "Inbound Parse posts multipart/form-data, not %q", contentType)
 	}
@@ -50,6 +60,37 @@ func SendGrid(contentType string, body []byte, lim Limits) (*Delivery, error) {
 	}
 	d.Raw = Compose(p)
 	return d, nil
+}
+
+// SendGridSignature is what SendGrid sends in the headers of a signed
+// request (SendGridSignatureHeader, SendGridTimestampHeader).
+type SendGridSignature struct {
+	Signature string
+	Timestamp string
+}
+
+// The headers of SendGrid's signed webhooks.
+const (
+	SendGridSignatureHeader = "X-Twilio-Email-Event-Webhook-Signature"
+	SendGridTimestampHeader = "X-Twilio-Email-Event-Webhook-Timestamp"
+)
+
+func (s SendGridSignature) verify(key *ecdsa.PublicKey, body []byte) error {
+	if s.Signature == "" || s.Timestamp == "" {
+		return refuse(BadSign, "the request is not signed: the %s and %s headers are required (this account sets inbound.sendgridVerificationKey)",
+			SendGridSignatureHeader, SendGridTimestampHeader)
+	}
+	sig, err := base64.StdEncoding.DecodeString(s.Signature)
+	if err != nil {
+		return refuse(BadSign, "%s is not base64", SendGridSignatureHeader)
+	}
+	h := sha256.New()
+	h.Write([]byte(s.Timestamp))
+	h.Write(body)
+	if !ecdsa.VerifyASN1(key, h.Sum(nil), sig) {
+		return refuse(BadSign, "the signature does not verify with the account's SendGrid verification key")
+	}
+	return nil
 }
 
 func sendGridParts(f *form) (*Parts, error) {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
@@ -34,6 +35,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mailsink/mailsink/inbound"
 )
 
 // Form is a fixture of a form webhook: text fields and files.
@@ -244,4 +247,28 @@ func (s *SNS) Sign(t testing.TB, m *Message) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// SignSendGrid signs body as SendGrid's signed webhooks do: ECDSA over
+// SHA-256 of the timestamp followed by the body.
+func SignSendGrid(t testing.TB, key *ecdsa.PrivateKey, body []byte) inbound.SendGridSignature {
+	t.Helper()
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	h := sha256.Sum256(append([]byte(ts), body...))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inbound.SendGridSignature{Signature: base64.StdEncoding.EncodeToString(sig), Timestamp: ts}
+}
+
+// PublicKeyBase64 is key as SendGrid shows a verification key: base64 of
+// its DER.
+func PublicKeyBase64(t testing.TB, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(der)
 }
