@@ -206,7 +206,7 @@ func (a *API) deliverProvider(w http.ResponseWriter, r *http.Request, p provider
 		return
 	}
 	result := "stored"
-	if d.ID != "" && storedBefore(emails, start) {
+	if env.IdempotencyKey != "" && storedBefore(emails, start) {
 		result = "duplicate"
 	}
 	a.cfg.Metrics.Inbound().Delivery(p.name, result)

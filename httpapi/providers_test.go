@@ -472,3 +472,23 @@ func TestSendGridSignedAccount(t *testing.T) {
 		wantStored(t, postProvider(t, e, "/v1/inbound/sendgrid", globex, ct, body), 1)
 	})
 }
+
+// TestInboundBasicAuth: every /v1/inbound route takes the key as a Basic
+// auth password; the other routes do not.
+func TestInboundBasicAuth(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		raw := []byte("From: a@example.com\r\nTo: b@acme.test\r\nSubject: basic\r\n\r\nx\r\n")
+		if resp := postProvider(t, e, "/v1/inbound", acme, "message/rfc822", raw); resp.Status != http.StatusCreated {
+			t.Errorf("raw inbound with Basic auth: %d %s", resp.Status, resp.Body)
+		}
+		resp := postProvider(t, e, "/v1/inbound", "", "message/rfc822", raw)
+		wantError(t, resp, http.StatusUnauthorized)
+		if got := resp.Header.Values("WWW-Authenticate"); len(got) != 2 || !strings.HasPrefix(got[1], "Basic") {
+			t.Errorf("WWW-Authenticate = %q, want Bearer and Basic challenges", got)
+		}
+		req, _ := http.NewRequest(http.MethodGet, e.BaseURL+"/v1/emails", nil)
+		req.SetBasicAuth("any", acme)
+		wantError(t, e.Send(t, req), http.StatusUnauthorized)
+	})
+}

@@ -158,6 +158,18 @@ func TestSendGrid(t *testing.T) {
 		str(m.Body.Attachments[0].Filename) != "invoice.pdf" || str(m.Body.Attachments[0].ContentType) != "application/pdf" {
 		t.Errorf("parsed delivery composed %+v\n%s", m, d.Raw)
 	}
+	// Text fields in another charset are converted to UTF-8.
+	latin := inboundtest.LoadForm(t, "sendgrid-parsed.json")
+	delete(latin.Fields, "headers") // else its Subject is the message's
+	latin.Fields["subject"] = "Caf\xe9"
+	latin.Fields["charsets"] = `{"subject":"iso-8859-1","text":"UTF-8"}`
+	body, ct = latin.Multipart(t)
+	if d, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := mailparse.Parse(d.Raw); m.Subject == nil || *m.Subject != "Café" {
+		t.Errorf("subject = %q, want Café", str(m.Subject))
+	}
 	if _, err := inbound.SendGrid("application/x-www-form-urlencoded", []byte("a=b"), nil, inbound.SendGridSignature{}, lim); err == nil {
 		t.Error("a urlencoded body was accepted")
 	}

@@ -6,9 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/textproto"
 	"strconv"
 	"strings"
+
+	"github.com/emersion/go-message/charset"
 )
 
 // SendGrid reads a request of SendGrid's Inbound Parse webhook: a
@@ -94,8 +97,17 @@ func (s SendGridSignature) verify(key *ecdsa.PublicKey, body []byte) error {
 }
 
 func sendGridParts(f *form) (*Parts, error) {
-	p := &Parts{From: f.get("from"), To: f.get("to"), Cc: f.get("cc"), Subject: f.get("subject"),
-		Text: f.get("text"), HTML: f.get("html")}
+	// charsets names the charset of each text field ({"text": "iso-8859-1"});
+	// the composed message is UTF-8 throughout.
+	var charsets map[string]string
+	if s := f.get("charsets"); s != "" {
+		if err := json.Unmarshal([]byte(s), &charsets); err != nil {
+			return nil, refuse(Malformed, "charsets is not a JSON object: %v", err)
+		}
+	}
+	field := func(name string) string { return toUTF8(f.get(name), charsets[name]) }
+	p := &Parts{From: field("from"), To: field("to"), Cc: field("cc"), Subject: field("subject"),
+		Text: field("text"), HTML: field("html")}
 	if h := f.get("headers"); h != "" {
 		// headers is the message's header block as received.
 		r := textproto.NewReader(bufio.NewReader(strings.NewReader(strings.TrimRight(h, "\r\n") + "\r\n\r\n")))
@@ -141,6 +153,24 @@ func sendGridParts(f *form) (*Parts, error) {
 		p.Attachments = append(p.Attachments, a)
 	}
 	return p, nil
+}
+
+// toUTF8 converts s from the charset label to UTF-8; an unknown label or
+// undecodable bytes keep what is valid UTF-8.
+func toUTF8(s, label string) string {
+	switch strings.ToLower(label) {
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	r, err := charset.Reader(label, strings.NewReader(s))
+	if err != nil {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return string(out)
 }
 
 func firstNonEmpty(s ...string) string {
