@@ -91,10 +91,7 @@ func Compose(p *Parts) []byte {
 	w, _ := mw.CreatePart(partHeader(string(h)))
 	w.Write(rest)
 	for _, a := range p.Attachments {
-		ct := a.ContentType
-		if _, _, err := mime.ParseMediaType(ct); err != nil || ct == "" {
-			ct = "application/octet-stream"
-		}
+		ct := contentType(a.ContentType)
 		hdr := textproto.MIMEHeader{}
 		if a.Filename != "" {
 			ct = setParam(ct, "name", a.Filename)
@@ -203,6 +200,19 @@ func validName(name string) bool {
 		}
 	}
 	return true
+}
+
+// contentType is a provider's content type as a well-formed header value:
+// re-formatted from its parsed parts, or application/octet-stream.
+func contentType(ct string) string {
+	typ, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "application/octet-stream"
+	}
+	if s := mime.FormatMediaType(typ, params); s != "" {
+		return s
+	}
+	return "application/octet-stream"
 }
 
 // setParam adds a parameter to a media type.
