@@ -307,10 +307,10 @@ func TestSESWebhook(t *testing.T) {
 		post := func(body []byte, messageType string) *testenv.Response {
 			return postProvider(t, e, "/v1/inbound/ses", acme, "text/plain; charset=UTF-8", body, "X-Amz-Sns-Message-Type", messageType)
 		}
-		before := sns.Confirmed.Load()
-		resp := post(sns.Sign(t, inboundtest.Confirmation(snsTopic)), "SubscriptionConfirmation")
-		if resp.Status != http.StatusOK || sns.Confirmed.Load() != before+1 {
-			t.Fatalf("confirmation: %d %s, confirmed %d", resp.Status, resp.Body, sns.Confirmed.Load()-before)
+		token := testenv.RandomHex(8)
+		resp := post(sns.Sign(t, inboundtest.Confirmation(snsTopic, token)), "SubscriptionConfirmation")
+		if resp.Status != http.StatusOK || sns.ConfirmedToken(token) != 1 {
+			t.Fatalf("confirmation: %d %s, confirmed %d times", resp.Status, resp.Body, sns.ConfirmedToken(token))
 		}
 		received := string(inboundtest.Fixture(t, "ses-received.json"))
 		id := "msg-" + testenv.RandomHex(4)
@@ -443,7 +443,7 @@ func providerChecks(t *testing.T) (func(*config.Config), func(*testing.T, *teste
 		o.check(t, "POST", "/v1/inbound/postmark", postProvider(t, e, "/v1/inbound/postmark", "", "application/json", pm))
 		note := inboundtest.Notification(snsTopic, "openapi-"+testenv.RandomHex(4), string(inboundtest.Fixture(t, "ses-received.json")))
 		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", sns.Sign(t, note)))
-		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", sns.Sign(t, inboundtest.Confirmation(snsTopic))))
+		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", sns.Sign(t, inboundtest.Confirmation(snsTopic, testenv.RandomHex(8)))))
 		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", []byte("{")))
 		o.check(t, "POST", "/v1/inbound/ses", postProvider(t, e, "/v1/inbound/ses", "", "text/plain", []byte("{")))
 	}

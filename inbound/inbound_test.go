@@ -239,7 +239,7 @@ func TestSES(t *testing.T) {
 		t.Errorf("base64 content: %v", err)
 	}
 	// A subscription is confirmed by fetching SubscribeURL.
-	res, err = v.SES(ctx, "SubscriptionConfirmation", srv.Sign(t, inboundtest.Confirmation(topic)), []string{topic}, lim)
+	res, err = v.SES(ctx, "SubscriptionConfirmation", srv.Sign(t, inboundtest.Confirmation(topic, "2336412f37f")), []string{topic}, lim)
 	if err != nil || res.Delivery != nil || srv.Confirmed.Load() != 1 {
 		t.Errorf("confirmation: %v, confirmed %d times", err, srv.Confirmed.Load())
 	}
@@ -282,7 +282,7 @@ func TestSESRefusals(t *testing.T) {
 		{"not JSON", []byte("{"), []string{topic}, inbound.Malformed, "not an SNS message"},
 		{"message not SES", signed(func(m *inboundtest.Message) { m.Message = "hello" }), []string{topic}, inbound.Malformed, "not an SES"},
 		{"subscribe elsewhere", srv.Sign(t, func() *inboundtest.Message {
-			m := inboundtest.Confirmation(topic)
+			m := inboundtest.Confirmation(topic, "2336412f37f")
 			m.SubscribeURL = "https://169.254.169.254/latest/meta-data"
 			return m
 		}()), []string{topic}, inbound.BadSign, "SubscribeURL"},

@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,11 +117,23 @@ const SNSHost = "sns.us-east-1.amazonaws.com"
 // SNS is a local HTTPS server posing as SNS: it serves its signing
 // certificate and counts subscription confirmations.
 type SNS struct {
-	Key       *rsa.PrivateKey
-	Cert      *x509.Certificate
-	CertPEM   []byte
-	Server    *httptest.Server
+	Key     *rsa.PrivateKey
+	Cert    *x509.Certificate
+	CertPEM []byte
+	Server  *httptest.Server
+	// Confirmed counts the subscription confirmations (SubscribeURL
+	// fetches).
 	Confirmed atomic.Int64
+	mu        sync.Mutex
+	tokens    map[string]int // confirmations by Token
+}
+
+// ConfirmedToken reports how many times the SubscribeURL with token was
+// fetched.
+func (s *SNS) ConfirmedToken(token string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokens[token]
 }
 
 // CertURL is the SigningCertURL of the messages Sign signs.
@@ -151,8 +164,12 @@ func NewSNS(t testing.TB) *SNS {
 	s := &SNS{Key: key, Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/SimpleNotificationService-test.pem", func(w http.ResponseWriter, _ *http.Request) { w.Write(s.CertPEM) })
-	mux.HandleFunc("/confirm", func(w http.ResponseWriter, _ *http.Request) {
+	s.tokens = map[string]int{}
+	mux.HandleFunc("/confirm", func(w http.ResponseWriter, r *http.Request) {
 		s.Confirmed.Add(1)
+		s.mu.Lock()
+		s.tokens[r.URL.Query().Get("Token")]++
+		s.mu.Unlock()
 		w.Write([]byte("<ConfirmSubscriptionResponse/>"))
 	})
 	s.Server = httptest.NewUnstartedServer(mux)
@@ -199,12 +216,13 @@ func Notification(topic, id, message string) *Message {
 		Timestamp: time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), SignatureVersion: "1", SigningCertURL: CertURL}
 }
 
-// Confirmation returns an SNS SubscriptionConfirmation for topic.
-func Confirmation(topic string) *Message {
+// Confirmation returns an SNS SubscriptionConfirmation for topic, with
+// token in its SubscribeURL.
+func Confirmation(topic, token string) *Message {
 	return &Message{Type: "SubscriptionConfirmation", MessageId: "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
-		Token: "2336412f37f", TopicArn: topic,
+		Token: token, TopicArn: topic,
 		Message:      "You have chosen to subscribe to the topic " + topic + ".\nTo confirm the subscription, visit the SubscribeURL included in this message.",
-		SubscribeURL: "https://" + SNSHost + "/confirm?Action=ConfirmSubscription&TopicArn=" + topic + "&Token=2336412f37f",
+		SubscribeURL: "https://" + SNSHost + "/confirm?Action=ConfirmSubscription&TopicArn=" + topic + "&Token=" + token,
 		Timestamp:    time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), SignatureVersion: "1", SigningCertURL: CertURL}
 }
 
