@@ -26,6 +26,7 @@ type snapshot struct {
 	configs  map[string]config.Account // by account id
 	keys     []keyEntry
 	domains  map[string]*store.Account
+	inbound  map[string]config.AccountInbound // by account id
 }
 
 type keyEntry struct {
@@ -44,7 +45,7 @@ func New(cfg []config.Account) *Registry {
 // with the accounts they started with, later ones see cfg. An SMTP session
 // that authenticated keeps its account until it ends.
 func (r *Registry) Replace(cfg []config.Account) {
-	s := &snapshot{domains: map[string]*store.Account{}, configs: make(map[string]config.Account, len(cfg))}
+	s := &snapshot{domains: map[string]*store.Account{}, configs: make(map[string]config.Account, len(cfg)), inbound: map[string]config.AccountInbound{}}
 	for _, c := range cfg {
 		s.configs[c.ID] = c
 		a := &store.Account{ID: c.ID, Slug: c.Slug, Name: c.Name}
@@ -55,6 +56,7 @@ func (r *Registry) Replace(cfg []config.Account) {
 		for _, d := range c.Domains {
 			s.domains[d] = a
 		}
+		s.inbound[c.ID] = c.Inbound
 	}
 	r.current.Store(s)
 }
@@ -77,6 +79,12 @@ func (r *Registry) ByID(id string) *store.Account {
 		}
 	}
 	return nil
+}
+
+// Inbound returns the provider webhook settings of the account with id
+// (zero when it has none).
+func (r *Registry) Inbound(id string) config.AccountInbound {
+	return r.current.Load().inbound[id]
 }
 
 // ByKey returns the account that owns key. It compares the key's digest with

@@ -25,6 +25,7 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/httpapi"
+	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/certs"
@@ -194,6 +195,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
+		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

@@ -2,8 +2,12 @@ package config
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +37,8 @@ type Account struct {
 	Quota AccountQuota
 	// Webhooks holds the account's webhook permissions.
 	Webhooks AccountWebhooks
+	// Inbound holds the account's secrets for provider webhooks.
+	Inbound AccountInbound
 }
 
 // AccountQuota is an account's override of the default quota (see
@@ -47,6 +53,21 @@ type AccountWebhooks struct {
 	// AllowPrivateTargets lets its webhooks reach private and loopback
 	// addresses (link-local and metadata ones stay refused).
 	AllowPrivateTargets bool
+}
+
+// AccountInbound is an account's `inbound:` entry: what its provider
+// webhooks (/v1/inbound/mailgun, /v1/inbound/ses) are checked against.
+type AccountInbound struct {
+	// MailgunSigningKey, when set, makes Mailgun requests carry a valid
+	// signature made with this key.
+	MailgunSigningKey string
+	// SNSTopicArns are the SNS topics accepted on /v1/inbound/ses; none
+	// listed refuses every SNS message.
+	SNSTopicArns []string
+	// SendGridKey, when set, makes SendGrid Inbound Parse requests carry a
+	// valid ECDSA signature under this public key (the
+	// sendgridVerificationKey of the accounts file).
+	SendGridKey *ecdsa.PublicKey
 }
 
 // AccountRetention is an account's override of the default retention (see
@@ -71,6 +92,11 @@ type accountsFile struct {
 		Webhooks  struct {
 			AllowPrivateTargets bool `yaml:"allowPrivateTargets"`
 		} `yaml:"webhooks"`
+		Inbound struct {
+			MailgunSigningKey       string   `yaml:"mailgunSigningKey"`
+			SNSTopicArns            []string `yaml:"snsTopicArns"`
+			SendGridVerificationKey string   `yaml:"sendgridVerificationKey"`
+		} `yaml:"inbound"`
 	} `yaml:"accounts"`
 }
 
@@ -165,6 +191,9 @@ func ParseAccounts(data []byte) ([]Account, error) {
 		}
 		acc.Quota = a.Quota
 		acc.Webhooks.AllowPrivateTargets = a.Webhooks.AllowPrivateTargets
+		if acc.Inbound, err = parseInbound(a.Inbound.MailgunSigningKey, a.Inbound.SNSTopicArns, a.Inbound.SendGridVerificationKey); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
 		out = append(out, acc)
 	}
 	return out, nil
@@ -214,8 +243,11 @@ func explain(root *yaml.Node, e string) string {
 	if u := yamlUnknown.FindStringSubmatch(m[2]); u != nil {
 		path := keyAt(root, "", func(k, _ *yaml.Node) bool { return k.Line == line && k.Value == u[1] })
 		known := accountKeys
-		if !strings.Contains(path, ".") {
+		switch {
+		case !strings.Contains(path, "."):
 			known = "accounts"
+		case strings.Contains(path, ".inbound."):
+			known = inboundKeys
 		}
 		return fmt.Sprintf("line %d: %s: unknown key; the keys here are %s", line, path, known)
 	}
@@ -238,7 +270,10 @@ func explain(root *yaml.Node, e string) string {
 }
 
 // accountKeys are the keys of one account, for error messages.
-const accountKeys = "slug, name, id, apiKeys, domains, retention, webhooks"
+const accountKeys = "slug, name, id, apiKeys, domains, retention, quota, webhooks, inbound"
+
+// inboundKeys are the keys of an account's inbound entry.
+const inboundKeys = "mailgunSigningKey, snsTopicArns, sendgridVerificationKey"
 
 // keyAt returns the path (accounts[0].domains) of the deepest key under n
 // for which match holds of the key and its value, or "".
@@ -303,6 +338,54 @@ func parseRetention(n *yaml.Node) (AccountRetention, error) {
 		}
 	}
 	return r, nil
+}
+
+// snsTopicArn is the shape of an SNS topic ARN:
+// arn:<partition>:sns:<region>:<account>:<topic>.
+var snsTopicArn = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$`)
+
+// parseInbound checks an account's inbound entry.
+func parseInbound(mailgunKey string, topics []string, sendgridKey string) (AccountInbound, error) {
+	in := AccountInbound{MailgunSigningKey: mailgunKey}
+	if sendgridKey != "" {
+		key, err := parseECDSAKey(sendgridKey)
+		if err != nil {
+			return in, fmt.Errorf("inbound.sendgridVerificationKey: %w", err)
+		}
+		in.SendGridKey = key
+	}
+	if mailgunKey != "" && strings.TrimSpace(mailgunKey) != mailgunKey {
+		return in, fmt.Errorf("inbound.mailgunSigningKey has surrounding spaces")
+	}
+	for _, t := range topics {
+		if !snsTopicArn.MatchString(t) {
+			return in, fmt.Errorf("inbound.snsTopicArns: %q is not an SNS topic ARN like arn:aws:sns:us-east-1:123456789012:inbound-mail", t)
+		}
+		in.SNSTopicArns = append(in.SNSTopicArns, t)
+	}
+	return in, nil
+}
+
+// parseECDSAKey reads a public key as SendGrid shows it: base64 of its DER
+// (SubjectPublicKeyInfo), with or without the PEM lines.
+func parseECDSAKey(s string) (*ecdsa.PublicKey, error) {
+	s = strings.TrimSpace(s)
+	if block, _ := pem.Decode([]byte(s)); block != nil {
+		s = base64.StdEncoding.EncodeToString(block.Bytes)
+	}
+	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(s), ""))
+	if err != nil {
+		return nil, fmt.Errorf("is not base64 (paste the public key SendGrid shows, MFkw...)")
+	}
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("is not a public key: %v", err)
+	}
+	key, ok := pub.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("is not an ECDSA public key")
+	}
+	return key, nil
 }
 
 // parseKey turns an apiKeys entry, a plain key or "sha256:" + hex digest,

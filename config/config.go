@@ -8,10 +8,13 @@ import (
 	"github.com/mailsink/mailsink/internal/clientaddr"
 
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +68,16 @@ type Config struct {
 	// slug, to /metrics, which needs no key; off, nothing there names an
 	// account.
 	MetricsPerAccount bool
+
+	// SNSSigningCertFile, when set, is a PEM certificate that verifies every
+	// SNS message instead of the one at its SigningCertURL.
+	SNSSigningCertFile string
+	// SNSSigningCert is the certificate read from SNSSigningCertFile.
+	SNSSigningCert *x509.Certificate
+	// SNSClient fetches SNS certificates and SubscribeURLs; nil (what Load
+	// gives) uses a client with a 10 s timeout. Tests set it to reach a
+	// local server; only SNS's host names are ever fetched.
+	SNSClient *http.Client
 
 	// PProfAddr is where main serves
 	// net/http/pprof for profiling; empty (the default) serves nothing.
@@ -235,6 +248,13 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if c.SNSSigningCertFile != "" {
+		cert, err := loadCertificate(c.SNSSigningCertFile, readFile)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SNS_SIGNING_CERT_FILE: %w", err)
+		}
+		c.SNSSigningCert = cert
+	}
 	switch {
 	case c.AccountsFile != "" && c.Accounts != nil:
 		// MAILSINK_API_KEY made the default account.
@@ -278,6 +298,27 @@ func (c *Config) checkTLS() []error {
 		}
 	}
 	return errs
+}
+
+// loadCertificate reads the first certificate of a PEM file.
+func loadCertificate(path string, readFile func(string) ([]byte, error)) (*x509.Certificate, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return nil, fmt.Errorf("%s holds no PEM CERTIFICATE block", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			return cert, nil
+		}
+	}
 }
 
 // LoadAccounts reads and parses the accounts file at path; its errors name

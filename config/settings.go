@@ -147,6 +147,8 @@ var settings = []Setting{
 		trustedProxies},
 	{"MAILSINK_METRICS_PER_ACCOUNT", "false", "add `mailsink_stored_emails{account}`, `mailsink_stored_bytes{account}` and the account label of `mailsink_retention_deleted_total` to `/metrics` (which needs no key); off, `/metrics` names no account",
 		boolean(func(c *Config) *bool { return &c.MetricsPerAccount })},
+	{"MAILSINK_SNS_SIGNING_CERT_FILE", "", "a PEM certificate that verifies every SNS message on `/v1/inbound/ses` instead of the one at the message's `SigningCertURL` (air-gapped deployments, tests)",
+		text(func(c *Config) *string { return &c.SNSSigningCertFile })},
 	{"MAILSINK_PPROF_ADDR", "", "debugging: serve Go's `net/http/pprof` on this address (use a loopback one); the banner prints it",
 		addr(func(c *Config) *string { return &c.PProfAddr })},
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/faults"
+	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
@@ -71,6 +72,9 @@ type Config struct {
 	Faults *faults.Injector
 	// Webhooks, when not nil, serves /v1/webhooks.
 	Webhooks *webhooks.Service
+	// SNS verifies the SNS messages of /v1/inbound/ses and confirms their
+	// subscriptions; nil uses inbound.NewSNS(nil, nil).
+	SNS *inbound.SNS
 }
 
 // API is the HTTP handler of mailsink.
@@ -79,6 +83,7 @@ type API struct {
 	store    store.Store
 	accounts *accounts.Registry
 	ingest   *ingest.Service
+	sns      *inbound.SNS
 	log      *slog.Logger
 	now      func() time.Time
 	handler  http.Handler
@@ -104,6 +109,10 @@ func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service,
 	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
 		held:     &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
 		stopHeld: make(chan struct{}),
+	}
+	a.sns = cfg.SNS
+	if a.sns == nil {
+		a.sns = inbound.NewSNS(nil, nil)
 	}
 	a.handler = a.routes()
 	return a
@@ -133,7 +142,12 @@ func (a *API) routes() http.Handler {
 	// known path with the wrong method answers 405: gorilla/mux loses the
 	// method mismatch inside subrouters.
 	v1 := func(path, method string, h http.HandlerFunc) {
-		r.Handle("/v1"+path, a.authenticate(h)).Methods(method)
+		r.Handle("/v1"+path, a.authenticate(h, false)).Methods(method)
+	}
+	// Providers can only put credentials in the URL: the inbound routes
+	// take the key as a Basic auth password too.
+	in := func(path string, h http.HandlerFunc) {
+		r.Handle("/v1"+path, a.authenticate(h, true)).Methods(http.MethodPost)
 	}
 	r.HandleFunc("/v1/openapi.json", a.openAPI).Methods(http.MethodGet, http.MethodHead)
 	v1("/emails", http.MethodGet, a.listEmails)
@@ -149,7 +163,13 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
-	v1("/inbound", http.MethodPost, a.inbound)
+	in("/inbound", a.inbound)
+	in("/inbound/mailgun", a.inboundMailgun)
+	// Mailgun sends the raw MIME only to a URL ending in "mime".
+	in("/inbound/mailgun/mime", a.inboundMailgun)
+	in("/inbound/sendgrid", a.inboundSendGrid)
+	in("/inbound/postmark", a.inboundPostmark)
+	in("/inbound/ses", a.inboundSES)
 	if a.cfg.Faults != nil {
 		v1("/faults", http.MethodPost, a.createFault)
 		v1("/faults", http.MethodGet, a.listFaults)
@@ -220,18 +240,29 @@ func (a *API) common(next http.Handler) http.Handler {
 type accountKey struct{}
 
 // authenticate finds the account of the request's API key, from
-// "Authorization: Bearer KEY" or "x-api-key: KEY", or answers 401.
-func (a *API) authenticate(next http.Handler) http.Handler {
+// "Authorization: Bearer KEY" or "x-api-key: KEY" (and, when basic is
+// set, Basic auth whose password is the key, any user name), or answers
+// 401.
+func (a *API) authenticate(next http.Handler, basic bool) http.Handler {
+	missing := "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"
+	if basic {
+		missing = "missing API key: send Authorization: Bearer <key>, x-api-key: <key>, or the key as a Basic auth password (https://any:<key>@host/...)"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("X-Api-Key")
 		if auth := r.Header.Get("Authorization"); auth != "" {
 			if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
 				key = strings.TrimSpace(token)
+			} else if _, password, ok := r.BasicAuth(); ok && basic {
+				key = password
 			}
 		}
 		if key == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink"`)
-			writeMessage(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key> or x-api-key: <key>")
+			if basic {
+				w.Header().Add("WWW-Authenticate", `Basic realm="mailsink"`)
+			}
+			writeMessage(w, http.StatusUnauthorized, missing)
 			return
 		}
 		acc, ok := a.accounts.ByKey(key)
@@ -638,9 +669,20 @@ const maxLargeWait = time.Minute
 // into gigabytes; a request that cannot get a turn before it ends is
 // answered 503.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (_ []byte, release func(), _ bool) {
+	return a.readBodyAs(w, r, limit, 0)
+}
+
+// readBodyAs is readBody answering a body too large or broken with refuse
+// instead of 413 and 400, when refuse is not 0 (a provider's status that
+// stops its retries).
+func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, refuse int) (_ []byte, release func(), _ bool) {
 	release = func() {}
+	tooLarge, broken := http.StatusRequestEntityTooLarge, http.StatusBadRequest
+	if refuse != 0 {
+		tooLarge, broken = refuse, refuse
+	}
 	if r.ContentLength > limit {
-		writeMessage(w, http.StatusRequestEntityTooLarge, "request body too large")
+		writeMessage(w, tooLarge, "request body too large")
 		return nil, nil, false
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
@@ -669,9 +711,13 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (_ [
 	}
 	if err != nil {
 		release()
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeMessage(w, http.StatusRequestEntityTooLarge, "request body too large")
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			writeMessage(w, tooLarge, "request body too large")
+			return nil, nil, false
+		}
+		if refuse != 0 {
+			writeMessage(w, broken, "could not read the request body")
 			return nil, nil, false
 		}
 		v := newValidationError()

@@ -110,7 +110,8 @@ func (o *openAPI) check(t *testing.T, method, template string, resp *testenv.Res
 // exercised, so the document cannot drift from the routes.
 func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+	edit, checkProviders := providerChecks(t)
+	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
 		o := loadOpenAPI(t, e)
 		do := func(method, path, key string, body any) *testenv.Response { return e.Do(t, method, path, key, body) }
 		const emails, one = "/v1/emails", "/v1/emails/{emailId}"
@@ -206,6 +207,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "POST", "/v1/inbound", inbound(acme, "From: a@example.com\r\nTo: in@acme.test, in2@acme.test\r\n\r\nhi\r\n"))
 		o.check(t, "POST", "/v1/inbound", inbound(acme, ""))
 		o.check(t, "POST", "/v1/inbound", inbound("", "x"))
+		checkProviders(t, e, o)
 
 		o.check(t, "DELETE", one, do(http.MethodDelete, "/v1/emails/"+id, acme, nil))
 		o.check(t, "DELETE", one, do(http.MethodDelete, "/v1/emails/"+id, acme, nil))

@@ -37,8 +37,10 @@ type Metrics struct {
 	// stored with what was parsed).
 	ParsePanics prometheus.Counter
 	// Writes follows how store writes end (writes.go).
-	Writes     *Writes
-	registerer prometheus.Registerer
+	Writes *Writes
+	// InboundWebhooks counts the provider webhooks' requests.
+	InboundWebhooks *Inbound
+	registerer      prometheus.Registerer
 	// PerAccount, set before StoredEmails, lets metrics name accounts
 	// (MAILSINK_METRICS_PER_ACCOUNT).
 	PerAccount bool
@@ -98,6 +100,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}),
 		Writes: newWrites(f),
 	}
+	m.InboundWebhooks = NewInbound(reg)
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion

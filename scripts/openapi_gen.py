@@ -40,6 +40,7 @@ schemas={
  "ValidationErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"object","required":["formErrors","fieldErrors"],"properties":{
    "formErrors":{"type":"array","items":{"type":"string"}},
    "fieldErrors":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}}}},
+ "MessageResponse":{"type":"object","required":["message"],"properties":{"message":{"type":"string"}}},
  "HealthResponse":{"type":"object","required":["ok"],"properties":{"ok":{"const":True}}},
  "CreateEmailRequest":{"type":"object","required":["recipient","sender"],"properties":{
    "recipient":email_fmt,"sender":email_fmt,"subject":nul("string",maxLength=998),"text":nul("string"),"html":nul("string"),
@@ -159,6 +160,36 @@ idem={"name":"Idempotency-Key","in":"header","required":False,"schema":{"type":"
   "description":"Names this delivery: a repeat with the same key (per account, for 24 hours) answers as the first did and stores nothing new; the same key with another request is 409. Without it, the same request stores again (sending a message twice on purpose is allowed)."}
 sec=[{"bearer":[]},{"apiKey":[]}]
 std=lambda **kw: {"400":r("BadRequest"),"401":r("Unauthorized"),"503":r("Unavailable"),**kw}
+# Every /v1/inbound route also takes the API key as a Basic auth password
+# (any user name): providers can only put credentials in the URL.
+inbound_sec=sec+[{"basic":[]}]
+def refused(status, why):
+  return {"description":"Refused for good ("+why+"): the provider does not retry. The message says why; nothing is stored.",**j("ErrorResponse")}
+def provider(op, summary, description, content, no_retry, extra=None):
+  ok={"description":"Stored (one email per envelope recipient), or a retry of a stored delivery: nothing new is stored and the stored emails are answered.",**j("ListResponse")}
+  if extra: ok=extra
+  return {"post":{"operationId":op,"summary":summary,"description":description,"security":inbound_sec,
+    "requestBody":{"required":True,"content":content},
+    "responses":{"200":ok,no_retry[0]:refused(*no_retry),"401":r("Unauthorized"),"503":r("Unavailable")}}}
+form={"multipart/form-data":{"schema":{"type":"object"}},"application/x-www-form-urlencoded":{"schema":{"type":"object"}}}
+mailgun=("Mailgun route forward(): the parsed message (message-headers, body-plain, body-html, attachment-N), or the raw MIME in body-mime "
+  "when the URL ends in /mime. With the account's inbound.mailgunSigningKey, timestamp, token and signature (hex HMAC-SHA256 of timestamp+token) "
+  "must verify and the timestamp be at most 12 hours old; a token seen before with other content is refused. The token names the delivery: a retry stores nothing new.")
+provider_paths={
+ "/v1/inbound/mailgun":provider("inboundMailgun","Store a message a Mailgun route forwards.",mailgun,form,("406","malformed request, bad signature, replayed token, too large")),
+ "/v1/inbound/mailgun/mime":provider("inboundMailgunMime","Store a message a Mailgun route forwards (raw MIME).",mailgun,form,("406","malformed request, bad signature, replayed token, too large")),
+ "/v1/inbound/sendgrid":provider("inboundSendGrid","Store a message of SendGrid's Inbound Parse webhook.",
+   "Raw (email, when \"POST the raw, full MIME message\" is on) or parsed (headers, text, html, attachment-info, attachmentN); envelope in the envelope field. With the account's inbound.sendgridVerificationKey, X-Twilio-Email-Event-Webhook-Signature must be the ECDSA signature of X-Twilio-Email-Event-Webhook-Timestamp followed by the body. SendGrid sends no delivery id: an Idempotency-Key header, when given, names the delivery.",
+   {"multipart/form-data":{"schema":{"type":"object"}}},("400","malformed request, bad signature, too large")),
+ "/v1/inbound/postmark":provider("inboundPostmark","Store a message of Postmark's inbound webhook.",
+   "Raw (RawEmail, when raw content is included) or parsed (FromFull, ToFull, CcFull, Headers, TextBody, HtmlBody, Attachments in base64). The recipient is OriginalRecipient; MessageID names the delivery.",
+   {"application/json":{"schema":{"type":"object"}}},("403","malformed JSON, undecodable attachment, too large")),
+ "/v1/inbound/ses":provider("inboundSES","Store a message of an Amazon SES receipt rule's SNS action, or confirm the SNS subscription.",
+   "An SNS message (x-amz-sns-message-type header). Its topic must be one of the account's inbound.snsTopicArns and its signature (SignatureVersion 1 or 2) verify with the certificate at SigningCertURL (https://sns.<region>.amazonaws.com[.cn]/...pem only) or MAILSINK_SNS_SIGNING_CERT_FILE. A SubscriptionConfirmation is confirmed by fetching its SubscribeURL (same host rule). The SNS MessageId names the delivery.",
+   {"text/plain":{"schema":{"type":"string"}},"application/json":{"schema":{"type":"object"}}},("400","malformed message, bad signature or certificate URL, unknown topic, S3 action, too large"),
+   {"description":"Stored (ListResponse), a retry of a stored delivery, or a message with nothing to store (MessageResponse: a confirmed subscription, SES's set-up notification).",
+    "content":{"application/json":{"schema":{"oneOf":[ref("ListResponse"),ref("MessageResponse")]}}}}),
+}
 paths={
  "/v1/emails":{
   "get":{"operationId":"listEmails","summary":"List the account's emails, newest first (receivedAt, then id, descending).","security":sec,
@@ -217,7 +248,7 @@ paths={
                   q("lastEventId",{"type":"string","pattern":"^[0-9]+-[0-9]+$"},"Same as the Last-Event-ID header.")],
     "responses":std(**{"200":{"description":"The event stream.","content":{"text/event-stream":{"schema":{"type":"string"}}}},"429":r("TooManyRequests")})}},
  "/v1/inbound":{
-  "post":{"operationId":"inbound","summary":"Store a raw RFC 5322 message, one email per envelope recipient.","security":sec,
+  "post":{"operationId":"inbound","summary":"Store a raw RFC 5322 message, one email per envelope recipient.","security":inbound_sec,
     "parameters":[{"name":"X-Envelope-From","in":"header","required":False,"schema":{"type":"string"}},
                   {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."},idem],
     "requestBody":{"required":True,"content":{"message/rfc822":{"schema":{"type":"string"}}}},
@@ -238,6 +269,7 @@ paths={
   "get":{"operationId":"listWebhookDeliveries","summary":"The webhook's delivery log, newest first (the last 1000 deliveries are kept).","security":sec,
     "parameters":[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":20},"Page size.")],
     "responses":std(**{"200":{"description":"The deliveries.",**j("WebhookDeliveryListResponse")},"404":r("NotFound")})}},
+ **provider_paths,
  "/v1/openapi.json":{"get":{"operationId":"openAPI","summary":"This document.","security":[],
     "responses":{"200":{"description":"OpenAPI 3.1 document.","content":{"application/json":{"schema":{"type":"object"}}}}}}},
  "/healthz":{"get":{"operationId":"health","summary":"The process is up.","security":[],
@@ -261,5 +293,6 @@ doc={"openapi":"3.1.0","info":{"title":"mailsink API","version":"1.0.0",
    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("WebhookPayload")}}},
    "responses":{"200":{"description":"Any 2xx ends the delivery; anything else is retried."}}}}},
  "components":{"schemas":schemas,"responses":resp,"securitySchemes":{
-   "bearer":{"type":"http","scheme":"bearer"},"apiKey":{"type":"apiKey","in":"header","name":"x-api-key"}}}}
+   "bearer":{"type":"http","scheme":"bearer"},"apiKey":{"type":"apiKey","in":"header","name":"x-api-key"},
+   "basic":{"type":"http","scheme":"basic","description":"Any user name; the password is an API key. Only on /v1/inbound routes."}}}}
 print(json.dumps(doc,indent=1))

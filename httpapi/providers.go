@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mailsink/mailsink/inbound"
+	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/store"
+)
+
+// A provider's webhook: how it refuses for good (a status the provider does
+// not retry). A store outage answers 503, which every provider retries.
+type provider struct {
+	name string
+	// refuse is the status of a request refused for good: Mailgun stops
+	// at 406, Postmark at 403; SendGrid and SNS retry only 5xx.
+	refuse int
+}
+
+var (
+	mailgun  = provider{"mailgun", http.StatusNotAcceptable}
+	sendgrid = provider{"sendgrid", http.StatusBadRequest}
+	postmark = provider{"postmark", http.StatusForbidden}
+	ses      = provider{"ses", http.StatusBadRequest}
+)
+
+// providerBodyLimit bounds a webhook's body: the message may come twice
+// (raw and parsed, or text beside stripped text) and attachments in base64,
+// so the body may be about twice the message, plus the form's own fields.
+func (a *API) providerBodyLimit() int64 { return 2*a.cfg.MaxMessageBytes + 1<<20 }
+
+func (a *API) inboundLimits() inbound.Limits {
+	return inbound.Limits{MaxMessageBytes: a.cfg.MaxMessageBytes}
+}
+
+// inboundMailgun serves a Mailgun route's forward() (README, "Mailgun").
+func (a *API) inboundMailgun(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, release, ok := a.readProviderBody(w, r, mailgun)
+	if !ok {
+		return
+	}
+	defer release()
+	acc := accountOf(r)
+	key := a.accounts.Inbound(acc.ID).MailgunSigningKey
+	d, err := inbound.Mailgun(r.Header.Get("Content-Type"), body, key, a.now(), a.inboundLimits())
+	if err != nil {
+		a.providerError(w, r, mailgun, err)
+		return
+	}
+	if d.ID != "" {
+		// A signature covers the timestamp and token, not the content: a
+		// token seen before is a retry only with the same content, in
+		// whichever account its recipients are.
+		if err := a.guardToken(r, acc, d); err != nil {
+			a.providerError(w, r, mailgun, err)
+			return
+		}
+	}
+	a.deliverProvider(w, r, mailgun, d, start)
+}
+
+// guardToken remembers a Mailgun token with its delivery's digest for as
+// long as idempotency keys are kept (longer than inbound.MailgunMaxAge),
+// and refuses a token seen with other content.
+func (a *API) guardToken(r *http.Request, acc *store.Account, d *inbound.Delivery) error {
+	idem, ok := a.store.(store.Idempotency)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	got, fresh, err := idem.Reserve(ctx, acc.ID, "mailgun-token:"+strings.TrimPrefix(d.ID, "mailgun:"),
+		store.Reservation{Digest: d.Digest()}, store.IdempotencyTTL)
+	if err != nil {
+		return err
+	}
+	if !fresh && got.Digest != d.Digest() {
+		return &inbound.Error{Reason: inbound.Replayed, Msg: "this token was already used for another message: a replayed signature is refused"}
+	}
+	return nil
+}
+
+// inboundSendGrid serves SendGrid's Inbound Parse (README, "SendGrid").
+func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, release, ok := a.readProviderBody(w, r, sendgrid)
+	if !ok {
+		return
+	}
+	defer release()
+	sig := inbound.SendGridSignature{
+		Signature: r.Header.Get(inbound.SendGridSignatureHeader),
+		Timestamp: r.Header.Get(inbound.SendGridTimestampHeader),
+	}
+	key := a.accounts.Inbound(accountOf(r).ID).SendGridKey
+	d, err := inbound.SendGrid(r.Header.Get("Content-Type"), body, key, sig, a.inboundLimits())
+	if err != nil {
+		a.providerError(w, r, sendgrid, err)
+		return
+	}
+	a.deliverProvider(w, r, sendgrid, d, start)
+}
+
+// inboundPostmark serves Postmark's inbound webhook (README, "Postmark").
+func (a *API) inboundPostmark(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, release, ok := a.readProviderBody(w, r, postmark)
+	if !ok {
+		return
+	}
+	defer release()
+	d, err := inbound.Postmark(body, a.inboundLimits())
+	if err != nil {
+		a.providerError(w, r, postmark, err)
+		return
+	}
+	a.deliverProvider(w, r, postmark, d, start)
+}
+
+// inboundSES serves SNS messages of an SES receipt rule's SNS action
+// (README, "Amazon SES").
+func (a *API) inboundSES(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, release, ok := a.readProviderBody(w, r, ses)
+	if !ok {
+		return
+	}
+	defer release()
+	acc := accountOf(r)
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	res, err := a.sns.SES(ctx, r.Header.Get("X-Amz-Sns-Message-Type"), body, a.accounts.Inbound(acc.ID).SNSTopicArns, a.inboundLimits())
+	if err != nil {
+		a.providerError(w, r, ses, err)
+		return
+	}
+	if res.Delivery == nil {
+		a.cfg.Metrics.Inbound().Delivery(ses.name, "ignored")
+		a.log.Info("inbound webhook: nothing to store", "provider", ses.name, "type", res.Type, "note", res.Note)
+		writeJSON(w, http.StatusOK, map[string]string{"message": res.Note})
+		return
+	}
+	a.deliverProvider(w, r, ses, res.Delivery, start)
+}
+
+// readProviderBody reads a webhook's body; one too large or broken is
+// refused with the provider's no-retry status.
+func (a *API) readProviderBody(w http.ResponseWriter, r *http.Request, p provider) ([]byte, func(), bool) {
+	body, release, ok := a.readBodyAs(w, r, a.providerBodyLimit(), p.refuse)
+	if !ok {
+		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
+	}
+	return body, release, ok
+}
+
+// deliverProvider stores a delivery: one email per envelope recipient, each
+// in the account that lists its domain, else the key's account; without
+// envelope recipients, the To and Cc addresses in the key's account. The
+// provider's delivery id makes a retry store nothing new.
+func (a *API) deliverProvider(w http.ResponseWriter, r *http.Request, p provider, d *inbound.Delivery, start time.Time) {
+	if int64(len(d.Raw)) > a.cfg.MaxMessageBytes {
+		a.providerError(w, r, p, &inbound.Error{Reason: inbound.Malformed,
+			Msg: "the message is over the limit of MAILSINK_MAX_MESSAGE_BYTES"})
+		return
+	}
+	acc := accountOf(r)
+	env := ingest.Envelope{IdempotencyKey: d.ID}
+	if env.IdempotencyKey == "" {
+		v := newValidationError()
+		env.IdempotencyKey = idempotencyKey(r, v)
+		if !v.empty() {
+			a.providerError(w, r, p, &inbound.Error{Reason: inbound.Malformed, Msg: v.FieldErrors["Idempotency-Key"][0]})
+			return
+		}
+	}
+	if store.ValidAddress(d.Sender) {
+		env.Sender = d.Sender
+	}
+	seen := map[string]bool{}
+	for _, addr := range d.Recipients {
+		if !store.ValidAddress(addr) {
+			a.providerError(w, r, p, &inbound.Error{Reason: inbound.Malformed, Msg: "envelope recipient " + quote(addr) + " is not a valid address"})
+			return
+		}
+		to, ok := a.accounts.ForRecipient(addr)
+		if !ok {
+			to = acc
+		}
+		if k := to.ID + "\x00" + store.NormalizeAddress(addr); !seen[k] {
+			seen[k] = true
+			env.Recipients = append(env.Recipients, ingest.Recipient{Address: addr, Account: to})
+		}
+	}
+	if len(env.Recipients) == 0 {
+		env.HeaderAccount = acc
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	emails, err := a.ingest.Deliver(ctx, d.Raw, env)
+	if err != nil {
+		a.providerError(w, r, p, err)
+		return
+	}
+	result := "stored"
+	if env.IdempotencyKey != "" && storedBefore(emails, start) {
+		result = "duplicate"
+	}
+	a.cfg.Metrics.Inbound().Delivery(p.name, result)
+	a.log.Info("inbound webhook", "provider", p.name, "result", result, "emails", len(emails), "delivery", d.ID)
+	a.writeList(w, http.StatusOK, emails)
+}
+
+// storedBefore reports whether every email was stored before the request
+// began: a retry's answer, with nothing new.
+func storedBefore(emails []*store.Email, start time.Time) bool {
+	start = start.Truncate(time.Millisecond)
+	for _, e := range emails {
+		if !e.CreatedAt.Before(start) {
+			return false
+		}
+	}
+	return len(emails) > 0
+}
+
+// providerError answers an error in the provider's terms: a refusal for
+// good with its no-retry status, a store outage (or an unreachable SNS)
+// with 503, which it retries.
+func (a *API) providerError(w http.ResponseWriter, r *http.Request, p provider, err error) {
+	var refusal *inbound.Error
+	switch code := store.CodeOf(err); {
+	case errors.As(err, &refusal):
+		if refusal.Reason == inbound.BadSign {
+			a.cfg.Metrics.Inbound().SignatureFailure(p.name)
+		}
+		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
+		a.log.Warn("inbound webhook refused", "provider", p.name, "reason", string(refusal.Reason), "why", refusal.Msg)
+		writeMessage(w, p.refuse, refusal.Msg)
+	case errors.Is(err, inbound.ErrUnreachable):
+		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable")
+		a.log.Warn("inbound webhook: SNS unreachable", "provider", p.name, "err", err)
+		writeMessage(w, http.StatusServiceUnavailable, "could not reach SNS to fetch its certificate or confirm the subscription; retry later")
+	case code == store.Unavailable:
+		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable")
+		writeError(w, r, a.log, err)
+	case code == store.Invalid || code == store.Conflict || code == store.TooLarge:
+		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
+		msg := clientMessage[code]
+		var e *store.Error
+		if errors.As(err, &e) && e.Msg != "" {
+			msg = e.Msg
+		}
+		a.log.Warn("inbound webhook refused", "provider", p.name, "code", code, "why", msg)
+		writeMessage(w, p.refuse, msg)
+	default:
+		a.cfg.Metrics.Inbound().Delivery(p.name, "failed")
+		writeError(w, r, a.log, err)
+	}
+}
+
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "..."
+	}
+	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}
