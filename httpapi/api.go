@@ -17,11 +17,11 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/codes"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
-	"github.com/mailsink/mailsink/codes"
 	"github.com/mailsink/mailsink/links"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
