@@ -1,0 +1,192 @@
+// Generated from the mailsink OpenAPI document by scripts/gen-types.js. Do not edit.
+// mailsink API 1.0.0
+
+export type Status = "received" | "processed" | "archived";
+
+export type Account = {
+  id: string;
+  slug: string;
+  name: string;
+};
+
+export type EmailSummary = {
+  id: string;
+  account: Account | null;
+  messageId: string | null;
+  sender: string;
+  recipient: string;
+  subject: string | null;
+  status: Status;
+  notes: string | null;
+  labels: Array<string>;
+  rawSize: number;
+  receivedAt: string;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export type EmailDetail = EmailSummary & {
+  body: StoredEmailBody | null;
+};
+
+export type StoredEmailBody = {
+  raw: string;
+  text: string | null;
+  html: string | null;
+  headers: Record<string, string>;
+  attachments: Array<StoredEmailAttachment>;
+};
+
+export type StoredEmailAttachment = {
+  contentId: string | null;
+  contentType: string | null;
+  disposition: string | null;
+  filename: string | null;
+  size: number;
+};
+
+export type ListResponse = {
+  items: Array<EmailSummary>;
+};
+
+export type SingleEmailResponse = {
+  item: EmailSummary;
+};
+
+export type DetailResponse = {
+  item: EmailDetail;
+};
+
+export type CountResponse = {
+  count: number;
+};
+
+export type EmailLink = {
+  /** An absolute http or https URL with a host, or a mailto URL, as written in the message (entities decoded; tabs, newlines and surrounding spaces removed). */
+  url: string;
+  /** For an HTML link, what a reader sees: the anchor's text (script and style left out) with white space collapsed, or else the alt text of its images (of an area: its alt); null when empty and for links of the text part. */
+  text: string | null;
+};
+
+export type LinksResponse = {
+  items: Array<EmailLink>;
+};
+
+export type EmailCode = {
+  /** The code as a person types it: digits, or upper-case letters and digits, with the spaces and dashes that split it in the message removed ("123 456" gives "123456", "ABC-DEF" gives "ABCDEF"). */
+  value: string;
+};
+
+export type CodesResponse = {
+  items: Array<EmailCode>;
+};
+
+export type BulkDeleteResponse = {
+  deleted: number;
+};
+
+export type ErrorResponse = {
+  error: string;
+};
+
+export type ValidationErrorResponse = {
+  error: {
+    formErrors: Array<string>;
+    fieldErrors: Record<string, Array<string>>;
+  };
+};
+
+export type HealthResponse = {
+  ok: true;
+};
+
+export type CreateEmailRequest = {
+  recipient: string;
+  sender: string;
+  subject?: string | null;
+  text?: string | null;
+  html?: string | null;
+  /** Raw RFC 5322 source; at most MAILSINK_MAX_MESSAGE_BYTES bytes (413 above). */
+  raw?: string;
+  headers?: Record<string, string>;
+  receivedAt?: string;
+};
+
+export type UpdateEmailRequest = {
+  labels?: Array<string>;
+  notes?: string | null;
+  status?: Status;
+  subject?: string | null;
+};
+
+export type EventData = {
+  type: "email.created" | "email.updated" | "email.deleted";
+  emailId: string;
+  item?: EmailSummary;
+};
+
+/** The query parameters of each operation that takes some. */
+export interface OperationQueries {
+  /** GET /v1/emails */
+  listEmails: {
+    /** Page size. */
+    limit?: number;
+    /** Emails skipped. */
+    offset?: number;
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
+    before?: string;
+    /** Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out. */
+    wait?: number;
+  };
+  /** DELETE /v1/emails */
+  deleteEmails: {
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Delete every email of the account when no filter is given. */
+    all?: boolean;
+  };
+  /** GET /v1/emails/count */
+  countEmails: {
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
+    before?: string;
+  };
+  /** GET /v1/events */
+  streamEvents: {
+    /** Same as the Last-Event-ID header. */
+    lastEventId?: string;
+  };
+}
