@@ -8,7 +8,8 @@
 //     line per block, table cells of a row on one line, script and style
 //     left out) are read in that order, line by line.
 //   - A code is a run of 4 to 8 digits; or 4 to 10 upper-case letters and
-//     digits with at least one of each; or groups split by single spaces or
+//     digits with at least one of each (but not a word then a number, the
+//     shape of promotion codes: SAVE20, SPRING24); or groups split by single spaces or
 //     dashes as people print codes to be read: 2 to 4 groups of 2 to 4
 //     digits, all of one length and split alike, at most 8 digits in all
 //     ("123 456", "12-34-56"), 4 to 8 single digits ("1 2 3 4 5 6",
@@ -16,7 +17,7 @@
 //     digits ("ABC-DEF", "K7Q2-9XPM"). The value is the code as typed: the
 //     groups joined without their spaces or dashes.
 //   - It counts only when a keyword anchors it: a code word of one of many
-//     languages ("code", "verification code", "OTP", "PIN", "Bestätigungscode",
+//     languages ("code", "verify", "verification code", "OTP", "PIN", "Bestätigungscode",
 //     "code de vérification", "código", "codice", "kod", "код", "コード",
 //     "認証番号", "验证码", "인증번호" and more) before it on its line (the
 //     first code after the keyword, within 60 characters), after it on its
@@ -157,7 +158,7 @@ type keyword struct {
 
 var keywords = []keyword{
 	{"code", false}, {"passcode", false}, {"otp", true}, {"pin", true}, {"tan", true}, {"2fa", true},
-	{"one-time", false}, {"one time", false}, {"verification", false}, {"token", true},
+	{"one-time", false}, {"one time", false}, {"verif", false}, {"token", true},
 	{"código", false}, {"codigo", false}, {"clave", true}, {"codice", false}, {"kod", false},
 	{"kód", false}, {"kode", false}, {"koodi", false}, {"κωδικ", false}, {"код", false},
 	{"コード", false}, {"認証番号", false}, {"確認番号", false}, {"ワンタイムパスワード", false},
@@ -228,7 +229,8 @@ func (l *line) qualified(start, end int) bool {
 // group is a run of ASCII letters and digits in a line.
 type group struct {
 	start, end    int
-	digits, upper int // how many of each; others are lower-case letters
+	digits, upper int  // how many of each; others are lower-case letters
+	promo         bool // four or more letters, then only digits: SAVE20, SPRING24
 }
 
 func (l *line) groups() []group {
@@ -248,6 +250,8 @@ func (l *line) groups() []group {
 			}
 		}
 		g.end = i
+		word := strings.TrimRight(string(l.r[g.start:g.end]), "0123456789")
+		g.promo = len(word) >= 4 && len(word) < g.len() && strings.Trim(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
 		out = append(out, g)
 	}
 	return out
@@ -294,7 +298,7 @@ func singleCode(g group) bool {
 	if g.allDigits() {
 		return g.len() >= 4 && g.len() <= 8
 	}
-	return g.codeChars() && g.digits > 0 && g.upper > 0 && g.len() >= 4 && g.len() <= 10
+	return g.codeChars() && g.digits > 0 && g.upper > 0 && g.len() >= 4 && g.len() <= 10 && !g.promo
 }
 
 // splitCode reports whether groups separated by single spaces or dashes

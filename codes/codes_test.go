@@ -119,6 +119,9 @@ func TestExtract(t *testing.T) {
 		{name: "lower-case word", text: "code: abcdef"},
 		{name: "script left out", html: "<script>var code = 123456</script><p>Hello</p>"},
 		{name: "shipping is no pin", text: "shipping 12345"},
+		{name: "promotion code shape", text: "Use code SAVE2024 at checkout"},
+		{name: "random letters and digits", text: "Use code SA7E20 to sign in", want: []string{"SA7E20"}},
+		{name: "verify", text: "Enter 604221 to verify your address", want: []string{"604221"}},
 		{name: "order after code", text: "Your code for order 55555 is 987654", want: []string{"987654"}},
 	}
 	for _, tt := range tests {
