@@ -32,7 +32,8 @@
 //     unit or currency (EUR, kr, %, 円, 年, ...), and a number just after an
 //     order, invoice, tracking, phone or reference word.
 //   - Each value is listed once, in the order found; at most MaxCodes of
-//     them, and only the first MaxScan bytes of each part are read.
+//     them, and only the first MaxScan bytes of the subject and of each
+//     part are read.
 package codes
 
 import (
@@ -63,7 +64,7 @@ func Extract(subject, textPart, htmlPart string) []string {
 			out = append(out, v)
 		}
 	}
-	for _, part := range []string{subject, clip(textPart), htmlText(clip(htmlPart))} {
+	for _, part := range []string{clip(subject), clip(textPart), htmlText(clip(htmlPart))} {
 		for _, v := range fromText(part) {
 			add(v)
 		}
