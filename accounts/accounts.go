@@ -23,6 +23,7 @@ type Registry struct {
 // snapshot is one immutable set of accounts.
 type snapshot struct {
 	accounts []*store.Account
+	configs  map[string]config.Account // by account id
 	keys     []keyEntry
 	domains  map[string]*store.Account
 }
@@ -43,8 +44,9 @@ func New(cfg []config.Account) *Registry {
 // with the accounts they started with, later ones see cfg. An SMTP session
 // that authenticated keeps its account until it ends.
 func (r *Registry) Replace(cfg []config.Account) {
-	s := &snapshot{domains: map[string]*store.Account{}}
+	s := &snapshot{domains: map[string]*store.Account{}, configs: make(map[string]config.Account, len(cfg))}
 	for _, c := range cfg {
+		s.configs[c.ID] = c
 		a := &store.Account{ID: c.ID, Slug: c.Slug, Name: c.Name}
 		s.accounts = append(s.accounts, a)
 		for _, d := range c.KeyDigests {
@@ -59,6 +61,13 @@ func (r *Registry) Replace(cfg []config.Account) {
 
 // Accounts returns every account, in configuration order.
 func (r *Registry) Accounts() []*store.Account { return r.current.Load().accounts }
+
+// Config returns the configuration of the account with id, as the accounts
+// in force give it (per-account overrides of quota and retention).
+func (r *Registry) Config(id string) (config.Account, bool) {
+	c, ok := r.current.Load().configs[id]
+	return c, ok
+}
 
 // ByID returns the account with id, or nil.
 func (r *Registry) ByID(id string) *store.Account {

@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,9 +23,11 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/httpapi"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/retention"
@@ -32,6 +35,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/store/redisstore"
+	"github.com/mailsink/mailsink/web"
 )
 
 // App is a running mailsink.
@@ -42,6 +46,8 @@ type App struct {
 	storeName string
 	smtp      *smtpd.Server
 	http      *httpapi.Server
+	https     *httpapi.Server // nil without MAILSINK_HTTPS_ADDR
+	cert      *certs.Source   // nil without a TLS certificate
 	api       *httpapi.API
 	metrics   *metrics.Metrics
 	accounts  *accounts.Registry
@@ -84,6 +90,11 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 // owns and closes on Shutdown (or at once when starting fails), and
 // retention, which runs until ctx is done or Shutdown.
 func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log *slog.Logger) (*App, error) {
+	cert, err := loadCertificate(cfg, log.With("component", "tls"))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry, cfg.Version)
 	m.PerAccount = cfg.MetricsPerAccount
@@ -94,24 +105,55 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		st = m.InstrumentStore(b, backendName(st))
 	}
 	reg := accounts.New(cfg.Accounts)
-	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx}
+	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx, cert: cert}
+	var tlsConfig *tls.Config
+	var certPEM func() []byte
+	if cert != nil {
+		tlsConfig, certPEM = cert.TLSConfig(), cert.PEM
+	}
+	stats, _ := raw.(store.Stats)
 	ing := ingest.New(st, time.Now, ingest.Config{
-		MaxRecipients: cfg.SMTP.MaxRecipients,
-		ParsePanics:   m.ParsePanics,
-		Log:           log.With("component", "ingest"),
+		Quota: func(accountID string) (int64, int64) {
+			acc, _ := reg.Config(accountID)
+			q := cfg.Quota.For(acc)
+			return q.MaxEmails, q.MaxBytes
+		},
+		Stats:           stats,
+		MaxRecipients:   cfg.SMTP.MaxRecipients,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		ParsePanics:     m.ParsePanics,
+		Log:             log.With("component", "ingest"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
 	if cfg.HTTP.AuthFailuresPerMinute > 0 && !cfg.HTTP.AuthLimitLoopback {
 		log.Info("the wrong-key limit leaves loopback clients alone; behind a proxy on this host set MAILSINK_TRUSTED_PROXIES (or MAILSINK_AUTH_LIMIT_LOOPBACK=true)")
 	}
-	if stats, ok := raw.(store.Stats); ok {
+	if stats != nil {
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
+	var inject *faults.Injector
+	if fs, ok := raw.(store.FaultStore); ok {
+		inject = faults.New(fs, faults.Config{
+			MaxDelay: faults.MaxDelay(cfg.SMTP.ReadTimeout),
+			Metrics:  m,
+			Log:      log.With("component", "faults"),
+		})
+	}
+
+	// Messages and request bodies past their first MiB take turns, SMTP and
+	// HTTP together, so that memory does not grow with the number of
+	// senders of large mail; one client address may hold at most half of
+	// the turns, so that it cannot keep everyone else waiting.
+	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
+		TLS:               tlsConfig,
+		TLSAddr:           cfg.SMTP.TLSAddr,
+		RequireTLS:        cfg.SMTP.RequireTLS,
+		TrustedProxies:    cfg.TrustedProxies,
 		StoreTimeout:      cfg.Store.Timeout,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxRecipients:     cfg.SMTP.MaxRecipients,
@@ -120,15 +162,14 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 		DataTimeout:       cfg.SMTP.DataTimeout,
 		MaxConnections:    cfg.SMTP.MaxConnections,
-		MaxLargeTransfers: cfg.SMTP.MaxLargeTransfers,
+		LargeGate:         a.large,
 		AuthLimiter:       guard,
 		Metrics:           m,
+		Faults:            inject,
 	}, reg, ing, log.With("component", "smtp"))
-	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 	api := httpapi.New(httpapi.Config{
-		// One client address may hold at most half of the turns, so that
-		// it cannot keep everyone else's large requests waiting.
 		LargeGate:         a.large,
+		Writes:            m.Writes.State,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
 		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,
@@ -138,20 +179,34 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		AuthLimiter:       guard,
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		Dashboard: web.New(web.Config{
+			Store: st, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
+		}),
+		Certificate: certPEM,
+		Faults:      inject,
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
-	a.http = httpapi.NewServer(httpapi.ServerConfig{
+	httpConfig := httpapi.ServerConfig{
 		Addr:              cfg.HTTP.Addr,
 		TrustedProxies:    cfg.TrustedProxies,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
-	}, api, log.With("component", "http"))
+	}
+	a.http = httpapi.NewServer(httpConfig, api, log.With("component", "http"))
+	if cfg.HTTP.TLSAddr != "" && tlsConfig != nil {
+		httpConfig.Addr, httpConfig.TLS = cfg.HTTP.TLSAddr, tlsConfig
+		a.https = httpapi.NewServer(httpConfig, api, log.With("component", "https"))
+	}
 
 	if err := a.smtp.Start(); err != nil {
 		st.Close()
+		var le *smtpd.ListenError
+		if errors.As(err, &le) {
+			return nil, fmt.Errorf("MAILSINK_SMTPS_ADDR %s: %w", le.Addr, le.Err)
+		}
 		return nil, fmt.Errorf("MAILSINK_SMTP_ADDR %s: %w", cfg.SMTP.Addr, err)
 	}
 	if err := a.http.Start(); err != nil {
@@ -159,14 +214,56 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		st.Close()
 		return nil, fmt.Errorf("MAILSINK_HTTP_ADDR %s: %w", cfg.HTTP.Addr, err)
 	}
+	if a.https != nil {
+		if err := a.https.Start(); err != nil {
+			a.smtp.Shutdown(ctx)
+			a.http.Shutdown(ctx)
+			st.Close()
+			return nil, fmt.Errorf("MAILSINK_HTTPS_ADDR %s: %w", cfg.HTTP.TLSAddr, err)
+		}
+	}
 	if oldest, ok := raw.(store.Pruner); ok {
 		a.oldest = oldest
 		a.retention = retention.New(st, oldest, retentionConfig(cfg, cfg.Accounts, m, log.With("component", "retention")))
 		a.retention.Start(ctx)
 	}
 	a.watchAccounts()
-	log.Info("mailsink started", "smtp", a.smtp.Addr().String(), "http", a.http.Addr().String())
+	attrs := []any{"smtp", a.smtp.Addr().String(), "http", a.http.Addr().String()}
+	if addr := a.SMTPSAddr(); addr != nil {
+		attrs = append(attrs, "smtps", addr.String())
+	}
+	if addr := a.HTTPSAddr(); addr != nil {
+		attrs = append(attrs, "https", addr.String())
+	}
+	if cert != nil {
+		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()), "tls_cert", cert.CertFile())
+	}
+	log.Info("mailsink started", attrs...)
 	return a, nil
+}
+
+// loadCertificate returns the certificate of the TLS settings, or nil when
+// there is none. Its errors name the setting.
+func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error) {
+	t := cfg.TLS
+	switch {
+	case t.CertFile != "":
+		s, err := certs.Load(t.CertFile, t.KeyFile, log)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_CERT, MAILSINK_SMTP_TLS_KEY: %w", err)
+		}
+		return s, nil
+	case len(t.AutoHosts) > 0:
+		s, made, err := certs.Auto(cfg.Store.DataDir, t.AutoHosts, log)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_AUTO: a self-signed certificate is kept in MAILSINK_DATA_DIR, but: %w", err)
+		}
+		if made {
+			log.Info("made a self-signed TLS certificate", "file", s.CertFile(), "names", strings.Join(t.AutoHosts, ","))
+		}
+		return s, nil
+	}
+	return nil, nil
 }
 
 // retentionConfig gives each account its retention: its override from the
@@ -235,6 +332,20 @@ func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }
 // HTTPAddr returns the HTTP listener's address.
 func (a *App) HTTPAddr() net.Addr { return a.http.Addr() }
 
+// SMTPSAddr returns the implicit-TLS SMTP listener's address, or nil.
+func (a *App) SMTPSAddr() net.Addr { return a.smtp.TLSAddr() }
+
+// HTTPSAddr returns the HTTPS listener's address, or nil.
+func (a *App) HTTPSAddr() net.Addr {
+	if a.https == nil {
+		return nil
+	}
+	return a.https.Addr()
+}
+
+// Certificate returns the TLS certificate in use, or nil when there is none.
+func (a *App) Certificate() *certs.Source { return a.cert }
+
 // Store returns the app's store (tests look at it directly).
 func (a *App) Store() store.Store { return a.store }
 
@@ -250,6 +361,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
+	if a.https != nil {
+		errHTTP = errors.Join(errHTTP, a.https.Shutdown(ctx))
+	}
 	errStore := a.store.Close()
 	return errors.Join(errRetention, errSMTP, errHTTP, errStore)
 }

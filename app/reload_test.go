@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,24 +19,6 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
-
-// syncBuffer is a log sink tests read while the app writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func accountsYAML(key, domain string) string {
 	return fmt.Sprintf("accounts:\n  - slug: acme\n    name: Acme\n    apiKeys: [%s]\n    domains: [%s]\n  - slug: other\n    name: Other\n    apiKeys: [other-key]\n", key, domain)
@@ -106,7 +87,7 @@ func TestReloadBySignal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "accounts.yaml")
 	writeFile(t, path, accountsYAML("key-1", "one.test"))
 	cfg := loadConfig(t, map[string]string{"MAILSINK_ACCOUNTS_FILE": path, "MAILSINK_ACCOUNTS_POLL_INTERVAL": "0"})
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	hup := make(chan os.Signal, 1)
 	started := make(chan *app.App, 1)
@@ -199,7 +180,7 @@ func TestReloadOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := loadConfig(t, map[string]string{"MAILSINK_ACCOUNTS_FILE": path, "MAILSINK_ACCOUNTS_POLL_INTERVAL": "20ms"})
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	a, err := app.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +229,7 @@ func TestWaitForStore(t *testing.T) {
 	ln.Close()
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	cfg := loadConfig(t, map[string]string{"MAILSINK_REDIS_URL": url, "MAILSINK_API_KEY": "k"})
-	a, err := app.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
+	a, err := app.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(&testenv.SyncBuffer{}, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

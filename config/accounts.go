@@ -29,6 +29,15 @@ type Account struct {
 	Domains []string
 	// Retention overrides the default retention for this account.
 	Retention AccountRetention
+	// Quota overrides the default storage quota for this account.
+	Quota AccountQuota
+}
+
+// AccountQuota is an account's override of the default quota (see
+// Quota.For); a nil field keeps the default, 0 sets no limit.
+type AccountQuota struct {
+	MaxEmails *int64 `yaml:"maxEmails"`
+	MaxBytes  *int64 `yaml:"maxBytes"`
 }
 
 // AccountRetention is an account's override of the default retention (see
@@ -48,7 +57,8 @@ type accountsFile struct {
 		Domains []string `yaml:"domains"`
 		// Retention is checked by parseRetention, which names what is
 		// wrong better than a typed field would.
-		Retention yaml.Node `yaml:"retention"`
+		Retention yaml.Node    `yaml:"retention"`
+		Quota     AccountQuota `yaml:"quota"`
 	} `yaml:"accounts"`
 }
 
@@ -136,6 +146,12 @@ func ParseAccounts(data []byte) ([]Account, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		acc.Retention = r
+		for name, v := range map[string]*int64{"maxEmails": a.Quota.MaxEmails, "maxBytes": a.Quota.MaxBytes} {
+			if v != nil && (*v < 0 || *v > 1<<53-1) {
+				return nil, fmt.Errorf("%s: quota.%s %d must be a whole number from 0 (no limit) up", where, name, *v)
+			}
+		}
+		acc.Quota = a.Quota
 		out = append(out, acc)
 	}
 	return out, nil

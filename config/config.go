@@ -20,13 +20,19 @@ import (
 
 // Config is every setting of one mailsink process.
 type Config struct {
-	HTTP  HTTP
-	SMTP  SMTP
+	HTTP HTTP
+	SMTP SMTP
+	// TLS is the certificate of STARTTLS, the implicit-TLS SMTP listener
+	// and the HTTPS listener.
+	TLS   TLS
 	Store Store
 	Log   Log
 	// Retention is the default retention of every account; an account of
 	// the accounts file may override MaxAge and MaxEmails.
 	Retention Retention
+	// Quota is the default storage quota of every account; an account of
+	// the accounts file may override it.
+	Quota Quota
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -66,6 +72,8 @@ type Config struct {
 // HTTP configures the HTTP listener.
 type HTTP struct {
 	Addr string
+	// TLSAddr, when set, is an HTTPS listener serving the same as Addr.
+	TLSAddr string
 	// MaxHeldPerAccount bounds one account's requests held open at once:
 	// list requests with wait, and event streams.
 	MaxHeldPerAccount int
@@ -94,7 +102,11 @@ type HTTP struct {
 
 // SMTP configures the SMTP listener.
 type SMTP struct {
-	Addr              string
+	Addr string
+	// TLSAddr, when set, is an implicit-TLS listener.
+	TLSAddr string
+	// RequireTLS refuses MAIL and AUTH before STARTTLS.
+	RequireTLS        bool
 	AllowInsecureAuth bool
 	// MaxRecipients is the most RCPT commands accepted per message.
 	MaxRecipients int
@@ -110,6 +122,16 @@ type SMTP struct {
 	MaxLargeTransfers int
 }
 
+// TLS names the certificate: a PEM pair (CertFile and KeyFile), or host
+// names for a self-signed one kept in the data directory (AutoHosts).
+type TLS struct {
+	CertFile, KeyFile string
+	AutoHosts         []string
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || len(t.AutoHosts) > 0 }
+
 // Store selects and configures the backend: Redis when RedisURL or
 // RedisCluster is set, else the embedded store under DataDir.
 type Store struct {
@@ -121,6 +143,24 @@ type Store struct {
 	RedisPrefix string
 	// Timeout bounds one HTTP request's store calls.
 	Timeout time.Duration
+}
+
+// Quota bounds what one account stores, so that one team cannot fill a
+// store shared with others; 0 sets no bound.
+type Quota struct {
+	MaxEmails int64
+	MaxBytes  int64
+}
+
+// For returns the quota of account a: its overrides, else q's values.
+func (q Quota) For(a Account) Quota {
+	if a.Quota.MaxEmails != nil {
+		q.MaxEmails = *a.Quota.MaxEmails
+	}
+	if a.Quota.MaxBytes != nil {
+		q.MaxBytes = *a.Quota.MaxBytes
+	}
+	return q
 }
 
 // Retention configures the deletion of old emails, per account, in the
@@ -177,6 +217,7 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
 		}
 	}
+	errs = append(errs, c.checkTLS()...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -196,6 +237,33 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 		c.KeyFile = filepath.Join(c.Store.DataDir, "api-key")
 	}
 	return c, nil
+}
+
+// checkTLS reports TLS settings that do not fit together. Whether the files
+// load is checked when the app starts (certs.Load), since that reads them.
+func (c *Config) checkTLS() []error {
+	var errs []error
+	t := c.TLS
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		errs = append(errs, errors.New("MAILSINK_SMTP_TLS_CERT is set but MAILSINK_SMTP_TLS_KEY is not: set both, or neither"))
+	case t.CertFile == "" && t.KeyFile != "":
+		errs = append(errs, errors.New("MAILSINK_SMTP_TLS_KEY is set but MAILSINK_SMTP_TLS_CERT is not: set both, or neither"))
+	case t.CertFile != "" && len(t.AutoHosts) > 0:
+		errs = append(errs, errors.New("MAILSINK_SMTP_TLS_AUTO and MAILSINK_SMTP_TLS_CERT are both set: choose one certificate"))
+	}
+	if !t.Enabled() {
+		if c.SMTP.TLSAddr != "" {
+			errs = append(errs, errors.New("MAILSINK_SMTPS_ADDR needs a certificate: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
+		}
+		if c.HTTP.TLSAddr != "" {
+			errs = append(errs, errors.New("MAILSINK_HTTPS_ADDR needs a certificate: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
+		}
+		if c.SMTP.RequireTLS {
+			errs = append(errs, errors.New("MAILSINK_SMTP_REQUIRE_TLS needs a certificate for STARTTLS: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
+		}
+	}
+	return errs
 }
 
 // LoadAccounts reads and parses the accounts file at path; its errors name

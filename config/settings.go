@@ -61,7 +61,19 @@ var settings = []Setting{
 		duration(0, func(c *Config) *time.Duration { return &c.AccountsPollInterval })},
 	{"MAILSINK_API_KEY", "", "without an accounts file: the key of the single `default` account (else one is generated and kept in `MAILSINK_DATA_DIR/api-key`)",
 		apiKey},
-	{"MAILSINK_SMTP_AUTH_ALLOW_INSECURE", "true", "accept SMTP AUTH without TLS",
+	{"MAILSINK_SMTP_TLS_CERT", "", "PEM certificate file (with `MAILSINK_SMTP_TLS_KEY`): EHLO offers `STARTTLS` with it, and `MAILSINK_SMTPS_ADDR` and `MAILSINK_HTTPS_ADDR` present it; a renewed pair is picked up without a restart",
+		text(func(c *Config) *string { return &c.TLS.CertFile })},
+	{"MAILSINK_SMTP_TLS_KEY", "", "PEM private key file of `MAILSINK_SMTP_TLS_CERT`",
+		text(func(c *Config) *string { return &c.TLS.KeyFile })},
+	{"MAILSINK_SMTP_TLS_AUTO", "", "comma-separated host names: a self-signed certificate for them (and `localhost`, `127.0.0.1`, `::1`) is made once, kept in `MAILSINK_DATA_DIR` (`tls-cert.pem`, `tls-key.pem`), and used as `MAILSINK_SMTP_TLS_CERT` would be; clients can download it from `GET /tls/certificate.pem`",
+		tlsAuto},
+	{"MAILSINK_SMTPS_ADDR", "", "an implicit-TLS SMTP listener (the port 465 style); needs a certificate (one of the two above)",
+		addr(func(c *Config) *string { return &c.SMTP.TLSAddr })},
+	{"MAILSINK_SMTP_REQUIRE_TLS", "false", "`MAIL` and `AUTH` before `STARTTLS` get `530 5.7.0` (connections to `MAILSINK_SMTPS_ADDR` are TLS from the start)",
+		boolean(func(c *Config) *bool { return &c.SMTP.RequireTLS })},
+	{"MAILSINK_HTTPS_ADDR", "", "an HTTPS listener serving what the HTTP listener serves, with the SMTP certificate",
+		addr(func(c *Config) *string { return &c.HTTP.TLSAddr })},
+	{"MAILSINK_SMTP_AUTH_ALLOW_INSECURE", "true", "accept SMTP AUTH without TLS (AUTH over TLS is always accepted)",
 		boolean(func(c *Config) *bool { return &c.SMTP.AllowInsecureAuth })},
 	{"MAILSINK_MAX_MESSAGE_BYTES", "26214400", "largest message accepted by SMTP (`SIZE`), `/v1/inbound` and create's `raw`",
 		integer(1, 1<<40, func(c *Config) *int64 { return &c.MaxMessageBytes })},
@@ -75,7 +87,7 @@ var settings = []Setting{
 		duration(positive, func(c *Config) *time.Duration { return &c.SMTP.DataTimeout })},
 	{"MAILSINK_SMTP_MAX_CONNECTIONS", "1000", "SMTP connections open at once, at most half of them from one client address (more are answered `421 4.7.0`)",
 		integer(1, 1000000, func(c *Config) *int { return &c.SMTP.MaxConnections })},
-	{"MAILSINK_SMTP_MAX_LARGE_TRANSFERS", "2", "messages over 1 MiB read and stored at once; the others wait, unread, after their first MiB (so memory does not grow with the number of senders of large mail)",
+	{"MAILSINK_SMTP_MAX_LARGE_TRANSFERS", "2", "messages (SMTP) and request bodies (HTTP) over 1 MiB read and stored at once, both together, at most half of them (at least one) from one client address; the others wait, unread, after their first MiB (so memory does not grow with the number of senders of large mail); an HTTP request waits at most a minute (then `503`), and an SMTP message holding a turn must average 256 KiB/s after its first 5 s (else `421 4.4.2`)",
 		integer(1, 10000, func(c *Config) *int { return &c.SMTP.MaxLargeTransfers })},
 	{"MAILSINK_HTTP_READ_HEADER_TIMEOUT", "10s", "reading a request's headers",
 		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout })},
@@ -103,6 +115,10 @@ var settings = []Setting{
 		duration(0, func(c *Config) *time.Duration { return &c.Retention.MaxAge })},
 	{"MAILSINK_RETENTION_MAX_EMAILS", "0", "keep at most this many emails per account, deleting the oldest; `0` is no limit",
 		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Retention.MaxEmails })},
+	{"MAILSINK_QUOTA_MAX_EMAILS", "0", "most emails one account may store; past it SMTP answers `452 4.2.2` and the API `429`, other accounts unaffected; `0` is no limit (an account may override it: `quota` in the accounts file)",
+		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Quota.MaxEmails })},
+	{"MAILSINK_QUOTA_MAX_BYTES", "0", "most bytes of raw messages one account may store, likewise; `0` is no limit",
+		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Quota.MaxBytes })},
 	{"MAILSINK_RETENTION_GRACE", "5m", "never delete an email stored or received less than this long ago, whatever the rules say",
 		duration(0, func(c *Config) *time.Duration { return &c.Retention.Grace })},
 	{"MAILSINK_RETENTION_INTERVAL", "1m", "time between two rounds of retention (at least `1s`: a shorter round would keep the store busy for nothing)",
@@ -117,6 +133,44 @@ var settings = []Setting{
 		boolean(func(c *Config) *bool { return &c.MetricsPerAccount })},
 	{"MAILSINK_PPROF_ADDR", "", "debugging: serve Go's `net/http/pprof` on this address (use a loopback one); the banner prints it",
 		addr(func(c *Config) *string { return &c.PProfAddr })},
+}
+
+func tlsAuto(c *Config, v string) error {
+	for _, h := range strings.Split(v, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if net.ParseIP(h) == nil && !validHostName(h) {
+			return fmt.Errorf("%q is not a host name or an IP address", h)
+		}
+		c.TLS.AutoHosts = append(c.TLS.AutoHosts, h)
+	}
+	if len(c.TLS.AutoHosts) == 0 {
+		return fmt.Errorf("%q names no host", v)
+	}
+	return nil
+}
+
+// validHostName reports whether h is a DNS name a certificate can carry:
+// dot-separated labels of letters, digits, hyphens and underscores (compose
+// service names may hold them), a leading "*." for a wildcard.
+func validHostName(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func trustedProxies(c *Config, v string) error {

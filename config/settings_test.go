@@ -132,6 +132,12 @@ func TestAccountsFileIsStrict(t *testing.T) {
 			[]string{"line 1", "accounts[0].domian", "unknown key"}},
 		{"retention", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    retention: {maxAge: 1h, max: 3}\n",
 			[]string{"line 5", `unknown field "max"`}},
+		{"quota key", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxEmail: 3}\n",
+			[]string{"line 5", "maxEmail", "unknown key"}},
+		{"quota type", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxBytes: lots}\n",
+			[]string{"line 5", "maxBytes"}},
+		{"negative quota", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxEmails: -1}\n",
+			[]string{"quota.maxEmails"}},
 	} {
 		_, err := ParseAccounts([]byte(tt.file))
 		for _, w := range tt.want {
@@ -139,5 +145,19 @@ func TestAccountsFileIsStrict(t *testing.T) {
 				t.Errorf("%s: error %v, want it to contain %q", tt.name, err, w)
 			}
 		}
+	}
+}
+
+func TestAccountQuota(t *testing.T) {
+	accs, err := ParseAccounts([]byte("accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxEmails: 5}\n  - slug: b\n    name: B\n    apiKeys: [k2]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Quota{MaxEmails: 100, MaxBytes: 1000}
+	if got := def.For(accs[0]); got != (Quota{MaxEmails: 5, MaxBytes: 1000}) {
+		t.Errorf("a's quota = %+v, want its maxEmails and the default bytes", got)
+	}
+	if got := def.For(accs[1]); got != def {
+		t.Errorf("b's quota = %+v, want the default", got)
 	}
 }

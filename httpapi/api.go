@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/codes"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
@@ -43,6 +45,9 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEWriteTimeout time.Duration
+	// Writes, when not nil, tells whether store writes succeed, for
+	// /readyz/writes (metrics.Writes.State).
+	Writes func() (ok bool, reason string, since time.Time)
 	// LargeGate, when not nil, gives turns to request bodies past their
 	// first MiB (shared with SMTP's large messages); nil reads them at once.
 	LargeGate *gate.Gate
@@ -54,6 +59,16 @@ type Config struct {
 	// not nil, is served at /metrics.
 	Metrics        *metrics.Metrics
 	MetricsHandler http.Handler
+	// Dashboard, when not nil, serves the page at / and everything under
+	// /ui/ (the web package); it sets its own security headers.
+	Dashboard http.Handler
+	// Certificate, when not nil, returns the PEM certificate (chain) that
+	// the TLS listeners present, served without a key at
+	// /tls/certificate.pem so that clients elsewhere can trust it.
+	Certificate func() []byte
+	// Faults, when not nil, serves /v1/faults; without it those routes
+	// answer 404.
+	Faults *faults.Injector
 }
 
 // API is the HTTP handler of mailsink.
@@ -105,9 +120,11 @@ func (a *API) routes() http.Handler {
 	})
 	r.HandleFunc("/healthz", a.healthz).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", a.readyz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz/writes", a.writesReady).Methods(http.MethodGet, http.MethodHead)
 	if a.cfg.MetricsHandler != nil {
 		r.Handle("/metrics", a.cfg.MetricsHandler).Methods(http.MethodGet, http.MethodHead)
 	}
+	r.HandleFunc("/tls/certificate.pem", a.certificate).Methods(http.MethodGet, http.MethodHead)
 	r.Use(noteRoute)
 
 	// The /v1 routes sit on the root router (not a subrouter) so that a
@@ -128,9 +145,20 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/raw", http.MethodGet, a.rawEmail)
 	v1("/emails/{emailId}/links", http.MethodGet, a.emailLinks)
 	v1("/emails/{emailId}/codes", http.MethodGet, a.emailCodes)
+	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
 	v1("/inbound", http.MethodPost, a.inbound)
+	if a.cfg.Faults != nil {
+		v1("/faults", http.MethodPost, a.createFault)
+		v1("/faults", http.MethodGet, a.listFaults)
+		v1("/faults", http.MethodDelete, a.deleteFaults)
+		v1("/faults/{faultId}", http.MethodDelete, a.deleteFault)
+	}
+	if a.cfg.Dashboard != nil {
+		r.Handle("/", a.cfg.Dashboard)
+		r.PathPrefix("/ui/").Handler(a.cfg.Dashboard)
+	}
 	return a.common(r)
 }
 
@@ -150,9 +178,10 @@ func noteRoute(next http.Handler) http.Handler {
 	})
 }
 
-// common sets the headers every answer carries, counts the request in the
-// metrics, and recovers from panics, so that a bug answers 500 instead of
-// dropping the connection.
+// common sets the headers every answer carries (the dashboard replaces the
+// Content-Security-Policy and frame options with its own), counts the
+// request in the metrics, and recovers from panics, so that a bug answers
+// 500 instead of dropping the connection.
 func (a *API) common(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.cfg.Metrics != nil {
@@ -257,6 +286,20 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
+// writesReady answers whether the store takes writes, as far as the last
+// write tells: 503 while writes fail because the store is full or
+// unavailable. /readyz stays about reads on purpose: a replica whose store
+// is full must stay in service, so that people can delete mail to make room.
+func (a *API) writesReady(w http.ResponseWriter, _ *http.Request) {
+	if a.cfg.Writes != nil {
+		if ok, reason, since := a.cfg.Writes(); !ok {
+			writeMessage(w, http.StatusServiceUnavailable, fmt.Sprintf("writes are failing: %s (since %s)", reason, since.UTC().Format(time.RFC3339)))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
 func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
 	q, wait := parseListQuery(r.URL.Query(), v)
@@ -305,16 +348,19 @@ func (a *API) countEmails(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
-	// JSON escaping can make raw up to several times longer in the body.
-	obj, v, release, ok := a.readObject(w, r, 4*a.cfg.MaxMessageBytes+(1<<20))
+	// JSON escaping makes raw longer in the body: twice its length covers
+	// every escape but those of control characters (\u0000), which mail
+	// does not contain; the parts together are then bounded by createSize.
+	obj, v, release, ok := a.readObject(w, r, 2*a.cfg.MaxMessageBytes+(1<<20))
 	if !ok {
 		return
 	}
 	defer release()
 	in := ingest.NewEmail{
-		AccountID: accountOf(r).ID,
-		Recipient: obj.address("recipient"),
-		Sender:    obj.address("sender"),
+		AccountID:      accountOf(r).ID,
+		Recipient:      obj.address("recipient"),
+		Sender:         obj.address("sender"),
+		IdempotencyKey: idempotencyKey(r, v),
 	}
 	if s, ok := obj.str("subject", false, true, maxSubject); ok {
 		in.Subject = &ingest.Optional{Value: s}
@@ -416,11 +462,8 @@ func (a *API) emailLinks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
+	body, ok := a.body(w, r, id)
+	if !ok {
 		return
 	}
 	var htmlPart, textPart string
@@ -451,16 +494,14 @@ func (a *API) emailCodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	acc := accountOf(r).ID
-	e, err := a.store.GetEmail(ctx, acc, id)
+	e, err := a.store.GetEmail(ctx, accountOf(r).ID, id)
+	cancel()
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
-	body, err := a.store.GetBody(ctx, acc, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
+	body, ok := a.body(w, r, id)
+	if !ok {
 		return
 	}
 	var subject, htmlPart, textPart string
@@ -549,7 +590,10 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acc := accountOf(r)
-	env := ingest.Envelope{Sender: strings.TrimSpace(r.Header.Get("X-Envelope-From"))}
+	env := ingest.Envelope{
+		Sender:         strings.TrimSpace(r.Header.Get("X-Envelope-From")),
+		IdempotencyKey: idempotencyKey(r, v),
+	}
 	if env.Sender != "" && !store.ValidAddress(env.Sender) {
 		v.field("X-Envelope-From", "must be a valid email address")
 	}
@@ -576,6 +620,27 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.writeList(w, http.StatusCreated, emails)
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// idempotencyKey reads the Idempotency-Key header: 1 to 255 printable ASCII
+// characters, or absent.
+func idempotencyKey(r *http.Request, v *validationError) string {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return ""
+	}
+	ok := len(key) <= maxIdempotencyKey
+	for i := 0; ok && i < len(key); i++ {
+		ok = key[i] >= ' ' && key[i] <= '~'
+	}
+	if !ok {
+		v.field("Idempotency-Key", fmt.Sprintf("must be 1 to %d printable ASCII characters", maxIdempotencyKey))
+		return ""
+	}
+	return key
 }
 
 // readObject reads a JSON object body of at most limit bytes, with the
@@ -674,4 +739,20 @@ func readFull(r io.Reader, buf []byte, n int64) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+// certificate answers the TLS certificate in use, PEM, or 404 when mailsink
+// has none. It needs no key: a certificate is public, and a client must be
+// able to fetch it before it can trust the listener it would send a key to.
+func (a *API) certificate(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Certificate == nil {
+		writeMessage(w, http.StatusNotFound, "no TLS certificate is configured (MAILSINK_SMTP_TLS_CERT or MAILSINK_SMTP_TLS_AUTO)")
+		return
+	}
+	pem := a.cfg.Certificate()
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	w.Header().Set("Content-Length", strconv.Itoa(len(pem)))
+	if r.Method != http.MethodHead {
+		w.Write(pem)
+	}
 }

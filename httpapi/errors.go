@@ -30,22 +30,26 @@ func (v *validationError) empty() bool {
 
 // statusOf is the one table from error codes to HTTP statuses.
 var statusOf = map[store.Code]int{
-	store.Invalid:     http.StatusBadRequest,
-	store.NotFound:    http.StatusNotFound,
-	store.Conflict:    http.StatusConflict,
-	store.Unavailable: http.StatusServiceUnavailable,
-	store.TooLarge:    http.StatusRequestEntityTooLarge,
-	store.Internal:    http.StatusInternalServerError,
+	store.Invalid:       http.StatusBadRequest,
+	store.NotFound:      http.StatusNotFound,
+	store.Conflict:      http.StatusConflict,
+	store.Unavailable:   http.StatusServiceUnavailable,
+	store.TooLarge:      http.StatusRequestEntityTooLarge,
+	store.Full:          http.StatusInsufficientStorage,
+	store.QuotaExceeded: http.StatusTooManyRequests,
+	store.Internal:      http.StatusInternalServerError,
 }
 
 // clientMessage is what a client is told for each code when the error has
 // no message of its own.
 var clientMessage = map[store.Code]string{
-	store.NotFound:    "email not found",
-	store.Conflict:    "conflict",
-	store.Unavailable: "store unavailable, try again",
-	store.TooLarge:    "request body too large",
-	store.Internal:    "internal error",
+	store.NotFound:      "email not found",
+	store.Conflict:      "conflict",
+	store.Unavailable:   "store unavailable, try again",
+	store.TooLarge:      "request body too large",
+	store.Full:          "storage is full: nothing was stored; delete emails or try again later",
+	store.QuotaExceeded: "the account's storage quota is used up: delete emails or wait for retention",
+	store.Internal:      "internal error",
 }
 
 // writeError answers err with the status of its code and the matching
@@ -66,7 +70,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		return
 	case store.Internal:
 		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-	case store.Unavailable:
+	case store.Unavailable, store.Full:
 		log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeJSON(w, status, map[string]string{"error": msg})

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -16,6 +19,8 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/redisstore"
 )
 
 // A client may send any token as its HTTP method: the metrics must not keep a
@@ -306,4 +311,158 @@ func TestMetricsNameNoAccountByDefault(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Idempotency-Key: a repeat answers as the first did and stores nothing
+// new, on create and on inbound; the same key for another request is 409;
+// a malformed key is 400.
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		send := func(method, path, key string, body any, header ...string) *testenv.Response {
+			var req *http.Request
+			if b, ok := body.(string); ok {
+				req, _ = http.NewRequest(method, e.BaseURL+path, strings.NewReader(b))
+				req.Header.Set("Content-Type", "message/rfc822")
+			} else {
+				j, _ := json.Marshal(body)
+				req, _ = http.NewRequest(method, e.BaseURL+path, bytes.NewReader(j))
+				req.Header.Set("Content-Type", "application/json")
+			}
+			req.Header.Set("Authorization", "Bearer "+acme)
+			if key != "" {
+				req.Header.Set("Idempotency-Key", key)
+			}
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			return e.Send(t, req)
+		}
+		body := map[string]any{"recipient": "idem@acme.test", "sender": "s@example.com", "subject": "once"}
+		first := send(http.MethodPost, "/v1/emails", "create-key-1", body)
+		again := send(http.MethodPost, "/v1/emails", "create-key-1", body)
+		if first.Status != http.StatusCreated || again.Status != http.StatusCreated {
+			t.Fatalf("create and its repeat: %d, %d; want 201, 201", first.Status, again.Status)
+		}
+		if a, b := first.JSON(t)["item"].(map[string]any)["id"], again.JSON(t)["item"].(map[string]any)["id"]; a != b {
+			t.Errorf("the repeat answered id %v, the first %v", b, a)
+		}
+		body["subject"] = "another"
+		if resp := send(http.MethodPost, "/v1/emails", "create-key-1", body); resp.Status != http.StatusConflict {
+			t.Errorf("the key reused for another request: %d, want 409: %s", resp.Status, resp.Body)
+		}
+		if resp := send(http.MethodPost, "/v1/emails", strings.Repeat("k", 256), body); resp.Status != http.StatusBadRequest ||
+			!strings.Contains(string(resp.Body), "Idempotency-Key") {
+			t.Errorf("a 256-character key: %d, want 400 naming Idempotency-Key: %s", resp.Status, resp.Body)
+		}
+
+		raw := "From: s@example.com\r\nTo: idem@acme.test, idem2@acme.test\r\nSubject: inbound once\r\n\r\nhi\r\n"
+		in1 := send(http.MethodPost, "/v1/inbound", "inbound-key-1", raw)
+		in2 := send(http.MethodPost, "/v1/inbound", "inbound-key-1", raw)
+		if in1.Status != http.StatusCreated || in2.Status != http.StatusCreated || string(in1.Body) != string(in2.Body) {
+			t.Errorf("inbound and its repeat: %d %s / %d %s; want the same 201 answer", in1.Status, in1.Body, in2.Status, in2.Body)
+		}
+		if n := len(list(t, e, acme, "recipient=idem%40acme.test")); n != 2 {
+			t.Errorf("%d emails to idem@acme.test, want 2 (one create, one inbound)", n)
+		}
+		// Without a key the same request is stored again, on purpose.
+		send(http.MethodPost, "/v1/inbound", "", raw)
+		if n := len(list(t, e, acme, "recipient=idem2%40acme.test")); n != 2 {
+			t.Errorf("%d emails to idem2@acme.test after a keyless repeat, want 2", n)
+		}
+	})
+}
+
+// Each account has a storage quota: past it SMTP answers 452 4.2.2 and the
+// API 429, nothing is stored, and other accounts go on. Before, one team's
+// load test could fill a shared store for everyone.
+func TestQuotaBoundsOneAccount(t *testing.T) {
+	t.Parallel()
+	forEachBackendWith(t, func(c *config.Config) { c.Quota.MaxEmails = 2 }, func(t *testing.T, e *testenv.Env) {
+		raw := "From: app@example.com\r\nTo: q@acme.test\r\nSubject: quota\r\n\r\nhello\r\n"
+		c := dialSMTP(t, e.SMTP)
+		for i := range 2 {
+			if err := c.SendMail("app@example.com", []string{"q@acme.test"}, strings.NewReader(raw)); err != nil {
+				t.Fatalf("message %d within the quota: %v", i, err)
+			}
+		}
+		err := c.SendMail("app@example.com", []string{"q@acme.test"}, strings.NewReader(raw))
+		var se *smtp.SMTPError
+		if !errors.As(err, &se) || se.Code != 452 || se.EnhancedCode != (smtp.EnhancedCode{4, 2, 2}) {
+			t.Fatalf("a message past the quota: %v, want 452 4.2.2", err)
+		}
+		resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{"recipient": "q@acme.test", "sender": "s@example.com"})
+		if resp.Status != http.StatusTooManyRequests || !strings.Contains(string(resp.Body), "quota") {
+			t.Errorf("a create past the quota: %d %s, want 429 naming the quota", resp.Status, resp.Body)
+		}
+		if n := len(list(t, e, acme, "")); n != 2 {
+			t.Errorf("acme stores %d emails, want its quota of 2", n)
+		}
+		if resp := e.Do(t, http.MethodPost, "/v1/emails", globex, map[string]any{"recipient": "q@globex.test", "sender": "s@example.com"}); resp.Status != http.StatusCreated {
+			t.Errorf("another account's create: %d, want 201", resp.Status)
+		}
+		// Deleting makes room again.
+		id := list(t, e, acme, "")[0]["id"].(string)
+		if resp := e.Do(t, http.MethodDelete, "/v1/emails/"+id, acme, nil); resp.Status != http.StatusNoContent {
+			t.Fatalf("delete: %d", resp.Status)
+		}
+		if err := c.SendMail("app@example.com", []string{"q@acme.test"}, strings.NewReader(raw)); err != nil {
+			t.Errorf("after a delete: %v", err)
+		}
+	})
+}
+
+// A store that answers reads but refuses writes (Redis at maxmemory) gets
+// clear answers: 507 over the API, 452 4.3.1 over SMTP, /readyz/writes 503
+// and the writable gauge 0, while /readyz stays 200 so that the replica stays
+// in service and mail can be deleted to make room; then it recovers.
+func TestFullStore(t *testing.T) {
+	t.Parallel()
+	url := testenv.PrivateRedis(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
+	b := testenv.Backend{Name: "full-redis", Open: func(t *testing.T) store.Store {
+		client, err := redisstore.NewClient(url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return redisstore.New(client, redisstore.Options{Prefix: "full:"})
+	}}
+	e := testenv.Start(t, b, nil)
+	big := strings.Repeat("x", 200_000)
+	var ids []string
+	for i := 0; ; i++ {
+		resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "text": big})
+		if resp.Status == http.StatusInsufficientStorage {
+			break
+		}
+		if resp.Status != http.StatusCreated || i > 100 {
+			t.Fatalf("create %d: %d %s; want 201 until the store is full, then 507", i, resp.Status, resp.Body)
+		}
+		ids = append(ids, resp.JSON(t)["item"].(map[string]any)["id"].(string))
+	}
+	c := dialSMTP(t, e.SMTP)
+	err := c.SendMail("app@example.com", []string{"r@acme.test"}, strings.NewReader("Subject: x\r\n\r\n"+big+"\r\n"))
+	var se *smtp.SMTPError
+	if !errors.As(err, &se) || se.Code != 452 || se.EnhancedCode != (smtp.EnhancedCode{4, 3, 1}) {
+		t.Errorf("SMTP to a full store: %v, want 452 4.3.1", err)
+	}
+	if resp := get(t, e, "/readyz", ""); resp.Status != http.StatusOK {
+		t.Errorf("/readyz with a full store: %d, want 200 (reads work)", resp.Status)
+	}
+	if resp := get(t, e, "/readyz/writes", ""); resp.Status != http.StatusServiceUnavailable || !strings.Contains(string(resp.Body), "full") {
+		t.Errorf("/readyz/writes with a full store: %d %s, want 503 saying it is full", resp.Status, resp.Body)
+	}
+	if !strings.Contains(string(get(t, e, "/metrics", "").Body), "mailsink_store_writable 0") {
+		t.Error("/metrics does not show mailsink_store_writable 0")
+	}
+	for _, id := range ids {
+		if resp := e.Do(t, http.MethodDelete, "/v1/emails/"+id, acme, nil); resp.Status != http.StatusNoContent {
+			t.Fatalf("delete from a full store: %d %s", resp.Status, resp.Body)
+		}
+	}
+	if resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "text": big}); resp.Status != http.StatusCreated {
+		t.Fatalf("create after making room: %d %s", resp.Status, resp.Body)
+	}
+	if resp := get(t, e, "/readyz/writes", ""); resp.Status != http.StatusOK {
+		t.Errorf("/readyz/writes after recovery: %d, want 200", resp.Status)
+	}
 }

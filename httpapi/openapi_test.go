@@ -170,6 +170,31 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/9", acme))
 		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/z", acme))
 
+		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/"+id+"/transcript", acme))
+		sendSMTP(t, e.SMTP, "app@example.com", "ot@acme.test", "From: app@example.com\r\nSubject: t\r\n\r\nhi\r\n")
+		smtpID := list(t, e, acme, "recipient=ot%40acme.test")[0]["id"].(string)
+		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/"+smtpID+"/transcript", acme))
+		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/x/transcript", acme))
+		o.check(t, "GET", one+"/transcript", get(t, e, missing+"/transcript", acme))
+
+		const faultsPath = "/v1/faults"
+		rule := do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "data", "recipient": "a@acme.test", "count": 2,
+			"delay": "1s", "expiresIn": "1h", "probability": 1, "reply": map[string]any{"code": 451, "text": "4.3.0 Try later"}})
+		o.check(t, "POST", faultsPath, rule)
+		o.check(t, "POST", faultsPath, do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "rcpt", "disconnect": true}))
+		o.check(t, "POST", faultsPath, do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "helo"}))
+		o.check(t, "POST", faultsPath, do(http.MethodPost, faultsPath, "", map[string]any{}))
+		for range 98 {
+			do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "rcpt", "delay": "1s"})
+		}
+		o.check(t, "POST", faultsPath, do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "rcpt", "delay": "1s"}))
+		o.check(t, "GET", faultsPath, do(http.MethodGet, faultsPath, acme, nil))
+		o.check(t, "DELETE", faultsPath+"/{faultId}", do(http.MethodDelete, faultsPath+"/"+rule.JSON(t)["item"].(map[string]any)["id"].(string), acme, nil))
+		o.check(t, "DELETE", faultsPath+"/{faultId}", do(http.MethodDelete, faultsPath+"/"+rule.JSON(t)["item"].(map[string]any)["id"].(string), acme, nil))
+		o.check(t, "DELETE", faultsPath+"/{faultId}", do(http.MethodDelete, faultsPath+"/x", acme, nil))
+		o.check(t, "DELETE", faultsPath, do(http.MethodDelete, faultsPath, acme, nil))
+		o.check(t, "GET", faultsPath, do(http.MethodGet, faultsPath, acme, nil))
+
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.BaseURL+"/v1/events", nil)
 		req.Header.Set("X-Api-Key", acme)
@@ -199,6 +224,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 
 		o.check(t, "GET", "/healthz", get(t, e, "/healthz", ""))
 		o.check(t, "GET", "/readyz", get(t, e, "/readyz", ""))
+		o.check(t, "GET", "/tls/certificate.pem", get(t, e, "/tls/certificate.pem", "")) // 404: no certificate
 		o.check(t, "GET", "/v1/openapi.json", get(t, e, "/v1/openapi.json", ""))
 
 		for path, item := range o.doc["paths"].(map[string]any) {

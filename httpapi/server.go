@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 // Server is a running HTTP listener.
 type Server struct {
 	srv     *http.Server
+	tls     bool
 	ln      net.Listener
 	log     *slog.Logger
 	trusted clientaddr.Trusted
@@ -31,6 +33,8 @@ type ServerConfig struct {
 	IdleTimeout       time.Duration // 2m
 	// TrustedProxies are the peers whose X-Forwarded-For names the client.
 	TrustedProxies clientaddr.Trusted
+	// TLS, when not nil, makes the listener HTTPS (HTTP/2 included).
+	TLS *tls.Config
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -44,7 +48,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // idle client from holding a connection forever. Every request is logged in
 // one line.
 func NewServer(cfg ServerConfig, handler http.Handler, log *slog.Logger) *Server {
-	s := &Server{log: log, trusted: cfg.TrustedProxies}
+	s := &Server{log: log, trusted: cfg.TrustedProxies, tls: cfg.TLS != nil}
 	s.srv = &http.Server{
 		Addr:              cfg.Addr,
 		Handler:           s.logRequests(handler),
@@ -54,6 +58,7 @@ func NewServer(cfg ServerConfig, handler http.Handler, log *slog.Logger) *Server
 		IdleTimeout:       orDefault(cfg.IdleTimeout, 2*time.Minute),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		TLSConfig:         cfg.TLS,
 	}
 	return s
 }
@@ -66,7 +71,12 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := s.srv.Serve
+		if s.tls {
+			// The certificate comes from TLSConfig (GetCertificate).
+			serve = func(ln net.Listener) error { return s.srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()

@@ -25,6 +25,9 @@ type NewEmail struct {
 	Raw        []byte // nil when not given
 	Headers    map[string]string
 	ReceivedAt *time.Time
+	// IdempotencyKey, when not empty, makes a repeat of the request store
+	// nothing new and return what the first stored (once.go).
+	IdempotencyKey string
 }
 
 // Optional is a given value of a nullable string field.
@@ -42,9 +45,19 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 	if in.ReceivedAt != nil {
 		e.ReceivedAt = in.ReceivedAt.UTC().Truncate(time.Millisecond)
 	}
+	// The id is reserved before the raw is composed: it is in the
+	// composed Message-ID.
+	repeat, err := s.reserve(ctx, in.IdempotencyKey, in.digest(), []*store.Email{e})
+	if err != nil {
+		return nil, err
+	}
+
 	raw := in.Raw
 	if raw == nil {
 		raw = compose(in, e)
+		if max := s.cfg.MaxMessageBytes; max > 0 && int64(len(raw)) > max {
+			return nil, store.Errorf(store.TooLarge, "the message composed from the request is %d bytes, over the limit of %d", len(raw), max)
+		}
 	}
 	msg := s.parse(raw)
 	body := storeBody(&msg.Body)
@@ -70,10 +83,39 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 		e.MessageID = &id
 	}
 	e.RawSize = int64(len(raw))
-	if err := s.store.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
+	if !repeat {
+		if err := s.checkQuota(ctx, []*store.Email{e}); err != nil {
+			return nil, err
+		}
+	}
+	got, err := s.create(ctx, body, []*store.Email{e}, repeat)
+	if err != nil {
 		return nil, err
 	}
-	return e, nil
+	return got[0], nil
+}
+
+// digest sums what a create request asks for, to tell a repeat of it from
+// another request with the same idempotency key.
+func (in NewEmail) digest() string {
+	if in.IdempotencyKey == "" {
+		return ""
+	}
+	opt := func(o *Optional) string {
+		switch {
+		case o == nil:
+			return "absent"
+		case o.Value == nil:
+			return "null"
+		}
+		return "=" + *o.Value
+	}
+	at := ""
+	if in.ReceivedAt != nil {
+		at = in.ReceivedAt.UTC().Format(time.RFC3339Nano)
+	}
+	parts := []string{in.AccountID, in.Sender, in.Recipient, opt(in.Subject), opt(in.Text), opt(in.HTML), string(in.Raw), at}
+	return digest(append(parts, sortedPairs(in.Headers)...)...)
 }
 
 // compose writes an RFC 5322 message for a create request that has no raw.

@@ -33,6 +33,15 @@ type Config struct {
 	// matters for POST /v1/inbound, whose recipients may come from the To
 	// and Cc headers.
 	MaxRecipients int
+	// MaxMessageBytes bounds the message that Create composes from a
+	// request without raw (0: no limit).
+	MaxMessageBytes int64
+	// Quota, when not nil, returns the most emails and raw bytes an account
+	// may store (0: no bound); Stats, which must then be set, tells what it
+	// stores. A delivery that would pass its account's quota is refused
+	// with QuotaExceeded and stores nothing for that account.
+	Quota func(accountID string) (maxEmails, maxBytes int64)
+	Stats store.Stats
 	// ParsePanics counts messages whose parsing panicked; nil counts
 	// nothing.
 	ParsePanics prometheus.Counter
@@ -56,6 +65,14 @@ type Envelope struct {
 	// a message that came without an envelope (POST /v1/inbound without
 	// X-Envelope-To).
 	HeaderAccount *store.Account
+	// IdempotencyKey, when not empty, names the delivery (a client's
+	// Idempotency-Key, a provider's delivery id): a repeat with the same key
+	// stores nothing new and returns what the first stored (once.go).
+	IdempotencyKey string
+	// Transcript, when not nil, is the SMTP transaction that brought the
+	// message; each account's emails keep the part of it that account
+	// may see (store.Transcript.For).
+	Transcript *store.Transcript
 }
 
 // Recipient is one envelope recipient and the account it was routed to.
@@ -66,7 +83,10 @@ type Recipient struct {
 
 // Deliver parses raw and stores one email per recipient, all sharing raw and
 // its parsed body; the recipients of one account are stored in one atomic
-// step. It returns the stored emails in recipient order. It returns an
+// step, and when a later account's step fails the earlier ones are undone,
+// so that a failed delivery stores nothing (unless it has an idempotency
+// key, which lets its retry find what was stored). It returns the stored
+// emails in recipient order. It returns an
 // Invalid error when there is no recipient, more than Config.MaxRecipients,
 // or no valid sender, and the store's error when storing fails.
 func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*store.Email, error) {
@@ -97,6 +117,8 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		out    = make([]*store.Email, 0, len(rcpts))
 		order  []string
 		groups = map[string][]*store.Email{}
+		// position is each email's place in out (recipient order).
+		position = make(map[*store.Email]int, len(rcpts))
 	)
 	for _, r := range rcpts {
 		e := newEmail(r.Account.ID, sender, r.Address, now)
@@ -107,12 +129,45 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 			order = append(order, e.AccountID)
 		}
 		groups[e.AccountID] = append(groups[e.AccountID], e)
+		position[e] = len(out)
 		out = append(out, e)
 	}
-	for _, acc := range order {
-		if err := s.store.CreateEmails(ctx, body, groups[acc]); err != nil {
-			return nil, err
+	sum := ""
+	if env.IdempotencyKey != "" {
+		parts := []string{string(raw), sender}
+		for _, r := range rcpts {
+			parts = append(parts, r.Account.ID, r.Address)
 		}
+		sum = digest(parts...)
+	}
+	var stored []*store.Email
+	for _, acc := range order {
+		group, body := groups[acc], body
+		if env.Transcript != nil {
+			withTranscript := *body
+			withTranscript.Transcript = env.Transcript.For(acc)
+			body = &withTranscript
+		}
+		repeat, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
+		if err == nil && !repeat {
+			err = s.checkQuota(ctx, group)
+		}
+		if err == nil {
+			var got []*store.Email
+			if got, err = s.create(ctx, body, group, repeat); err == nil {
+				for j, e := range group {
+					out[position[e]] = got[j]
+				}
+				stored = append(stored, got...)
+				continue
+			}
+		}
+		if env.IdempotencyKey == "" {
+			// Without a key the retry cannot be recognised: it must
+			// find nothing of this delivery stored.
+			s.undo(stored)
+		}
+		return nil, err
 	}
 	return out, nil
 }

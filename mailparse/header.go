@@ -20,8 +20,10 @@ import (
 // skipMboxLine drops the "From sender date" line that starts a message
 // saved from an mbox file (corpus: 21 messages, e.g.
 // plain_emails/raw_email.eml), but not an obsolete "From : name <addr>"
-// field (rfc2822/example13.eml).
+// field (rfc2822/example13.eml). It also drops a UTF-8 byte-order mark that
+// an editor put before the first header (TestByteOrderMark).
 func skipMboxLine(raw []byte) []byte {
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
 	line, rest, _ := bytes.Cut(raw, []byte("\n"))
 	if name, _, _ := bytes.Cut(line, []byte(":")); bytes.HasPrefix(line, []byte("From ")) &&
 		bytes.ContainsAny(bytes.TrimSpace(name), " \t") {

@@ -599,3 +599,19 @@ func mustParse(t testing.TB, raw []byte) *Message {
 	}
 	return m
 }
+
+// TestByteOrderMark checks that a message saved by an editor with a UTF-8
+// byte-order mark before its first header keeps its headers.
+func TestByteOrderMark(t *testing.T) {
+	t.Parallel()
+	m, err := Parse([]byte("\xef\xbb\xbfFrom: a@example.com\r\nSubject: hello\r\n\r\nbody\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject == nil || *m.Subject != "hello" || len(m.From) != 1 || m.From[0] != "a@example.com" {
+		t.Errorf("subject %v, from %v; want hello and a@example.com", m.Subject, m.From)
+	}
+	if m.Body.Text == nil || strings.TrimSpace(*m.Body.Text) != "body" {
+		t.Errorf("text %q, want body", deref(m.Body.Text))
+	}
+}

@@ -26,6 +26,7 @@ type Metrics struct {
 	SMTPBytes       prometheus.Counter
 	SMTPRecipients  prometheus.Histogram
 	SMTPLarge       *prometheus.GaugeVec     // messages over 1 MiB, by state: waiting or active
+	SMTPFaults      *prometheus.CounterVec   // injected faults, by stage and action
 	HTTPRequests    *prometheus.CounterVec   // by route, method, status
 	HTTPDuration    *prometheus.HistogramVec // by route, method
 	StoreDuration   *prometheus.HistogramVec // by operation, backend, result
@@ -35,7 +36,9 @@ type Metrics struct {
 	// ParsePanics counts messages whose MIME parsing panicked (they are
 	// stored with what was parsed).
 	ParsePanics prometheus.Counter
-	registerer  prometheus.Registerer
+	// Writes follows how store writes end (writes.go).
+	Writes     *Writes
+	registerer prometheus.Registerer
 	// PerAccount, set before StoredEmails, lets metrics name accounts
 	// (MAILSINK_METRICS_PER_ACCOUNT).
 	PerAccount bool
@@ -55,11 +58,11 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}),
 		SMTPRejected: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_rejections_total",
-			Help: "SMTP commands refused before DATA, by reason: invalid_address, no_account (RCPT), auth_failed, auth_limited (AUTH).",
+			Help: "SMTP commands refused before DATA, by reason: invalid_address (MAIL, RCPT), no_account (RCPT), auth_failed, auth_limited (AUTH), tls_required (MAIL, AUTH before STARTTLS).",
 		}, []string{"reason"}),
 		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_messages_total",
-			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal, timeout, reset, connection_error, shutdown).",
+			Help: "SMTP messages by result: accepted, or why they were refused (invalid, too_large, unavailable, line_too_long, internal, timeout, reset, connection_error, shutdown, fault).",
 		}, []string{"result"}),
 		SMTPBytes: f.NewCounter(prometheus.CounterOpts{
 			Name: "mailsink_smtp_received_bytes_total", Help: "Bytes of SMTP messages accepted.",
@@ -72,6 +75,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "mailsink_smtp_large_transfers",
 			Help: "SMTP messages over 1 MiB now, by state: active (being read and stored) or waiting (for MAILSINK_SMTP_MAX_LARGE_TRANSFERS).",
 		}, []string{"state"}),
+		SMTPFaults: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsink_smtp_faults_total",
+			Help: "Faults injected into SMTP transactions by /v1/faults rules, by stage (auth, mail, rcpt, data, message) and action (reply, disconnect, or delay when the rule only delays).",
+		}, []string{"stage", "action"}),
 		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_http_requests_total", Help: "HTTP requests by route template, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -89,6 +96,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		ParsePanics: f.NewCounter(prometheus.CounterOpts{
 			Name: "mailsink_parse_panics_total", Help: "Messages whose MIME parsing panicked; each is stored with what was parsed before the panic.",
 		}),
+		Writes: newWrites(f),
 	}
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -135,6 +143,35 @@ func (m *Metrics) SMTPLargeTransfer(state string, delta float64) {
 	if m != nil {
 		m.SMTPLarge.WithLabelValues(state).Add(delta)
 	}
+}
+
+// The actions of SMTPFault: what the client saw.
+const (
+	FaultReply      = "reply"
+	FaultDisconnect = "disconnect"
+	FaultDelay      = "delay"
+)
+
+// faultStages and faultActions are SMTPFault's label sets, closed so that a
+// caller's mistake cannot grow the series.
+var (
+	faultStages  = map[string]bool{"auth": true, "mail": true, "rcpt": true, "data": true, "message": true}
+	faultActions = map[string]bool{FaultReply: true, FaultDisconnect: true, FaultDelay: true}
+)
+
+// SMTPFault records one injected fault at stage with action; unknown
+// labels are recorded as "other".
+func (m *Metrics) SMTPFault(stage, action string) {
+	if m == nil {
+		return
+	}
+	if !faultStages[stage] {
+		stage = "other"
+	}
+	if !faultActions[action] {
+		action = "other"
+	}
+	m.SMTPFaults.WithLabelValues(stage, action).Inc()
 }
 
 // SMTPConnectionRefused records one connection refused over the limit.
@@ -193,11 +230,13 @@ type Backend interface {
 	store.Notifier
 }
 
-// Store times each operation of a backend into StoreDuration.
+// Store times each operation of a backend into StoreDuration, and tells
+// Writes how its writes end.
 type Store struct {
 	Backend
-	name string
-	hist *prometheus.HistogramVec
+	name   string
+	hist   *prometheus.HistogramVec
+	writes *Writes
 }
 
 var (
@@ -211,7 +250,7 @@ func (m *Metrics) InstrumentStore(b Backend, name string) Backend {
 	if m == nil {
 		return b
 	}
-	return &Store{Backend: b, name: name, hist: m.StoreDuration}
+	return &Store{Backend: b, name: name, hist: m.StoreDuration, writes: m.Writes}
 }
 
 func (s *Store) observe(op string, start time.Time, err error) {
@@ -220,6 +259,10 @@ func (s *Store) observe(op string, start time.Time, err error) {
 		result = store.CodeOf(err).String()
 	}
 	s.hist.WithLabelValues(op, s.name, result).Observe(time.Since(start).Seconds())
+	switch op {
+	case "create", "update", "delete":
+		s.writes.record(err)
+	}
 }
 
 // CreateEmails implements store.Store.
@@ -268,4 +311,15 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) (err erro
 func (s *Store) Ping(ctx context.Context) (err error) {
 	defer func(start time.Time) { s.observe("ping", start, err) }(time.Now())
 	return s.Backend.Ping(ctx)
+}
+
+// Reserve implements store.Idempotency by passing the call to the backend;
+// a backend that keeps no keys remembers nothing, so every key is fresh.
+func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Reservation, ttl time.Duration) (got store.Reservation, fresh bool, err error) {
+	idem, ok := s.Backend.(store.Idempotency)
+	if !ok {
+		return r, true, nil
+	}
+	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
+	return idem.Reserve(ctx, accountID, key, r, ttl)
 }

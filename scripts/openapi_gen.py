@@ -51,6 +51,47 @@ schemas={
  "UpdateEmailRequest":{"type":"object","properties":{
    "labels":{"type":"array","maxItems":32,"items":{"type":"string","minLength":1,"maxLength":64}},
    "notes":nul("string",maxLength=10000),"status":ref("Status"),"subject":nul("string",maxLength=998)}},
+ "SMTPCommand":{"type":"object","required":["address","params","reply"],"properties":{
+   "address":{"type":"string","description":"The address as the client gave it."},
+   "params":{"type":"array","items":{"type":"string"},"description":"ESMTP parameters the server understood, like SIZE=1234 or BODY=8BITMIME."},
+   "reply":{"type":"string","description":"The reply line the client got, like 250 2.0.0 ..."}}},
+ "Transcript":{"type":"object","required":["clientAddress","helo","tlsVersion","tlsCipher","authMechanism","authIdentity","mail","rcpt","data"],
+   "description":"The SMTP transaction that delivered the email, as the server saw it. Never holds a password or API key. RCPT commands routed to other accounts are left out; at most 100 RCPT commands are kept (rcptOmitted counts the rest).",
+   "properties":{
+   "clientAddress":{"type":"string","description":"host:port of the client."},
+   "helo":{"type":"string","description":"The name given in EHLO or HELO."},
+   "tlsVersion":{"type":"string","description":"Like TLS 1.3; empty without TLS."},
+   "tlsCipher":{"type":"string","description":"Like TLS_AES_128_GCM_SHA256; empty without TLS."},
+   "authMechanism":{"type":"string","description":"PLAIN or LOGIN; empty without AUTH."},
+   "authIdentity":{"type":"string","description":"The user name given with AUTH (the password, an API key, is never kept); empty without AUTH."},
+   "mail":ref("SMTPCommand"),"rcpt":{"type":"array","maxItems":100,"items":ref("SMTPCommand")},
+   "rcptOmitted":{"type":"integer","minimum":1},
+   "data":{"type":"string","description":"The reply to the message."}}},
+ "TranscriptResponse":{"type":"object","required":["item"],"properties":{"item":{"oneOf":[ref("Transcript"),{"type":"null"}],
+   "description":"null for an email that did not arrive over SMTP (created with POST /v1/emails or /v1/inbound)."}}},
+ "FaultStage":{"type":"string","enum":["auth","mail","rcpt","data","message"],
+   "description":"auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, given after the message since DATA's 354 comes first, or to the first BDAT chunk. message: after the whole message was read, before it is stored."},
+ "FaultReply":{"type":"object","required":["code"],"additionalProperties":False,"properties":{
+   "code":{"type":"integer","minimum":400,"maximum":599},
+   "text":{"type":"string","maxLength":200,"pattern":"^[ -~]*$","description":"Printable ASCII on one line. A leading enhanced status code of the reply's class (4.3.0 ...) is used as such; without one the server adds X.0.0."}}},
+ "FaultRuleRequest":{"type":"object","required":["stage"],"additionalProperties":False,
+   "description":"At least one of reply, delay and disconnect; reply and disconnect exclude each other. Without count and probability the rule applies to every matching transaction until it expires or is deleted.",
+   "properties":{
+   "stage":ref("FaultStage"),"reply":ref("FaultReply"),
+   "delay":{"type":"string","description":"A Go duration (1.5s, 2m) waited before the reply: above 0 and at most 4m, and below MAILSINK_SMTP_READ_TIMEOUT by a tenth of it (at least 1s)."},
+   "disconnect":{"type":"boolean","description":"Close the connection without a reply."},
+   "recipient":{"type":"string","description":"Only transactions with this recipient (an address, or @domain for every address at exactly that domain). Not at the auth and mail stages."},
+   "sender":{"type":"string","description":"Only transactions with this MAIL FROM (an address or @domain). Not at the auth stage."},
+   "count":{"type":"integer","minimum":1,"maximum":1000000,"description":"Apply to the next count matching commands only, exactly, across every replica; the rule is deleted after its last."},
+   "probability":{"type":"number","minimum":0,"maximum":1,"description":"The chance that a matching command is hit."},
+   "expiresIn":{"type":"string","description":"A Go duration after which the rule no longer applies (at most 720h)."}}},
+ "FaultRule":{"type":"object","required":["id","stage","reply","delay","disconnect","recipient","sender","count","remaining","probability","createdAt","expiresAt"],"properties":{
+   "id":uuid,"stage":ref("FaultStage"),"reply":{"oneOf":[ref("FaultReply"),{"type":"null"}]},
+   "delay":nul("string"),"disconnect":{"type":"boolean"},"recipient":nul("string"),"sender":nul("string"),
+   "count":nul("integer",minimum=1),"remaining":{**nul("integer",minimum=0),"description":"For counted rules, the matches left."},
+   "probability":nul("number",minimum=0,maximum=1),"createdAt":dt,"expiresAt":{"oneOf":[dt,{"type":"null"}]}}},
+ "FaultRuleResponse":{"type":"object","required":["item"],"properties":{"item":ref("FaultRule")}},
+ "FaultRuleListResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","maxItems":100,"items":ref("FaultRule")}}},
  "EventData":{"type":"object","required":["type","emailId"],"properties":{
    "type":{"type":"string","enum":["email.created","email.updated","email.deleted"]},
    "emailId":{"type":"string"},"item":ref("EmailSummary")}},
@@ -61,8 +102,10 @@ resp={
  "Unauthorized":{"description":"API key missing or invalid.",**j("ErrorResponse")},
  "NotFound":{"description":"No such email in the key's account.",**j("ErrorResponse")},
  "TooLarge":{"description":"Request body over the size limit.",**j("ErrorResponse")},
+ "Conflict":{"description":"The Idempotency-Key was used for a different request.",**j("ErrorResponse")},
  "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
  "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
+ "Conflict":{"description":"The request clashes with stored state.",**j("ErrorResponse")},
 }
 def r(n): return {"$ref":"#/components/responses/"+n}
 def q(name, schema, desc): return {"name":name,"in":"query","required":False,"schema":schema,"description":desc}
@@ -79,6 +122,8 @@ page=[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":25},"Page 
       q("offset",{"type":"integer","minimum":0,"maximum":9007199254740991,"default":0},"Emails skipped.")]
 wait=q("wait",{"type":"integer","minimum":1,"maximum":60},"Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out.")
 emailId={"name":"emailId","in":"path","required":True,"schema":uuid}
+idem={"name":"Idempotency-Key","in":"header","required":False,"schema":{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$"},
+  "description":"Names this delivery: a repeat with the same key (per account, for 24 hours) answers as the first did and stores nothing new; the same key with another request is 409. Without it, the same request stores again (sending a message twice on purpose is allowed)."}
 sec=[{"bearer":[]},{"apiKey":[]}]
 std=lambda **kw: {"400":r("BadRequest"),"401":r("Unauthorized"),"503":r("Unavailable"),**kw}
 paths={
@@ -88,8 +133,9 @@ paths={
     "parameters":page+filters+[before,wait],
     "responses":std(**{"200":{"description":"A page of emails.",**j("ListResponse")},"404":r("NotFound"),"429":r("TooManyRequests")})},
   "post":{"operationId":"createEmail","summary":"Store a new email.","security":sec,
+    "parameters":[idem],
     "requestBody":{"required":True,"content":{"application/json":{"schema":ref("CreateEmailRequest")}}},
-    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"413":r("TooLarge")})},
+    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"409":r("Conflict"),"413":r("TooLarge")})},
   "delete":{"operationId":"deleteEmails","summary":"Delete the account's emails matching the filters (at least one filter, or all=true).","security":sec,
     "description":"Takes the filters of list; limit, offset, wait and before are refused (400).",
     "parameters":filters+[q("all",{"type":"boolean"},"Delete every email of the account when no filter is given.")],
@@ -118,6 +164,21 @@ paths={
   "get":{"operationId":"getEmailCodes","summary":"The one-time codes (verification, sign-in, confirmation) of the email's subject, text part and HTML part, in that order, each value once.","security":sec,
     "description":"A code is 4 to 8 digits; 4 to 10 upper-case letters and digits with at least one of each (not a word then a number, as promotion codes such as SAVE20 are); or such a code split into groups by single spaces or dashes (2 to 4 digit groups of one length, at most 8 digits; 4 to 8 single digits, as in one table cell each; 2 to 3 groups of 3 to 5 letters and digits). It is listed only when a code word of one of many languages (code, verify, OTP, PIN, Bestätigungscode, code de vérification, código, codice, kod, код, コード, 認証番号, 验证码, 인증번호 and more) is on its line (the first code after it within 60 characters, or the last one before it within 30), or on one of the three lines above when the code stands alone on its line. A code word qualified as something else (zip code, código postal, promo code, QR code) does not count. Numbers that are part of dates, times, prices, phone numbers, or follow order, invoice, tracking, phone or reference words are left out. HTML is read as text: a line per block and table row, the cells of a row on one line. At most 20 codes, from the first 256 KiB of each part.",
     "responses":std(**{"200":{"description":"The codes.",**j("CodesResponse")},"404":r("NotFound")})}},
+ "/v1/emails/{emailId}/transcript":{"parameters":[emailId],
+  "get":{"operationId":"getEmailTranscript","summary":"The SMTP transaction that delivered the email, as the server saw it; null for an email that came over HTTP.","security":sec,
+    "responses":std(**{"200":{"description":"The transcript.",**j("TranscriptResponse")},"404":r("NotFound")})}},
+ "/v1/faults":{
+  "post":{"operationId":"createFault","summary":"Add a fault rule to the account: its SMTP transactions then fail, wait or are cut as the rule says (README, Fault injection).","security":sec,
+    "description":"Rules live in the store, so every replica applies them and a restart keeps them. A command hit by a reply or a disconnect has no effect (a faulted transaction stores nothing); the rule's account must be known at its stage: by AUTH, by the recipient's domain (rcpt and later), or because it is the only account. At most 100 rules per account (409 above).",
+    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("FaultRuleRequest")}}},
+    "responses":std(**{"201":{"description":"The stored rule.",**j("FaultRuleResponse")},"409":r("Conflict")})},
+  "get":{"operationId":"listFaults","summary":"The account's fault rules that have not expired, oldest first (the order in which they are tried).","security":sec,
+    "responses":std(**{"200":{"description":"The rules.",**j("FaultRuleListResponse")}})},
+  "delete":{"operationId":"deleteFaults","summary":"Delete every fault rule of the account.","security":sec,
+    "responses":std(**{"204":{"description":"Deleted."}})}},
+ "/v1/faults/{faultId}":{"parameters":[{"name":"faultId","in":"path","required":True,"schema":uuid}],
+  "delete":{"operationId":"deleteFault","summary":"Delete one fault rule of the account.","security":sec,
+    "responses":std(**{"204":{"description":"Deleted."},"404":{"description":"No such rule in the key's account.",**j("ErrorResponse")}})}},
  "/v1/emails/{emailId}/attachments/{index}":{"parameters":[emailId,{"name":"index","in":"path","required":True,"schema":{"type":"integer","minimum":0},"description":"Position in body.attachments, from 0."}],
   "get":{"operationId":"getEmailAttachment","summary":"The decoded content of one attachment, as a download (Content-Disposition: attachment).","security":sec,
     "responses":std(**{"200":{"description":"The attachment, with its content type.","content":{"application/octet-stream":{"schema":{"type":"string","contentEncoding":"binary"}}}},"404":r("NotFound")})}},
@@ -129,13 +190,16 @@ paths={
  "/v1/inbound":{
   "post":{"operationId":"inbound","summary":"Store a raw RFC 5322 message, one email per envelope recipient.","security":sec,
     "parameters":[{"name":"X-Envelope-From","in":"header","required":False,"schema":{"type":"string"}},
-                  {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."}],
+                  {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."},idem],
     "requestBody":{"required":True,"content":{"message/rfc822":{"schema":{"type":"string"}}}},
-    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"413":r("TooLarge")})}},
+    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"409":r("Conflict"),"413":r("TooLarge")})}},
  "/v1/openapi.json":{"get":{"operationId":"openAPI","summary":"This document.","security":[],
     "responses":{"200":{"description":"OpenAPI 3.1 document.","content":{"application/json":{"schema":{"type":"object"}}}}}}},
  "/healthz":{"get":{"operationId":"health","summary":"The process is up.","security":[],
     "responses":{"200":{"description":"Up.",**j("HealthResponse")}}}},
+ "/tls/certificate.pem":{"get":{"operationId":"tlsCertificate","summary":"The TLS certificate that STARTTLS, the implicit-TLS SMTP listener and the HTTPS listener present (PEM, no key), so that clients can trust it.","security":[],
+    "responses":{"200":{"description":"The certificate chain in use, PEM.","content":{"application/x-pem-file":{"schema":{"type":"string"}}}},
+      "404":{"description":"No TLS certificate is configured.",**j("ErrorResponse")}}}},
  "/readyz":{"get":{"operationId":"ready","summary":"The store answers.","security":[],
     "responses":{"200":{"description":"Ready.",**j("HealthResponse")},"503":r("Unavailable")}}},
 }

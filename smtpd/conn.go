@@ -1,16 +1,27 @@
 package smtpd
 
 import (
+	"bytes"
+	"crypto/tls"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/emersion/go-smtp"
+	"github.com/pires/go-proxyproto"
+
+	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
 // The listener and connection under go-smtp. They only hold back, time and
 // end what go-smtp writes and reads; every reply on an accepted connection is
-// go-smtp's.
+// go-smtp's, but for two that come before go-smtp reads anything: the 421 to
+// a connection past the limits, and the 554 to plaintext on the
+// implicit-TLS port. They also read the PROXY protocol header of a trusted
+// proxy, so that go-smtp and the limits see the client's address, and sit
+// under TLS (go-smtp wraps them for STARTTLS; a tls.Listener for implicit
+// TLS), so they see only encrypted bytes there.
 //
 // Draining on shutdown: go-smtp's Shutdown closes the listener and then waits
 // for every connection to end, so one idle client (a pooled sender between
@@ -105,22 +116,41 @@ type listener struct {
 	// refused, when not nil, is called for each connection refused
 	// because of the limit.
 	refused func()
+	// trusted are the peers whose PROXY protocol header is believed.
+	trusted clientaddr.Trusted
+	// implicitTLS: the connections speak TLS from their first byte (a
+	// tls.Listener wraps this one).
+	implicitTLS bool
 }
+
+// proxyHeaderWait is how long a connection from a trusted proxy may take
+// to send its PROXY header. SMTP servers speak first, so a client of a
+// trusted address that sends no header gets its greeting this late: a proxy
+// sends the header as soon as it connects.
+const proxyHeaderWait = time.Second
 
 // Accept returns the next connection. Past the connection limits it
 // answers 421 itself, closes the connection (which go-smtp never sees) and
-// waits for the next one.
+// waits for the next one. A connection from a trusted proxy is admitted on
+// its first read instead (conn.admit), once its PROXY header names the
+// client: Accept must not wait for one client's header.
 func (l *listener) Accept() (net.Conn, error) {
+	// go-smtp counts the connection it accepted last (WaitGroup.Add)
+	// before it calls Accept again, and its Shutdown waits on that count
+	// after drain locks the set: locking it here orders the two.
+	l.set.mu.Lock()
+	l.set.mu.Unlock()
 	for {
 		nc, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		addr, _, err := net.SplitHostPort(nc.RemoteAddr().String())
-		if err != nil {
-			addr = nc.RemoteAddr().String()
+		c := &conn{Conn: nc, set: l.set, addr: clientaddr.Host(nc.RemoteAddr().String()), refused: l.refused, implicitTLS: l.implicitTLS}
+		if ip, err := netip.ParseAddr(c.addr); err == nil && l.trusted.Contains(ip) {
+			c.Conn = proxyproto.NewConn(nc, proxyproto.WithPolicy(proxyproto.USE), proxyproto.SetReadHeaderTimeout(proxyHeaderWait))
+			c.admitLater = true
+			return c, nil
 		}
-		c := &conn{Conn: nc, set: l.set, addr: addr}
 		reply := l.set.add(c)
 		if reply == "" {
 			return c, nil
@@ -128,15 +158,28 @@ func (l *listener) Accept() (net.Conn, error) {
 		if l.refused != nil {
 			l.refused()
 		}
-		go refuse(nc, reply)
+		go refuse(nc, reply, l.implicitTLS)
 	}
 }
 
-// refuse tells a client over a connection limit to come back later.
-func refuse(c net.Conn, reply string) {
-	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	c.Write([]byte(reply + "\r\n"))
+// refuse tells a client over a connection limit to come back later; over
+// implicit TLS, where a plaintext reply would be garbage, it just closes.
+func refuse(c net.Conn, reply string, implicitTLS bool) {
+	if !implicitTLS {
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte(reply + "\r\n"))
+	}
 	c.Close()
+}
+
+// trackedConn returns the conn under nc, which may be a TLS connection over
+// it (STARTTLS, implicit TLS), or nil when nc is not one of the listener's.
+func trackedConn(nc net.Conn) *conn {
+	if t, ok := nc.(*tls.Conn); ok {
+		nc = t.NetConn()
+	}
+	c, _ := nc.(*conn)
+	return c
 }
 
 // conn is one accepted connection. It holds go-smtp's replies until go-smtp
@@ -155,8 +198,17 @@ func refuse(c net.Conn, reply string) {
 type conn struct {
 	net.Conn
 	set  *connSet
-	addr string // the client's address
+	addr string // the client's address (after admit, when admitLater)
 	inTx bool   // guarded by set.mu
+	// admitLater: the connection comes from a trusted proxy; its first
+	// read reads the PROXY header and admits it (or refuses it). Only
+	// go-smtp's connection goroutine reads, so the fields of the first
+	// read need no lock.
+	admitLater  bool
+	admitted    bool
+	refused     func()
+	implicitTLS bool
+	readAny     bool // a read returned bytes
 
 	// mu guards the fields below: go-smtp's Close may come from another
 	// goroutine (Server.Close) and Data runs beside go-smtp's command loop
@@ -169,18 +221,53 @@ type conn struct {
 	limit   time.Time // a message transfer's deadline, or zero
 }
 
+// handshakeFailed starts go-smtp's reply to a STARTTLS whose handshake
+// failed. The client's bytes were TLS garbage or a TLS client gave up, so
+// the stream's position is lost: the connection ends after this reply.
+var handshakeFailed = []byte("550 5.0.0 Handshake error")
+
 func (c *conn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.werr != nil {
 		return 0, c.werr
 	}
+	if bytes.HasPrefix(b, handshakeFailed) {
+		c.ended = true
+	}
 	c.pending = append(c.pending, b...)
 	return len(b), nil
 }
 
+// notTLS answers a client that speaks plaintext on the implicit-TLS port.
+const notTLS = "554 5.7.0 This port expects TLS from the first byte (implicit TLS); plain SMTP and STARTTLS are on the SMTP port\r\n"
+
+// admit tracks a connection from a trusted proxy under the client address
+// its PROXY header names (the proxy's own, without a header), or refuses it
+// past the connection limits; it reports false when refused.
+func (c *conn) admit() bool {
+	c.admitted = true
+	c.addr = clientaddr.Host(c.Conn.RemoteAddr().String()) // reads the header
+	reply := c.set.add(c)
+	if reply == "" {
+		return true
+	}
+	if c.refused != nil {
+		c.refused()
+	}
+	c.mu.Lock()
+	c.pending = nil // go-smtp's greeting
+	c.ended = true
+	c.mu.Unlock()
+	refuse(c.Conn, reply, c.implicitTLS)
+	return false
+}
+
 // Read writes the held replies, then reads.
 func (c *conn) Read(b []byte) (int, error) {
+	if c.admitLater && !c.admitted && !c.admit() {
+		return 0, net.ErrClosed
+	}
 	c.mu.Lock()
 	err := c.flushLocked()
 	ended := c.ended
@@ -192,6 +279,14 @@ func (c *conn) Read(b []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := c.Conn.Read(b)
+	if c.implicitTLS && !c.readAny && n > 0 {
+		c.readAny = true
+		if b[0] != 0x16 { // a TLS handshake record starts every TLS connection
+			c.Conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			c.Conn.Write([]byte(notTLS))
+			n, err = 0, net.ErrClosed
+		}
+	}
 	if err != nil {
 		c.mu.Lock()
 		c.ended, c.lost = true, true
@@ -251,6 +346,19 @@ func (c *conn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
+// SetWriteDeadline sets the deadline of the writes to come. A deadline that
+// has passed ends writing (tls.Conn.Close sets one once it has written its
+// close_notify), so the replies held are written first: else a TLS client
+// would never get the reply to QUIT.
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	if !t.IsZero() && !t.After(time.Now()) {
+		c.mu.Lock()
+		c.flushLocked()
+		c.mu.Unlock()
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
 // startTransfer gives the message being transferred its own deadline, which
 // replaces go-smtp's per-command one. c may be nil (a connection the server
 // does not track).
@@ -283,6 +391,17 @@ func (c *conn) hangUp() {
 	c.mu.Lock()
 	c.ended = true
 	c.mu.Unlock()
+}
+
+// drop closes the connection at once, without writing the replies held:
+// a fault rule's disconnect. Later writes and reads fail.
+func (c *conn) drop() {
+	c.mu.Lock()
+	c.pending = c.pending[:0]
+	c.werr = net.ErrClosed
+	c.ended = true
+	c.mu.Unlock()
+	c.Conn.Close()
 }
 
 // begin marks the start of a transaction; it reports false when the server

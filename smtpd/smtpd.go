@@ -4,13 +4,16 @@
 package smtpd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -22,8 +25,11 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/clientaddr"
+	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
@@ -34,6 +40,18 @@ import (
 type Config struct {
 	Addr   string
 	Domain string // the name in the greeting
+	// TLS, when not nil, is offered with STARTTLS on Addr and serves
+	// TLSAddr; it should allow TLS 1.2 and later only.
+	TLS *tls.Config
+	// TLSAddr, when set (and TLS is not nil), is an implicit-TLS listener:
+	// connections speak TLS from their first byte.
+	TLSAddr string
+	// RequireTLS refuses MAIL and AUTH outside TLS with 530 5.7.0.
+	RequireTLS bool
+	// TrustedProxies are the peers whose PROXY protocol header (v1 or v2)
+	// names the client; every per-address budget and log line then uses
+	// that client's address. Other peers' headers are bad commands.
+	TrustedProxies clientaddr.Trusted
 	// MaxMessageBytes is the largest message accepted; 0 means no bound.
 	MaxMessageBytes   int64
 	MaxRecipients     int
@@ -48,16 +66,20 @@ type Config struct {
 	// MaxConnections bounds the connections open at once; more are
 	// answered 421. 0 means no bound.
 	MaxConnections int
-	// MaxLargeTransfers (at least 1) bounds the messages over largeMessage
-	// bytes read and stored at once; the others wait before reading past
-	// their first largeMessage bytes.
-	MaxLargeTransfers int
+	// LargeGate gives turns to messages over largeMessage bytes, shared with
+	// the HTTP API's large bodies: in total and per client address, a
+	// bounded number are read and stored at once; the others wait before
+	// reading past their first largeMessage bytes.
+	LargeGate *gate.Gate
 	// AuthLimiter, when not nil, counts failed AUTHs per client address (the
 	// password is an API key); an address over its limit gets 454 for every
 	// key that has not worked from it before.
 	AuthLimiter *authlimit.Limiter
 	// Metrics, when not nil, counts connections and messages.
 	Metrics *metrics.Metrics
+	// Faults, when not nil, injects the faults of the accounts' rules
+	// (faults.go).
+	Faults *faults.Injector
 }
 
 // Server is a running SMTP listener.
@@ -68,9 +90,8 @@ type Server struct {
 	log      *slog.Logger
 	smtp     *smtp.Server
 	ln       net.Listener
+	tlsLn    net.Listener // the implicit-TLS listener, or nil
 	conns    connSet
-	// large holds a token per large message being read or stored.
-	large chan struct{}
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -79,7 +100,7 @@ type Server struct {
 
 // New returns a Server; Start makes it listen.
 func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
-	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log, large: make(chan struct{}, cfg.MaxLargeTransfers)}
+	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
 	s.conns.conns = map[*conn]struct{}{}
 	s.conns.byAddr = map[string]int{}
 	s.conns.stopping = make(chan struct{})
@@ -94,6 +115,12 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	// RFC 1870), and Mail and readMessage enforce the real one.
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.AllowInsecureAuth = cfg.AllowInsecureAuth
+	srv.TLSConfig = cfg.TLS
+	if cfg.RequireTLS {
+		// go-smtp would answer AUTH outside TLS with 523 5.7.10; Auth
+		// answers 530 5.7.0 instead, as it does for MAIL.
+		srv.AllowInsecureAuth = true
+	}
 	srv.ReadTimeout = cfg.ReadTimeout
 	srv.WriteTimeout = cfg.WriteTimeout
 	srv.EnableSMTPUTF8 = true
@@ -105,24 +132,61 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	return s
 }
 
-// Start listens on the configured address and serves in the background. A
-// bind error is returned at once.
+// Start listens on the configured addresses and serves in the background.
+// A bind error is returned at once, naming the setting of the address.
 func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return err
 	}
-	s.ln = &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused}
+	s.ln = s.newListener(ln, false)
+	if s.cfg.TLSAddr != "" && s.cfg.TLS != nil {
+		tln, err := net.Listen("tcp", s.cfg.TLSAddr)
+		if err != nil {
+			ln.Close()
+			return &ListenError{Addr: s.cfg.TLSAddr, Err: err}
+		}
+		s.tlsLn = tls.NewListener(s.newListener(tln, true), s.cfg.TLS)
+		s.serve(s.tlsLn)
+	}
+	s.serve(s.ln)
+	return nil
+}
+
+// ListenError is Start's error when the implicit-TLS listener cannot bind
+// (the main listener's error is returned as it is).
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string { return e.Addr + ": " + e.Err.Error() }
+func (e *ListenError) Unwrap() error { return e.Err }
+
+func (s *Server) newListener(ln net.Listener, implicitTLS bool) *listener {
+	return &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused,
+		trusted: s.cfg.TrustedProxies, implicitTLS: implicitTLS}
+}
+
+func (s *Server) serve(ln net.Listener) {
 	go func() {
-		if err := s.smtp.Serve(s.ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
-			s.log.Error("smtp server stopped", "err", err)
+		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+			s.log.Error("smtp server stopped", "err", err, "addr", ln.Addr().String())
 		}
 	}()
-	return nil
 }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// TLSAddr returns the address of the implicit-TLS listener, or nil when
+// there is none.
+func (s *Server) TLSAddr() net.Addr {
+	if s.tlsLn == nil {
+		return nil
+	}
+	return s.tlsLn.Addr()
+}
 
 // Shutdown stops accepting connections, lets transactions under way finish
 // and closes idle connections (conn.go), and waits for open sessions to end
@@ -130,6 +194,12 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.conns.drain()
 	err := s.smtp.Shutdown(ctx)
+	// A Serve that had not started when go-smtp closed its listeners
+	// would accept on them forever.
+	s.ln.Close()
+	if s.tlsLn != nil {
+		s.tlsLn.Close()
+	}
 	s.cancel()
 	if err != nil {
 		s.smtp.Close()
@@ -139,8 +209,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
-	tracked, _ := c.Conn().(*conn)
-	return &session{srv: s, conn: tracked, id: newSessionID(), remote: c.Conn().RemoteAddr().String()}, nil
+	_, isTLS := c.TLSConnectionState()
+	return &session{srv: s, c: c, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -154,10 +224,14 @@ func newSessionID() string {
 // session is one SMTP connection's state.
 type session struct {
 	srv     *Server
+	c       *smtp.Conn
 	conn    *conn // nil if the connection is not tracked
 	id      string
-	remote  string
+	remote  string         // the client's address (behind a trusted proxy: the one it names)
+	tls     bool           // the connection is TLS (STARTTLS made a new session)
 	account *store.Account // set by a successful AUTH
+	// authMech and authUser are the mechanism and user name of that AUTH.
+	authMech, authUser string
 	// mu guards the fields below: with BDAT, go-smtp runs Data in a
 	// goroutine of its own while it goes on with commands (RSET, MAIL).
 	mu    sync.Mutex
@@ -170,6 +244,12 @@ type session struct {
 	cancel context.CancelFunc
 	// bdat is the reader of the last BDAT transaction's Data (bdat.go).
 	bdat *io.PipeReader
+	// tr is the transaction's transcript so far (transcript.go).
+	tr store.Transcript
+	// rules holds the fault rules of the accounts the transaction has
+	// met, by account id (faults.go); a new map for each transaction, and
+	// for each AUTH.
+	rules ruleSet
 }
 
 // endTxLocked ends the transaction's context; s.mu is held.
@@ -187,16 +267,25 @@ func (s *session) AuthMechanisms() []string { return []string{sasl.Plain, sasl.L
 
 // Auth returns the SASL server of mech.
 func (s *session) Auth(mech string) (sasl.Server, error) {
+	if s.srv.cfg.RequireTLS && !s.tls {
+		s.srv.cfg.Metrics.SMTPRejection("tls_required")
+		return nil, errTLSRequired
+	}
 	switch mech {
 	case sasl.Plain:
-		return sasl.NewPlainServer(func(_, _, password string) error { return s.authenticate(password) }), nil
+		return sasl.NewPlainServer(func(identity, username, password string) error {
+			return s.authenticate(sasl.Plain, cmp.Or(username, identity), password)
+		}), nil
 	case sasl.Login:
-		return &loginServer{authenticate: s.authenticate}, nil
+		return &loginServer{authenticate: func(username, password string) error {
+			return s.authenticate(sasl.Login, username, password)
+		}}, nil
 	}
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-func (s *session) authenticate(key string) error {
+// authenticate checks key, the password of an AUTH with mech by user.
+func (s *session) authenticate(mech, user, key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
 	if allowed, _ := s.srv.cfg.AuthLimiter.Attempt(s.remoteIP(), key, ok); !allowed {
 		s.srv.cfg.Metrics.SMTPRejection("auth_limited")
@@ -208,7 +297,14 @@ func (s *session) authenticate(key string) error {
 		s.srv.log.Info("smtp auth failed", "session", s.id, "remote", s.remote)
 		return smtp.ErrAuthFailed
 	}
+	s.mu.Lock()
+	s.rules = ruleSet{}
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultAuth, AccountID: acc.ID}, nil); reply != nil {
+		return reply
+	}
 	s.account = acc
+	s.authMech, s.authUser = mech, user
 	return nil
 }
 
@@ -223,10 +319,29 @@ func (s *session) remoteIP() string {
 
 // Mail starts a message. An empty or unusable reverse path is allowed: the
 // From header decides the sender at DATA.
-func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
+	defer func() {
+		if err == nil {
+			s.noteMail(from, opts)
+		}
+	}()
+	if s.srv.cfg.RequireTLS && !s.tls {
+		s.srv.cfg.Metrics.SMTPRejection("tls_required")
+		return errTLSRequired
+	}
+	if !isASCII(from) {
+		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
+		return needsSMTPUTF8("Sender", from)
+	}
 	if limit := s.srv.cfg.MaxMessageBytes; limit > 0 && opts != nil && opts.Size > limit {
 		s.srv.cfg.Metrics.SMTPMessage("too_large", 0, 0)
 		return errTooLarge
+	}
+	s.mu.Lock()
+	s.rules = ruleSet{}
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultMail, AccountID: accountID(s.onlyAccount()), Sender: from}, nil); reply != nil {
+		return reply
 	}
 	if !s.conn.begin() {
 		return errShuttingDown
@@ -249,11 +364,11 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 }
 
 // Rcpt routes one recipient to its account or refuses it.
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	if !store.ValidAddress(to) {
+func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
+	defer func() { s.noteRcpt(to, opts, err) }()
+	if refusal := recipientRefusal(to); refusal != nil {
 		s.srv.cfg.Metrics.SMTPRejection("invalid_address")
-		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 3},
-			Message: "Recipient address is not a valid address"}
+		return refusal
 	}
 	acc := s.account
 	if acc == nil {
@@ -261,8 +376,14 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		if acc, ok = s.srv.accounts.ForRecipient(to); !ok {
 			s.srv.cfg.Metrics.SMTPRejection("no_account")
 			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
-				Message: "No account receives mail for this recipient; authenticate with an API key or use a configured domain"}
+				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
+	}
+	s.mu.Lock()
+	from := s.from
+	s.mu.Unlock()
+	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}}, nil); reply != nil {
+		return reply
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -282,8 +403,12 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
-	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts)}
+	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked()}
 	sizeHint, tx := s.size, s.tx
+	rules := maps.Clone(s.rules)
+	if rules == nil {
+		rules = ruleSet{}
+	}
 	pr, bdat := r.(*io.PipeReader)
 	if bdat {
 		s.bdat = pr
@@ -296,14 +421,28 @@ func (s *session) Data(r io.Reader) error {
 		defer cancel()
 		s.conn.startTransfer(start.Add(d))
 	}
-	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn)
+	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
+		// For DATA, go-smtp has answered 354 already: the reply follows
+		// the message, which go-smtp reads and drops.
+		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
+		return reply
+	}
+	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn, s.remoteIP())
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
 		// it were complete: the message is truncated, and nobody gets
 		// the reply.
 		err = errTruncated
 	}
-	result, err := s.deliver(raw, env, err)
+	var result string
+	if err == nil {
+		if reply := s.faultAccounts(faults.Point{Stage: store.FaultMessage, Sender: env.Sender}, env.Recipients, rules); reply != nil {
+			result, err = "fault", reply
+		}
+	}
+	if result == "" {
+		result, err = s.deliver(raw, env, err)
+	}
 	release()
 	s.srv.cfg.Metrics.SMTPMessage(result, len(raw), len(env.Recipients))
 	code := 250
@@ -376,7 +515,7 @@ const largeMessage = 1 << 20
 // (the transaction ended: smtp.ErrDataReset; its transfer timed out:
 // context.DeadlineExceeded) or the server starts draining (errShuttingDown).
 // With a slot, the rest must come at slotRate at least (c may be nil).
-func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn) (raw []byte, release func(), err error) {
+func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
 	release = func() {}
 	limit := math.MaxInt
 	if s.cfg.MaxMessageBytes > 0 {
@@ -394,23 +533,32 @@ func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c 
 		return raw, release, err
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", 1)
-	select {
-	case s.large <- struct{}{}:
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-	case <-tx.Done():
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+	wait, stop := context.WithCancel(tx)
+	defer stop()
+	go func() {
+		select {
+		case <-s.conns.stopping:
+			stop()
+		case <-wait.Done():
+		}
+	}()
+	give, err := s.cfg.LargeGate.Acquire(wait, client)
+	s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
+	if err != nil {
+		select {
+		case <-s.conns.stopping:
+			return raw, release, errShuttingDown
+		default:
+		}
 		if errors.Is(tx.Err(), context.DeadlineExceeded) {
 			return raw, release, tx.Err()
 		}
 		return raw, release, smtp.ErrDataReset
-	case <-s.conns.stopping:
-		s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
-		return raw, release, errShuttingDown
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("active", 1)
 	release = func() {
 		s.cfg.Metrics.SMTPLargeTransfer("active", -1)
-		<-s.large
+		give()
 	}
 	if sizeHint > int64(len(raw)) && sizeHint < int64(limit) {
 		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
@@ -496,6 +644,8 @@ func (s *session) Logout() error {
 	s.mu.Lock()
 	s.endTxLocked()
 	s.mu.Unlock()
+	// STARTTLS ends the session (and any transaction) without a Reset.
+	s.conn.end()
 	return nil
 }
 
@@ -507,6 +657,11 @@ func (s *Server) reply(err error, remote string) *smtp.SMTPError {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 7}, Message: messageOf(err)}
 	case store.TooLarge:
 		return errTooLarge
+	case store.Full:
+		s.log.Warn("smtp message deferred: storage full", "remote", remote, "err", err)
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 3, 1}, Message: "Mail system storage is full, try again later"}
+	case store.QuotaExceeded:
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2}, Message: messageOf(err)}
 	case store.Unavailable:
 		s.log.Warn("smtp message deferred: store unavailable", "remote", remote, "err", err)
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Storage temporarily unavailable, try again later"}
@@ -526,14 +681,19 @@ func messageOf(err error) string {
 // maxLineLength bounds one SMTP command or message line.
 const maxLineLength = 1 << 20
 
+// errTLSRequired refuses MAIL and AUTH before STARTTLS when TLS is required
+// (RFC 3207).
+var errTLSRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Must issue a STARTTLS command first"}
+
 // errTooLarge is the reply to a message over the size limit.
 var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
 
 // loginServer is the server side of the LOGIN mechanism, which go-sasl does
 // not provide: it asks for a username, then a password.
 type loginServer struct {
-	authenticate func(password string) error
+	authenticate func(username, password string) error
 	step         int
+	username     string
 }
 
 func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
@@ -546,9 +706,10 @@ func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
 		fallthrough // initial response carried the username
 	case 1:
 		l.step = 2
+		l.username = string(response)
 		return []byte("Password:"), false, nil
 	default:
-		return nil, true, l.authenticate(string(response))
+		return nil, true, l.authenticate(l.username, string(response))
 	}
 }
 

@@ -360,3 +360,42 @@ func TestLongLinesAreKept(t *testing.T) {
 		}
 	})
 }
+
+// Address refusals come at MAIL or RCPT, say which address and why, and
+// non-ASCII addresses get RFC 6531's 553 5.6.7 with or without SMTPUTF8.
+func TestAddressRefusalsOverSMTP(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	c, err := smtp.Dial(e.SMTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Hello("client.test"); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Mail("jörg@example.com", &smtp.MailOptions{UTF8: true})
+	wantCode(t, err, 553, smtp.EnhancedCode{5, 6, 7})
+	if !strings.Contains(err.Error(), "Sender address <j\\xC3\\xB6rg@example.com>") {
+		t.Errorf("MAIL: %v", err)
+	}
+	if err := c.Mail("app@example.com", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rcpt     string
+		code     int
+		enhanced smtp.EnhancedCode
+		want     string
+	}{
+		{"josé@acme.test", 553, smtp.EnhancedCode{5, 6, 7}, "non-ASCII"},
+		{"user@localhost", 550, smtp.EnhancedCode{5, 1, 3}, `<user@localhost> is not accepted: the domain "localhost" has no dot`},
+		{"qa@nowhere.test", 550, smtp.EnhancedCode{5, 1, 1}, "<qa@nowhere.test>"},
+	} {
+		err := c.Rcpt(tc.rcpt, nil)
+		wantCode(t, err, tc.code, tc.enhanced)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("RCPT %s: %v, want %q", tc.rcpt, err, tc.want)
+		}
+	}
+}

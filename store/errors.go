@@ -12,15 +12,17 @@ type Code int
 // Error codes. The zero value is Internal, so an unclassified error is never
 // mistaken for a client mistake.
 const (
-	Internal    Code = iota // a bug or an unexpected failure: logged with its cause
-	Invalid                 // the input is wrong: 400
-	NotFound                // no such email in the account: 404
-	Conflict                // the input clashes with stored state: 409
-	Unavailable             // the backend cannot be reached now: 503 / SMTP 451
-	TooLarge                // the input is over a size limit: 413 / SMTP 552
+	Internal      Code = iota // a bug or an unexpected failure: logged with its cause
+	Invalid                   // the input is wrong: 400
+	NotFound                  // no such email in the account: 404
+	Conflict                  // the input clashes with stored state: 409
+	Unavailable               // the backend cannot be reached now: 503 / SMTP 451
+	TooLarge                  // the input is over a size limit: 413 / SMTP 552
+	Full                      // the backend has no room (disk full, Redis maxmemory): 507 / SMTP 452 4.3.1
+	QuotaExceeded             // the account stores as much as its quota allows: 429 / SMTP 452 4.2.2
 )
 
-var codeNames = [...]string{"internal", "invalid", "not found", "conflict", "unavailable", "too large"}
+var codeNames = [...]string{"internal", "invalid", "not found", "conflict", "unavailable", "too large", "full", "quota exceeded"}
 
 func (c Code) String() string {
 	if c < 0 || int(c) >= len(codeNames) {

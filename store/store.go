@@ -77,6 +77,9 @@ type Body struct {
 	HTML        *string
 	Headers     map[string]string // lower-case keys; never nil once stored
 	Attachments []Attachment      // never nil once stored
+	// Transcript is the SMTP transaction that delivered the message; nil
+	// for messages that came another way.
+	Transcript *Transcript
 }
 
 // ListQuery selects a page of one account's emails, newest first: by
@@ -236,4 +239,27 @@ type Pruner interface {
 	// It returns Invalid when limit is not in 1..100 or keep or skip is
 	// negative, and Unavailable when the backend cannot be reached.
 	OldestEmails(ctx context.Context, accountID string, keep, skip int64, limit int) ([]*Email, error)
+}
+
+// IdempotencyTTL is how long an idempotency key is remembered.
+const IdempotencyTTL = 24 * time.Hour
+
+// Reservation is what an idempotency key was first used for: a digest of
+// the request and the ids of the emails it stores.
+type Reservation struct {
+	Digest string
+	IDs    []string
+}
+
+// Idempotency is implemented by stores that remember idempotency keys, so
+// that a repeated request (a client's or a provider's retry) is recognised
+// as the same delivery: the ids of its emails are reserved under the key
+// before they are written, and a repeat writes the same ids, which the
+// store refuses to write twice (Conflict).
+type Idempotency interface {
+	// Reserve records r under key in the account for ttl, unless key is
+	// recorded already: then it returns the recorded reservation and false.
+	// Keys of different accounts never meet. It returns Unavailable when
+	// the backend cannot be reached.
+	Reserve(ctx context.Context, accountID, key string, r Reservation, ttl time.Duration) (Reservation, bool, error)
 }

@@ -119,6 +119,94 @@ export type UpdateEmailRequest = {
   subject?: string | null;
 };
 
+export type SMTPCommand = {
+  /** The address as the client gave it. */
+  address: string;
+  /** ESMTP parameters the server understood, like SIZE=1234 or BODY=8BITMIME. */
+  params: Array<string>;
+  /** The reply line the client got, like 250 2.0.0 ... */
+  reply: string;
+};
+
+/** The SMTP transaction that delivered the email, as the server saw it. Never holds a password or API key. RCPT commands routed to other accounts are left out; at most 100 RCPT commands are kept (rcptOmitted counts the rest). */
+export type Transcript = {
+  /** host:port of the client. */
+  clientAddress: string;
+  /** The name given in EHLO or HELO. */
+  helo: string;
+  /** Like TLS 1.3; empty without TLS. */
+  tlsVersion: string;
+  /** Like TLS_AES_128_GCM_SHA256; empty without TLS. */
+  tlsCipher: string;
+  /** PLAIN or LOGIN; empty without AUTH. */
+  authMechanism: string;
+  /** The user name given with AUTH (the password, an API key, is never kept); empty without AUTH. */
+  authIdentity: string;
+  mail: SMTPCommand;
+  rcpt: Array<SMTPCommand>;
+  rcptOmitted?: number;
+  /** The reply to the message. */
+  data: string;
+};
+
+export type TranscriptResponse = {
+  /** null for an email that did not arrive over SMTP (created with POST /v1/emails or /v1/inbound). */
+  item: Transcript | null;
+};
+
+/** auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, given after the message since DATA's 354 comes first, or to the first BDAT chunk. message: after the whole message was read, before it is stored. */
+export type FaultStage = "auth" | "mail" | "rcpt" | "data" | "message";
+
+export type FaultReply = {
+  code: number;
+  /** Printable ASCII on one line. A leading enhanced status code of the reply's class (4.3.0 ...) is used as such; without one the server adds X.0.0. */
+  text?: string;
+};
+
+/** At least one of reply, delay and disconnect; reply and disconnect exclude each other. Without count and probability the rule applies to every matching transaction until it expires or is deleted. */
+export type FaultRuleRequest = {
+  stage: FaultStage;
+  reply?: FaultReply;
+  /** A Go duration (1.5s, 2m) waited before the reply: above 0 and at most 4m, and below MAILSINK_SMTP_READ_TIMEOUT by a tenth of it (at least 1s). */
+  delay?: string;
+  /** Close the connection without a reply. */
+  disconnect?: boolean;
+  /** Only transactions with this recipient (an address, or @domain for every address at exactly that domain). Not at the auth and mail stages. */
+  recipient?: string;
+  /** Only transactions with this MAIL FROM (an address or @domain). Not at the auth stage. */
+  sender?: string;
+  /** Apply to the next count matching commands only, exactly, across every replica; the rule is deleted after its last. */
+  count?: number;
+  /** The chance that a matching command is hit. */
+  probability?: number;
+  /** A Go duration after which the rule no longer applies (at most 720h). */
+  expiresIn?: string;
+};
+
+export type FaultRule = {
+  id: string;
+  stage: FaultStage;
+  reply: FaultReply | null;
+  delay: string | null;
+  disconnect: boolean;
+  recipient: string | null;
+  sender: string | null;
+  count: number | null;
+  /** For counted rules, the matches left. */
+  remaining: number | null;
+  probability: number | null;
+  createdAt: string;
+  expiresAt: string | null;
+};
+
+export type FaultRuleResponse = {
+  item: FaultRule;
+};
+
+export type FaultRuleListResponse = {
+  items: Array<FaultRule>;
+};
+
 export type EventData = {
   type: "email.created" | "email.updated" | "email.deleted";
   emailId: string;

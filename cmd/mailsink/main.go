@@ -25,6 +25,9 @@ import (
 
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/certs"
+	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/web"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -52,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(stdout, stderr)
 	case "healthcheck":
 		return healthcheck(stderr)
+	case "compact":
+		return compact(stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "mailsink", version)
 		return 0
@@ -70,6 +75,7 @@ func usage(w io.Writer) {
 
   serve        run the service (the default command)
   healthcheck  exit 0 when the local mailsink is ready (for container health checks)
+  compact      give the embedded store's free space back to the disk (with mailsink stopped)
   version      print the version
 
 serve is configured by these environment variables (an empty one counts as unset):
@@ -140,7 +146,24 @@ func serve(stdout, stderr io.Writer) int {
 // ready" once the store answers, saying meanwhile what it waits for.
 func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, generatedKey string, pprofAddr net.Addr) {
 	httpAddr := dialable(a.HTTPAddr())
-	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard http://%s/\n", version, dialable(a.SMTPAddr()), httpAddr, httpAddr)
+	// The start that makes the key up prints it anyway: its dashboard link
+	// signs in at once (the key is in the URL fragment, which a browser
+	// never sends to a server).
+	dashboard := "http://" + httpAddr + "/"
+	if generatedKey != "" {
+		dashboard = web.SignInURL("http://"+httpAddr, generatedKey)
+	}
+	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard %s\n", version, dialable(a.SMTPAddr()), httpAddr, dashboard)
+	if addr := a.SMTPSAddr(); addr != nil {
+		fmt.Fprintf(w, "  SMTPS %s (implicit TLS)\n", dialable(addr))
+	}
+	if addr := a.HTTPSAddr(); addr != nil {
+		fmt.Fprintf(w, "  HTTPS https://%s\n", dialable(addr))
+	}
+	if cert := a.Certificate(); cert != nil {
+		fmt.Fprintf(w, "  TLS certificate %s (STARTTLS offered), SHA-256 fingerprint:\n    %s\n  Trust it: curl -o mailsink.pem http://%s/tls/certificate.pem\n",
+			cert.CertFile(), certs.Fingerprint(cert.Leaf()), httpAddr)
+	}
 	if pprofAddr != nil {
 		fmt.Fprintf(w, "  pprof http://%s\n", dialable(pprofAddr))
 	}
@@ -166,6 +189,20 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if err == nil {
 		fmt.Fprintln(w, "mailsink is ready")
 	}
+}
+
+// compact rewrites the embedded store's file (MAILSINK_DATA_DIR/mailsink.db)
+// without the space deleted emails left: bbolt reuses that space for new
+// mail but never shrinks its file. The file must not be in use.
+func compact(stdout, stderr io.Writer) int {
+	path := filepath.Join(config.Value(os.Getenv, "MAILSINK_DATA_DIR"), "mailsink.db")
+	before, after, err := boltstore.Compact(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailsink compact: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: %d bytes before, %d after\n", path, before, after)
+	return 0
 }
 
 // healthcheck asks the mailsink on this host (at MAILSINK_HTTP_ADDR's port)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/mailsink/mailsink/app"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store/boltstore"
 )
 
 // TestHelpListsEverySetting checks that --help, help and serve --help print
@@ -69,10 +69,16 @@ func TestBanner(t *testing.T) {
 		banner(context.Background(), &out, a, cfg, generated, nil)
 		a.Shutdown(context.Background())
 		text := out.String()
-		if !strings.Contains(text, "  Dashboard http://"+a.HTTPAddr().String()+"/\n") || !strings.HasSuffix(text, "mailsink is ready\n") {
+		if !strings.Contains(text, "  Dashboard http://"+a.HTTPAddr().String()+"/") || !strings.HasSuffix(text, "mailsink is ready\n") {
 			t.Errorf("start %d: banner without the dashboard or not ready:\n%s", i+1, text)
 		}
 		m := keyLine.FindStringSubmatch(text)
+		// The start that makes the key up links the dashboard with it, in
+		// the URL fragment; later starts never print the key.
+		signIn := m != nil && strings.Contains(text, "  Dashboard http://"+a.HTTPAddr().String()+"/#key="+m[1]+"\n")
+		if (want == "generated") != signIn {
+			t.Errorf("start %d (%s): dashboard sign-in link with the key = %v:\n%s", i+1, want, signIn, text)
+		}
 		switch want {
 		case "generated":
 			if m == nil {
@@ -93,24 +99,6 @@ func TestBanner(t *testing.T) {
 	}
 }
 
-// syncBuffer is an output tests read while serve writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServeReloadsOnSIGHUP runs serve in this process, sends the process
 // SIGHUP after a change of the accounts file, checks that the new key
 // works, then stops serve with SIGINT.
@@ -128,7 +116,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 		"MAILSINK_ACCOUNTS_FILE": accounts, "MAILSINK_ACCOUNTS_POLL_INTERVAL": "0", "MAILSINK_API_KEY": ""} {
 		t.Setenv(k, v)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- serve(&stdout, &stderr) }()
 	testenv.WaitFor(t, 30*time.Second, "mailsink is ready", func() bool { return strings.Contains(stdout.String(), "mailsink is ready") })
@@ -159,5 +147,25 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "accounts file reloaded") {
 		t.Errorf("no log line of the reload:\n%s", stderr.String())
+	}
+}
+
+// TestCompactCommand runs `mailsink compact` on a store file, and refuses
+// while another process (here, an open store) holds it.
+func TestCompactCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MAILSINK_DATA_DIR", dir)
+	st, err := boltstore.Open(filepath.Join(dir, "mailsink.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"compact"}, &out, &errOut); code == 0 {
+		t.Errorf("compact of a file in use exited 0: %s", out.String())
+	}
+	st.Close()
+	out.Reset()
+	if code := run([]string{"compact"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "bytes before") {
+		t.Errorf("compact: exit %d, %q %q", code, out.String(), errOut.String())
 	}
 }

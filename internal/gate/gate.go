@@ -34,9 +34,13 @@ func New(total, perKey int) *Gate {
 }
 
 // Acquire waits for a turn for key until ctx is done, and returns the
-// function that gives it back (call it exactly once). It returns ctx's
-// error when ctx ends first.
+// function that gives it back (calls after the first do nothing). It
+// returns ctx's error when ctx ends first. A nil Gate gives every caller a
+// turn at once.
 func (g *Gate) Acquire(ctx context.Context, key string) (release func(), err error) {
+	if g == nil {
+		return func() {}, nil
+	}
 	counted := false
 	for {
 		g.mu.Lock()

@@ -5,12 +5,16 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -204,4 +208,50 @@ func Start(t *testing.T, b Backend, edit func(*config.Config)) *Env {
 		a.Shutdown(ctx)
 	})
 	return &Env{App: a, BaseURL: "http://" + a.HTTPAddr().String(), SMTP: a.SMTPAddr().String()}
+}
+
+// PrivateRedis runs a redis-server of the test's own on a free loopback port,
+// without persistence, with extra arguments (for example "--maxmemory",
+// "2mb"), and returns its URL; it is killed when the test ends. It fails the
+// test when redis-server is not installed and CI is set, else skips it.
+func PrivateRedis(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server is not installed: %v", err)
+		}
+		t.Skip("redis-server is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir()}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	url := "redis://127.0.0.1:" + port + "/0"
+	WaitFor(t, 10*time.Second, "the private redis-server to answer", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("redis-server exited: %s", out.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	return url
 }

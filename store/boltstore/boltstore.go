@@ -749,10 +749,11 @@ func codeOfDBError(err error) store.Code {
 	var errno syscall.Errno
 	var pathErr *fs.PathError
 	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, berrors.ErrMaxSizeReached):
+		return store.Full
 	case errors.Is(err, berrors.ErrDatabaseNotOpen),
 		errors.Is(err, context.Canceled),
 		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, berrors.ErrMaxSizeReached),
 		errors.Is(err, berrors.ErrTimeout),
 		errors.Is(err, os.ErrPermission),
 		errors.As(err, &pathErr),

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -14,7 +15,10 @@ import (
 // a later release can read what an earlier one wrote.
 const (
 	emailFormat byte = 1
-	bodyFormat  byte = 1
+	// bodyFormat 2 added the SMTP transcript (JSON, empty for none)
+	// before the raw source; format 1 bodies are still read.
+	bodyFormat    byte = 2
+	bodyFormatOne byte = 1
 )
 
 // errCorrupt is the cause of every decoding failure: the file holds bytes this
@@ -199,7 +203,7 @@ func decodeEmail(b []byte) (*emailRecord, error) {
 // encodeBody puts the raw source last so that its length is the only part of
 // the record that grows with the message.
 func encodeBody(b *store.Body) []byte {
-	size := 64 + len(b.Raw)
+	size := 64 + len(b.Raw) + 512
 	if b.Text != nil {
 		size += len(*b.Text)
 	}
@@ -226,6 +230,12 @@ func encodeBody(b *store.Body) []byte {
 		e.optStr(a.Filename)
 		e.varint(a.Size)
 	}
+	var transcript []byte
+	if b.Transcript != nil {
+		// A Transcript is plain strings and slices: it always marshals.
+		transcript, _ = json.Marshal(b.Transcript)
+	}
+	e.bytes(transcript)
 	e.bytes(b.Raw)
 	return e.b
 }
@@ -234,7 +244,8 @@ func encodeBody(b *store.Body) []byte {
 // Attachments are never nil.
 func decodeBody(b []byte) (*store.Body, error) {
 	d := decoder{b: b}
-	if d.byte() != bodyFormat {
+	format := d.byte()
+	if format != bodyFormat && format != bodyFormatOne {
 		return nil, errCorrupt
 	}
 	body := &store.Body{}
@@ -254,6 +265,14 @@ func decodeBody(b []byte) (*store.Body, error) {
 		a.Disposition = d.optStr()
 		a.Filename = d.optStr()
 		a.Size = d.varint()
+	}
+	if format == bodyFormat {
+		if t := d.view(); len(t) > 0 && d.err == nil {
+			body.Transcript = &store.Transcript{}
+			if err := json.Unmarshal(t, body.Transcript); err != nil {
+				return nil, errCorrupt
+			}
+		}
 	}
 	body.Raw = append([]byte{}, d.view()...)
 	if err := d.done(); err != nil {

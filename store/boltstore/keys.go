@@ -39,8 +39,11 @@ var (
 	// bucketEvents holds nothing: its sequence numbers the events in
 	// commit order (nextEvents).
 	bucketEvents = []byte("events")
+	// bucketFaults holds a bucket per account: rule id -> the rule as
+	// JSON (faults.go).
+	bucketFaults = []byte("faults")
 
-	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta, bucketEvents}
+	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta, bucketEvents, bucketFaults}
 )
 
 // Index kinds.

@@ -28,6 +28,9 @@ func classify(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return store.Wrap(store.Unavailable, err, "store unavailable")
 	}
+	if redis.IsOOMError(err) {
+		return store.Wrap(store.Full, err, "storage is full")
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !transientReply(err) {
 		return store.Wrap(store.Internal, err, "store error")

@@ -184,6 +184,7 @@ type bodyRecord struct {
 	HTML        *string            `json:"html"`
 	Headers     map[string]string  `json:"headers"`
 	Attachments []attachmentRecord `json:"att"`
+	Transcript  *store.Transcript  `json:"tx,omitempty"`
 }
 
 type attachmentRecord struct {
@@ -197,7 +198,7 @@ type attachmentRecord struct {
 // encodeBody returns the bodyRecord of b as json.Marshal writes it, with
 // nil headers as {} and nil attachments as [].
 func encodeBody(b *store.Body) string {
-	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments))}
+	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments)), Transcript: b.Transcript}
 	if r.Headers == nil {
 		r.Headers = map[string]string{}
 	}
@@ -218,6 +219,7 @@ func decodeBody(raw, meta string) (*store.Body, error) {
 		HTML:        br.HTML,
 		Headers:     br.Headers,
 		Attachments: make([]store.Attachment, len(br.Attachments)),
+		Transcript:  br.Transcript,
 	}
 	if b.Headers == nil {
 		b.Headers = map[string]string{}

@@ -76,7 +76,16 @@ func diffBody(got, want *store.Body) string {
 			}
 		}
 	}
+	if g, w := fmt.Sprintf("%+v", got.Transcript), fmt.Sprintf("%+v", want.Transcript); (got.Transcript == nil) != (want.Transcript == nil) ||
+		got.Transcript != nil && transcriptString(got.Transcript) != transcriptString(want.Transcript) {
+		d.add("Transcript", g, w)
+	}
 	return d.String()
+}
+
+// transcriptString shows every field of t.
+func transcriptString(t *store.Transcript) string {
+	return fmt.Sprintf("%+v", *t)
 }
 
 type differ struct{ lines []string }

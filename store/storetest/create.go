@@ -51,6 +51,17 @@ func testRoundTrip(t *testing.T, s store.Store) {
 					{ContentType: ptr("application/pdf"), Filename: ptr("report.pdf"), Size: 0},
 					{Size: 1<<53 - 1},
 				},
+				Transcript: &store.Transcript{
+					ClientAddress: "192.0.2.7:52114", Helo: "app.example", TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256",
+					AuthMechanism: "PLAIN", AuthIdentity: "qa",
+					Mail: store.TranscriptCommand{Address: "b@x.io", Params: []string{"SIZE=120", "BODY=8BITMIME"}, Reply: "250 2.0.0 Roger"},
+					Rcpts: []store.TranscriptCommand{
+						{Address: "QA-Team@Sub.Example.io", Params: []string{}, Reply: "250 2.0.0 ok"},
+						{Address: "x@nowhere.test", Params: []string{"NOTIFY=NEVER"}, Reply: "550 5.1.1 No account"},
+					},
+					RcptsOmitted: 3,
+					Data:         "250 2.0.0 OK: queued",
+				},
 			},
 		},
 		{

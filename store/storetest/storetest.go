@@ -16,7 +16,7 @@
 // cannot see through the interface it checks through optional interfaces: a
 // store that implements BodyCounter is checked to free a shared body with the
 // last email that uses it. The optional capabilities store.Notifier,
-// store.Stats and store.Pruner are checked when the store has them.
+// store.Stats, store.Pruner and store.FaultStore are checked when the store has them.
 package storetest
 
 import (
@@ -82,6 +82,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"StatsConcurrent", testStatsConcurrent},
 		{"OldestEmails", testOldestEmails},
 		{"OldestConcurrentKeep", testOldestConcurrentKeep},
+		{"Idempotency", testIdempotency},
+		{"FaultRules", testFaultRules},
+		{"FaultExpiry", testFaultExpiry},
+		{"FaultLimit", testFaultLimit},
+		{"FaultConsumeConcurrent", testFaultConsumeConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,108 @@
+package faults
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/boltstore"
+)
+
+func TestAddressMatches(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		filter, addr string
+		want         bool
+	}{
+		{"a@acme.test", "a@acme.test", true},
+		{"a@acme.test", "A@ACME.test", true},
+		{"a@acme.test", "b@acme.test", false},
+		{"@acme.test", "b@Acme.Test", true},
+		{"@acme.test", "b@sub.acme.test", false},
+		{"@acme.test", "b@notacme.test", false},
+		{"@acme.test", "", false},
+		{"a@acme.test", "", false},
+	}
+	for _, tt := range tests {
+		if got := AddressMatches(tt.filter, tt.addr); got != tt.want {
+			t.Errorf("AddressMatches(%q, %q) = %v, want %v", tt.filter, tt.addr, got, tt.want)
+		}
+	}
+}
+
+func TestMaxDelay(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		readTimeout, want time.Duration
+	}{
+		{0, 4 * time.Minute},
+		{time.Hour, 4 * time.Minute},
+		{60 * time.Second, 54 * time.Second},
+		{5 * time.Second, 4 * time.Second},
+		{time.Second, time.Second},
+	}
+	for _, tt := range tests {
+		if got := MaxDelay(tt.readTimeout); got != tt.want {
+			t.Errorf("MaxDelay(%v) = %v, want %v", tt.readTimeout, got, tt.want)
+		}
+	}
+}
+
+// TestCheck checks which rule a point meets, on the embedded store.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	draw := 0.5
+	in := New(st, Config{Now: func() time.Time { return now }, Rand: func() float64 { return draw }})
+	ctx := context.Background()
+	create := func(r *store.FaultRule, expiresIn time.Duration) *store.FaultRule {
+		t.Helper()
+		r.Reply = &store.FaultReply{Code: 451}
+		if err := in.Create(ctx, "acme", r, expiresIn); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Millisecond) // rules are checked oldest first
+		return r
+	}
+	p := func(v float64) *float64 { return &v }
+	counted := create(&store.FaultRule{Stage: store.FaultRcpt, Recipient: "a@acme.test", Count: 2}, 0)
+	likely := create(&store.FaultRule{Stage: store.FaultRcpt, Sender: "@app.test", Probability: p(0.6)}, 0)
+	expiring := create(&store.FaultRule{Stage: store.FaultData}, time.Second)
+
+	rcpt := func(sender, to string) *store.FaultRule {
+		return in.Check(ctx, Point{Stage: store.FaultRcpt, AccountID: "acme", Sender: sender, Recipients: []string{to}})
+	}
+	for i, want := range []*store.FaultRule{counted, counted, nil} {
+		if got := rcpt("x@example.com", "a@acme.test"); got != nil != (want != nil) || got != nil && got.ID != want.ID {
+			t.Errorf("send %d to a@acme.test: got %v, want %v", i, got, want)
+		}
+	}
+	if got := rcpt("x@app.test", "b@acme.test"); got == nil || got.ID != likely.ID {
+		t.Errorf("draw 0.5 under 0.6: got %v, want the probability rule", got)
+	}
+	draw = 0.6
+	if got := rcpt("x@app.test", "b@acme.test"); got != nil {
+		t.Errorf("draw 0.6, not under 0.6: got %v, want none", got)
+	}
+	if got := in.Check(ctx, Point{Stage: store.FaultData, AccountID: "other"}); got != nil {
+		t.Errorf("another account: got %v, want none", got)
+	}
+	if got := in.Check(ctx, Point{Stage: store.FaultData, AccountID: "acme"}); got == nil || got.ID != expiring.ID {
+		t.Errorf("data before expiry: got %v", got)
+	}
+	now = now.Add(time.Second)
+	if got := in.Check(ctx, Point{Stage: store.FaultData, AccountID: "acme"}); got != nil {
+		t.Errorf("data after expiry: got %v, want none", got)
+	}
+	rules, err := in.List(ctx, "acme")
+	if err != nil || len(rules) != 1 || rules[0].ID != likely.ID {
+		t.Errorf("List: got %v, %v, want only the probability rule", rules, err)
+	}
+}

@@ -1,0 +1,24 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// emailTranscript answers {"item": transcript}: the SMTP transaction that
+// delivered the email, or null for an email that came over HTTP.
+func (a *API) emailTranscript(w http.ResponseWriter, r *http.Request) {
+	id, ok := emailID(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": body.Transcript})
+}

@@ -1,0 +1,130 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/mailsink/mailsink/internal/testenv"
+)
+
+// TestTranscript sends a message with AUTH, ESMTP parameters and a refused
+// recipient, and reads back what the server saw.
+func TestTranscript(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		c, err := smtp.Dial(e.SMTP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Hello("app.client.test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Auth(sasl.NewPlainClient("", "qa-user", acme)); err != nil {
+			t.Fatal(err)
+		}
+		raw := "From: app@example.com\r\nTo: t@acme.test\r\nSubject: transcript\r\n\r\nhi\r\n"
+		if err := c.Mail("app@example.com", &smtp.MailOptions{Size: int64(len(raw)), Body: smtp.Body8BitMIME}); err != nil {
+			t.Fatal(err)
+		}
+		bad := c.Rcpt("nobody@localhost", nil)
+		if bad == nil {
+			t.Fatal("invalid RCPT accepted")
+		}
+		if err := c.Rcpt("t@acme.test", nil); err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(raw))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.Quit()
+
+		items := list(t, e, acme, "recipient=t%40acme.test")
+		if len(items) != 1 {
+			t.Fatalf("stored %d, want 1", len(items))
+		}
+		resp := get(t, e, "/v1/emails/"+items[0]["id"].(string)+"/transcript", acme)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("transcript: %d %s", resp.Status, resp.Body)
+		}
+		tr := resp.JSON(t)["item"].(map[string]any)
+		if tr["helo"] != "app.client.test" || tr["authIdentity"] != "qa-user" || tr["authMechanism"] != "PLAIN" ||
+			tr["tlsVersion"] != "" || !strings.HasPrefix(tr["clientAddress"].(string), "127.0.0.1:") || tr["data"] != "250 2.0.0 OK: queued" {
+			t.Errorf("transcript %s", resp.Body)
+		}
+		if strings.Contains(string(resp.Body), acme) {
+			t.Errorf("the transcript holds the API key: %s", resp.Body)
+		}
+		mail := tr["mail"].(map[string]any)
+		if mail["address"] != "app@example.com" || strings.Join(asStrings(mail["params"]), " ") != fmt.Sprintf("SIZE=%d BODY=8BITMIME", len(raw)) ||
+			mail["reply"] != "250 2.0.0 Roger, accepting mail from <app@example.com>" {
+			t.Errorf("mail %v", mail)
+		}
+		rcpts := tr["rcpt"].([]any)
+		if len(rcpts) != 2 {
+			t.Fatalf("rcpt %v, want 2 commands", rcpts)
+		}
+		first, second := rcpts[0].(map[string]any), rcpts[1].(map[string]any)
+		if first["address"] != "nobody@localhost" || first["reply"] != "550 5.1.3 "+bad.(*smtp.SMTPError).Message {
+			t.Errorf("refused rcpt %v; the client read %v", first, bad)
+		}
+		if second["address"] != "t@acme.test" || second["reply"] != "250 2.0.0 I'll make sure <t@acme.test> gets this" ||
+			len(second["params"].([]any)) != 0 {
+			t.Errorf("rcpt %v", second)
+		}
+		if n := len(resp.Body); n > 800 {
+			t.Errorf("transcript is %d bytes of JSON, want a few hundred", n)
+		}
+
+		// An email created over HTTP has none; the usual 400 and 404.
+		created := create(t, e, acme, map[string]any{"recipient": "h@acme.test", "sender": "s@example.com"})
+		if resp := get(t, e, "/v1/emails/"+created["id"].(string)+"/transcript", acme); resp.Status != http.StatusOK || string(resp.Body) != `{"item":null}`+"\n" && string(resp.Body) != `{"item":null}` {
+			t.Errorf("HTTP email: %d %q, want {\"item\":null}", resp.Status, resp.Body)
+		}
+		if resp := get(t, e, "/v1/emails/"+items[0]["id"].(string)+"/transcript", globex); resp.Status != http.StatusNotFound {
+			t.Errorf("another account: %d, want 404", resp.Status)
+		}
+		if resp := get(t, e, "/v1/emails/nope/transcript", acme); resp.Status != http.StatusBadRequest {
+			t.Errorf("bad id: %d, want 400", resp.Status)
+		}
+	})
+}
+
+// TestTranscriptPerAccount checks that recipients routed to another
+// account are left out of an account's transcript.
+func TestTranscriptPerAccount(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	c, err := smtp.Dial(e.SMTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw := "From: app@example.com\r\nSubject: two\r\n\r\nhi\r\n"
+	if err := c.SendMail("app@example.com", []string{"a@acme.test", "secret@globex.test"}, strings.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	id := list(t, e, acme, "recipient=a%40acme.test")[0]["id"].(string)
+	body := string(get(t, e, "/v1/emails/"+id+"/transcript", acme).Body)
+	if strings.Contains(body, "globex") || !strings.Contains(body, "a@acme.test") {
+		t.Errorf("acme's transcript: %s", body)
+	}
+}
+
+func asStrings(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, s.(string))
+	}
+	return out
+}

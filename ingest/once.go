@@ -1,0 +1,127 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// A delivery may come twice: a client retries a create whose answer it did
+// not get, a provider retries a webhook. With a key (an Idempotency-Key
+// header, a provider's delivery id), the ids of a delivery's emails are
+// reserved under the key before they are written, so that a repeat writes
+// the same ids; the store refuses an id twice, and the repeat answers with
+// what the first stored. Content is never used to recognise a repeat: a test
+// may send the same message twice on purpose. Without a key, a delivery
+// that fails stores nothing (see undo), so the sender's retry is the only
+// copy.
+
+// reserve gives emails (all of one account) the ids reserved under key: their
+// own when the key is new, else those of the first request with the key;
+// repeat reports the latter. A key first used for a request with another
+// digest is a Conflict. Without a key, or on a store that keeps none, it
+// does nothing.
+func (s *Service) reserve(ctx context.Context, key, digest string, emails []*store.Email) (repeat bool, err error) {
+	idem, ok := s.store.(store.Idempotency)
+	if key == "" || !ok {
+		return false, nil
+	}
+	ids := make([]string, len(emails))
+	for i, e := range emails {
+		ids[i] = e.ID
+	}
+	got, fresh, err := idem.Reserve(ctx, emails[0].AccountID, key, store.Reservation{Digest: digest, IDs: ids}, store.IdempotencyTTL)
+	if err != nil {
+		return false, err
+	}
+	if fresh {
+		return false, nil
+	}
+	if got.Digest != digest || len(got.IDs) != len(emails) {
+		return false, store.Errorf(store.Conflict, "this Idempotency-Key was used for a different request in the last %s", store.IdempotencyTTL)
+	}
+	for i, e := range emails {
+		e.ID = got.IDs[i]
+	}
+	return true, nil
+}
+
+// create stores emails sharing body. For a repeat whose emails the first
+// request stored, it stores nothing and returns the stored emails (those
+// deleted since as the repeat describes them).
+func (s *Service) create(ctx context.Context, body *store.Body, emails []*store.Email, repeat bool) ([]*store.Email, error) {
+	err := s.store.CreateEmails(ctx, body, emails)
+	if err == nil {
+		return emails, nil
+	}
+	if !repeat || !store.IsCode(err, store.Conflict) {
+		return nil, err
+	}
+	out := make([]*store.Email, len(emails))
+	for i, e := range emails {
+		stored, err := s.store.GetEmail(ctx, e.AccountID, e.ID)
+		switch {
+		case err == nil:
+			out[i] = stored
+		case store.IsCode(err, store.NotFound):
+			out[i] = e
+		default:
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// undo deletes the emails of a delivery that failed part of the way (its
+// recipients belong to several accounts, stored one account at a time), so
+// that the sender's retry does not store them twice. It runs on a context of
+// its own: the delivery's may be what ended.
+func (s *Service) undo(stored []*store.Email) {
+	if len(stored) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	for _, e := range stored {
+		if err := s.store.DeleteEmail(ctx, e.AccountID, e.ID); err != nil && !store.IsCode(err, store.NotFound) && s.cfg.Log != nil {
+			s.cfg.Log.Error("a failed delivery could not be undone: its retry will store this email again",
+				"account", e.AccountID, "email", e.ID, "err", err)
+		}
+	}
+}
+
+// undoTimeout bounds undo.
+const undoTimeout = 10 * time.Second
+
+// digest sums the parts of a request, each length-prefixed so that no two
+// requests sum alike by moving bytes between parts.
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		var n [8]byte
+		for i, l := 0, uint64(len(p)); i < 8; i, l = i+1, l>>8 {
+			n[i] = byte(l)
+		}
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// sortedPairs flattens a map into sorted key, value pairs for digest.
+func sortedPairs(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, 2*len(m))
+	for _, k := range keys {
+		out = append(out, k, m[k])
+	}
+	return out
+}

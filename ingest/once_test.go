@@ -1,0 +1,165 @@
+package ingest
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/boltstore"
+)
+
+// failingAccount is a real embedded store whose creates for one account fail
+// as a store outage would, until healed.
+type failingAccount struct {
+	*boltstore.Store
+	mu      sync.Mutex
+	account string
+}
+
+func (f *failingAccount) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
+	f.mu.Lock()
+	fail := f.account != "" && emails[0].AccountID == f.account
+	f.mu.Unlock()
+	if fail {
+		return store.Errorf(store.Unavailable, "the test's outage")
+	}
+	return f.Store.CreateEmails(ctx, body, emails)
+}
+
+func (f *failingAccount) heal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.account = ""
+}
+
+func newFailing(t *testing.T, account string) (*Service, *failingAccount) {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	f := &failingAccount{Store: st, account: account}
+	return New(f, func() time.Time { return now }, Config{}), f
+}
+
+var twoAccounts = Envelope{Sender: "app@example.com", Recipients: []Recipient{
+	rcpt("a@acme.test", acme), rcpt("b@globex.test", globex),
+}}
+
+// A delivery to several accounts that fails on a later account stores
+// nothing: the sender retries the whole delivery, and must not find the
+// earlier account's copy there already.
+func TestFailedDeliveryStoresNothing(t *testing.T) {
+	t.Parallel()
+	svc, st := newFailing(t, globex.ID)
+	raw := message("Subject: hi", "", "body")
+	if _, err := svc.Deliver(context.Background(), raw, twoAccounts); !store.IsCode(err, store.Unavailable) {
+		t.Fatalf("Deliver = %v, want the outage", err)
+	}
+	if got := stored(t, st, acme); len(got) != 0 {
+		t.Fatalf("acme keeps %d emails of a failed delivery, want 0", len(got))
+	}
+	st.heal()
+	if _, err := svc.Deliver(context.Background(), raw, twoAccounts); err != nil {
+		t.Fatal(err)
+	}
+	if a, g := len(stored(t, st, acme)), len(stored(t, st, globex)); a != 1 || g != 1 {
+		t.Errorf("after the retry: acme %d, globex %d emails; want 1 and 1", a, g)
+	}
+}
+
+// With a key, a retry finds what the failed attempt stored and stores only
+// the rest; a plain repeat stores nothing and answers with the same emails.
+func TestDeliveryWithKeyIsStoredOnce(t *testing.T) {
+	t.Parallel()
+	svc, st := newFailing(t, globex.ID)
+	raw := message("Subject: hi", "", "body")
+	env := twoAccounts
+	env.IdempotencyKey = "delivery-1"
+	if _, err := svc.Deliver(context.Background(), raw, env); !store.IsCode(err, store.Unavailable) {
+		t.Fatalf("Deliver = %v, want the outage", err)
+	}
+	st.heal()
+	first, err := svc.Deliver(context.Background(), raw, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Deliver(context.Background(), raw, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range first {
+		if first[i].ID != again[i].ID || first[i].Recipient != again[i].Recipient {
+			t.Errorf("repeat answered email %s (%s), the first %s (%s)", again[i].ID, again[i].Recipient, first[i].ID, first[i].Recipient)
+		}
+	}
+	if a, g := len(stored(t, st, acme)), len(stored(t, st, globex)); a != 1 || g != 1 {
+		t.Errorf("acme %d, globex %d emails; want 1 and 1", a, g)
+	}
+	// The same key for another message is a conflict, and stores nothing.
+	_, err = svc.Deliver(context.Background(), message("Subject: other", "", "body"), env)
+	wantCode(t, err, store.Conflict)
+	// The same message without a key is a new delivery: tests may send a
+	// message twice on purpose.
+	if _, err := svc.Deliver(context.Background(), raw, twoAccounts); err != nil {
+		t.Fatal(err)
+	}
+	if a := len(stored(t, st, acme)); a != 2 {
+		t.Errorf("acme has %d emails after a keyless repeat, want 2", a)
+	}
+}
+
+func TestCreateWithKeyIsStoredOnce(t *testing.T) {
+	t.Parallel()
+	svc, st := newService(t, Config{})
+	text := "hello"
+	in := NewEmail{AccountID: acme.ID, Sender: "s@example.com", Recipient: "r@acme.test",
+		Text: &Optional{Value: &text}, IdempotencyKey: "create-1"}
+	var wg sync.WaitGroup
+	ids := make([]string, 6)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := svc.Create(context.Background(), in)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = e.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("concurrent repeats answered ids %v, want one id", ids)
+		}
+	}
+	if got := stored(t, st, acme); len(got) != 1 {
+		t.Fatalf("%d emails stored, want 1", len(got))
+	}
+	other := "bye"
+	in.Text = &Optional{Value: &other}
+	_, err := svc.Create(context.Background(), in)
+	wantCode(t, err, store.Conflict)
+}
+
+// A message composed from a create request is bounded like a given raw.
+func TestCreateComposedIsBounded(t *testing.T) {
+	t.Parallel()
+	svc, st := newService(t, Config{MaxMessageBytes: 1000})
+	text := "\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c" // quoted-printable triples each
+	for len(text) < 500 {
+		text += text
+	}
+	_, err := svc.Create(context.Background(), NewEmail{AccountID: acme.ID, Sender: "s@example.com",
+		Recipient: "r@acme.test", Text: &Optional{Value: &text}})
+	wantCode(t, err, store.TooLarge)
+	if got := stored(t, st, acme); len(got) != 0 {
+		t.Errorf("%d emails stored, want 0", len(got))
+	}
+}

@@ -1,0 +1,90 @@
+package smtpd_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/mailsink/mailsink/internal/testenv"
+)
+
+func addFault(t *testing.T, e *testenv.Env, rule map[string]any) {
+	t.Helper()
+	if resp := e.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, rule); resp.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/faults: %d %s", resp.Status, resp.Body)
+	}
+}
+
+// TestFaultAtRcptRefusesOneRecipient checks that a rcpt fault refuses only
+// the recipient it matches, with X.0.0 added to a text without an enhanced
+// code; the others are stored, and the transcript shows the refusal.
+func TestFaultAtRcptRefusesOneRecipient(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	addFault(t, e, map[string]any{"stage": "rcpt", "recipient": "@acme.test", "sender": "app@example.com", "reply": map[string]any{"code": 450, "text": "Mailbox busy"}})
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO client.example", 250)
+	cmd(t, tp, "AUTH LOGIN", 334)
+	cmd(t, tp, base64.StdEncoding.EncodeToString([]byte("login-user")), 334)
+	cmd(t, tp, base64.StdEncoding.EncodeToString([]byte(testenv.AcmeKey)), 235)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	tp.PrintfLine("RCPT TO:<x@acme.test>")
+	if code, msg, _ := tp.ReadResponse(0); code != 450 || msg != "4.0.0 Mailbox busy" {
+		t.Errorf("matched RCPT: %d %q, want 450 4.0.0 Mailbox busy", code, msg)
+	}
+	cmd(t, tp, "RCPT TO:<x@globex.test>", 250) // routed to acme by AUTH, but not @acme.test
+	cmd(t, tp, "DATA", 354)
+	tp.PrintfLine("Subject: one\r\n\r\nhi\r\n.")
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("DATA: %d %s %v", code, msg, err)
+	}
+	got := items(t, e, testenv.AcmeKey, "")
+	if len(got) != 1 || got[0]["recipient"] != "x@globex.test" {
+		t.Fatalf("stored %v, want only x@globex.test", got)
+	}
+	resp := e.Do(t, http.MethodGet, "/v1/emails/"+got[0]["id"].(string)+"/transcript", testenv.AcmeKey, nil)
+	tr := resp.JSON(t)["item"].(map[string]any)
+	rcpts := tr["rcpt"].([]any)
+	if tr["authMechanism"] != "LOGIN" || tr["authIdentity"] != "login-user" || tr["helo"] != "client.example" || len(rcpts) != 2 ||
+		rcpts[0].(map[string]any)["reply"] != "450 4.0.0 Mailbox busy" {
+		t.Errorf("transcript %s", resp.Body)
+	}
+	if n := testutil.ToFloat64(e.App.Metrics().SMTPFaults.WithLabelValues("rcpt", "reply")); n != 1 {
+		t.Errorf("faults counted: %v, want 1", n)
+	}
+}
+
+// TestFaultDisconnectAtBDAT checks that a data fault with disconnect closes
+// the connection at the first BDAT chunk, without a reply, storing nothing.
+func TestFaultDisconnectAtBDAT(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	addFault(t, e, map[string]any{"stage": "data", "count": 1, "disconnect": true})
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO client.example", 250)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<cut@acme.test>", 250)
+	chunk := "Subject: cut\r\n\r\nhi\r\n"
+	fmt.Fprintf(tp.W, "BDAT %d LAST\r\n%s", len(chunk), chunk)
+	tp.W.Flush()
+	if line, err := tp.ReadLine(); err != io.EOF {
+		t.Errorf("after BDAT: %q %v, want the connection closed without a reply", line, err)
+	}
+	if got := items(t, e, testenv.AcmeKey, ""); len(got) != 0 {
+		t.Errorf("stored %v, want nothing", got)
+	}
+	// The rule is used up: the next transaction goes through.
+	tp, _, _ = greet(t, e.SMTP)
+	cmd(t, tp, "EHLO client.example", 250)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<cut@acme.test>", 250)
+	fmt.Fprintf(tp.W, "BDAT %d LAST\r\n%s", len(chunk), chunk)
+	tp.W.Flush()
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("second BDAT: %d %s %v", code, msg, err)
+	}
+}

@@ -1,0 +1,56 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+var _ store.Idempotency = (*Store)(nil)
+
+// idem is the key of an idempotency key's reservation: the key is hashed, so
+// that what a client sends never shapes key names.
+func (k accountKeys) idem(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return k.base + "idem:" + hex.EncodeToString(sum[:])
+}
+
+// reserveScript sets KEYS[1] to ARGV[1] for ARGV[2] milliseconds unless it
+// is set; it returns false when it set it, else the value already there.
+var reserveScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return false
+end
+return redis.call('GET', KEYS[1])
+`)
+
+type reservationJSON struct {
+	Digest string   `json:"d"`
+	IDs    []string `json:"ids"`
+}
+
+// Reserve implements store.Idempotency.
+func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Reservation, ttl time.Duration) (store.Reservation, bool, error) {
+	v, err := json.Marshal(reservationJSON{Digest: r.Digest, IDs: r.IDs})
+	if err != nil {
+		return store.Reservation{}, false, store.Wrap(store.Internal, err, "encode reservation")
+	}
+	old, err := reserveScript.Run(ctx, s.client, []string{s.account(accountID).idem(key)}, v, ttl.Milliseconds()).Text()
+	switch {
+	case err == redis.Nil:
+		return r, true, nil
+	case err != nil:
+		return store.Reservation{}, false, classify(err)
+	}
+	var got reservationJSON
+	if err := json.Unmarshal([]byte(old), &got); err != nil {
+		return store.Reservation{}, false, store.Wrap(store.Internal, err, "decode reservation")
+	}
+	return store.Reservation{Digest: got.Digest, IDs: got.IDs}, false, nil
+}

@@ -1,0 +1,55 @@
+package store
+
+// Transcript is the SMTP transaction that delivered a message, as the
+// server saw it, kept with the message's body so that a developer can see
+// what their application said (GET /v1/emails/{id}/transcript). It is small
+// and bounded: a few hundred bytes for a typical message, at most
+// MaxTranscriptCommands recipient commands. It never holds a password.
+type Transcript struct {
+	// ClientAddress is the client's address, host:port.
+	ClientAddress string `json:"clientAddress"`
+	// Helo is the name the client gave in EHLO or HELO.
+	Helo string `json:"helo"`
+	// TLSVersion and TLSCipher name the connection's TLS, empty without.
+	TLSVersion string `json:"tlsVersion"`
+	TLSCipher  string `json:"tlsCipher"`
+	// AuthMechanism and AuthIdentity are the AUTH mechanism and the
+	// user name the client gave, empty without AUTH.
+	AuthMechanism string              `json:"authMechanism"`
+	AuthIdentity  string              `json:"authIdentity"`
+	Mail          TranscriptCommand   `json:"mail"`
+	Rcpts         []TranscriptCommand `json:"rcpt"`
+	// RcptsOmitted counts the RCPT commands past MaxTranscriptCommands.
+	RcptsOmitted int `json:"rcptOmitted,omitempty"`
+	// Data is the reply to the message.
+	Data string `json:"data"`
+}
+
+// TranscriptCommand is one MAIL or RCPT command and the reply it got.
+type TranscriptCommand struct {
+	Address string   `json:"address"`
+	Params  []string `json:"params"` // ESMTP parameters, "SIZE=1234"
+	Reply   string   `json:"reply"`  // "250 2.0.0 ..."
+	// AccountID is the account a RCPT was routed to, "" when none; it
+	// decides which accounts see the command (Transcript.For).
+	AccountID string `json:"-"`
+}
+
+// MaxTranscriptCommands bounds the RCPT commands a Transcript keeps.
+const MaxTranscriptCommands = 100
+
+// For returns the transcript as accountID may see it: without the RCPT
+// commands routed to other accounts. t may be nil.
+func (t *Transcript) For(accountID string) *Transcript {
+	if t == nil {
+		return nil
+	}
+	out := *t
+	out.Rcpts = make([]TranscriptCommand, 0, len(t.Rcpts))
+	for _, c := range t.Rcpts {
+		if c.AccountID == "" || c.AccountID == accountID {
+			out.Rcpts = append(out.Rcpts, c)
+		}
+	}
+	return &out
+}

@@ -1,0 +1,227 @@
+// The message list: newest first, with a count, selection and bulk
+// actions, "load more" paging, and a keyboard cursor.
+import { h, replace, formatShortDate, formatDate } from './dom.js';
+
+const STATUSES = ['received', 'processed', 'archived'];
+
+/** Orders like the API: receivedAt, then id, both descending. */
+function newerFirst(a, b) {
+  if (a.receivedAt !== b.receivedAt) return a.receivedAt < b.receivedAt ? 1 : -1;
+  if (a.id === b.id) return 0;
+  return a.id < b.id ? 1 : -1;
+}
+
+export class MessageList {
+  /**
+   * actions: onLoadMore(), onDelete(ids), onSetStatus(ids, status),
+   * onDeleteMatching().
+   */
+  constructor(actions) {
+    this.actions = actions;
+    this.items = [];
+    this.rows = new Map();
+    this.selected = new Set();
+    this.openId = '';
+    this.total = null;
+
+    this.countEl = h('p', { class: 'count', id: 'message-count', 'aria-live': 'polite' });
+    this.selectAll = h('input', {
+      type: 'checkbox', id: 'select-all', 'aria-label': 'Select all shown messages',
+      onchange: () => this.toggleAll(this.selectAll.checked),
+    });
+    this.statusSelect = h('select', {
+      id: 'bulk-status', 'aria-label': 'Set the status of the selected messages',
+      onchange: () => {
+        const s = this.statusSelect.value;
+        this.statusSelect.value = '';
+        if (s) this.actions.onSetStatus([...this.selected], s);
+      },
+    }, h('option', { value: '' }, 'Set status…'), STATUSES.map((s) => h('option', { value: s }, s)));
+    this.deleteSelected = h('button', {
+      type: 'button', id: 'delete-selected', class: 'danger',
+      onclick: () => this.actions.onDelete([...this.selected]),
+    }, 'Delete selected');
+    this.bulk = h('div', { class: 'bulk', role: 'group', 'aria-label': 'Selected messages' },
+      this.deleteSelected, this.statusSelect);
+    this.deleteMatching = h('button', {
+      type: 'button', id: 'delete-matching', class: 'link danger-text',
+      onclick: () => this.actions.onDeleteMatching(),
+    }, 'Delete all matching…');
+    this.listEl = h('ol', { class: 'rows', id: 'message-list', 'aria-label': 'Messages' });
+    this.empty = h('p', { class: 'empty' }, 'No messages yet. Send mail to the SMTP port and it shows up here at once.');
+    this.more = h('button', { type: 'button', id: 'load-more', onclick: () => this.actions.onLoadMore() }, 'Load more');
+    this.el = h('section', { class: 'message-list', 'aria-labelledby': 'list-title' },
+      h('h2', { id: 'list-title', class: 'visually-hidden' }, 'Message list'),
+      h('div', { class: 'list-toolbar' }, this.selectAll, this.countEl, this.bulk, this.deleteMatching),
+      this.listEl, this.empty, this.more);
+    this.setHasMore(false);
+    this.update();
+  }
+
+  /** Replaces the list with a first page. */
+  setItems(items, hasMore) {
+    this.items = [];
+    this.selected.clear();
+    this.merge(items);
+    this.setHasMore(hasMore);
+  }
+
+  /** Adds a further page (or live mail), keeping the order. */
+  merge(items) {
+    const known = new Map(this.items.map((e) => [e.id, e]));
+    for (const e of items) known.set(e.id, e);
+    this.items = [...known.values()].sort(newerFirst);
+    this.render();
+  }
+
+  setHasMore(hasMore) {
+    this.more.hidden = !hasMore;
+  }
+
+  /** Updates an email already shown; reports whether it was shown. */
+  replaceItem(item) {
+    const i = this.items.findIndex((e) => e.id === item.id);
+    if (i < 0) return false;
+    this.items[i] = item;
+    const old = this.rows.get(item.id);
+    if (old) {
+      const li = this.row(item);
+      const focused = old.contains(document.activeElement) ? document.activeElement.tagName : '';
+      old.replaceWith(li);
+      this.rows.set(item.id, li);
+      if (focused) li.querySelector(focused === 'INPUT' ? 'input' : 'a').focus();
+    }
+    return true;
+  }
+
+  remove(id) {
+    const before = this.items.length;
+    this.items = this.items.filter((e) => e.id !== id);
+    this.selected.delete(id);
+    if (this.items.length !== before) this.render();
+  }
+
+  has(id) {
+    return this.items.some((e) => e.id === id);
+  }
+
+  get(id) {
+    return this.items.find((e) => e.id === id);
+  }
+
+  last() {
+    return this.items[this.items.length - 1];
+  }
+
+  setCount(n) {
+    this.total = n;
+    this.update();
+  }
+
+  setOpen(id) {
+    this.openId = id;
+    for (const [rowId, li] of this.rows) {
+      if (rowId === id) li.setAttribute('aria-current', 'true');
+      else li.removeAttribute('aria-current');
+    }
+  }
+
+  /** The id after (delta 1) or before (-1) id in the list, or ''. */
+  neighbour(id, delta) {
+    const i = this.items.findIndex((e) => e.id === id);
+    const e = this.items[i + delta];
+    return e ? e.id : '';
+  }
+
+  /** Moves the keyboard cursor (the focused row) by delta; returns its id. */
+  moveCursor(delta) {
+    if (!this.items.length) return '';
+    const focused = document.activeElement && document.activeElement.closest('.row');
+    let from = focused ? this.items.findIndex((e) => e.id === focused.dataset.id) : -1;
+    if (from < 0) from = this.items.findIndex((e) => e.id === this.openId);
+    const to = from < 0 ? 0 : Math.max(0, Math.min(this.items.length - 1, from + delta));
+    const id = this.items[to].id;
+    const link = this.rows.get(id).querySelector('a');
+    link.focus();
+    link.scrollIntoView({ block: 'nearest' });
+    return id;
+  }
+
+  /** The row under the keyboard cursor, else the open one. */
+  cursorId() {
+    const focused = document.activeElement && document.activeElement.closest('.row');
+    return focused ? focused.dataset.id : this.openId;
+  }
+
+  toggleAll(on) {
+    this.selected.clear();
+    if (on) for (const e of this.items) this.selected.add(e.id);
+    for (const [id, li] of this.rows) li.querySelector('input').checked = this.selected.has(id);
+    this.update();
+  }
+
+  /** Draws the rows, reusing those already drawn so focus stays put. */
+  render() {
+    const ids = new Set(this.items.map((e) => e.id));
+    for (const [id, li] of this.rows) {
+      if (!ids.has(id)) {
+        li.remove();
+        this.rows.delete(id);
+      }
+    }
+    let at = this.listEl.firstChild;
+    for (const e of this.items) {
+      let li = this.rows.get(e.id);
+      if (!li) {
+        li = this.row(e);
+        this.rows.set(e.id, li);
+      }
+      if (li === at) at = at.nextSibling;
+      else this.listEl.insertBefore(li, at);
+    }
+    this.update();
+  }
+
+  row(e) {
+    const subject = e.subject || '(no subject)';
+    const check = h('input', {
+      type: 'checkbox', checked: this.selected.has(e.id), 'aria-label': `Select: ${subject}`,
+      onchange: () => {
+        if (check.checked) this.selected.add(e.id);
+        else this.selected.delete(e.id);
+        this.update();
+      },
+    });
+    const li = h('li', { class: `row status-${e.status}`, dataset: { id: e.id } },
+      check,
+      h('a', { href: `#/emails/${e.id}`, class: 'row-link' },
+        h('span', { class: 'from' }, e.sender),
+        h('time', { class: 'date', datetime: e.receivedAt, title: formatDate(e.receivedAt) }, formatShortDate(e.receivedAt)),
+        h('span', { class: 'subject' }, subject),
+        h('span', { class: 'to' }, `to ${e.recipient}`),
+        h('span', { class: 'badges' },
+          e.status !== 'received' ? h('span', { class: 'badge status' }, e.status) : null,
+          (e.labels || []).map((l) => h('span', { class: 'badge label' }, l)))));
+    if (e.id === this.openId) li.setAttribute('aria-current', 'true');
+    return li;
+  }
+
+  /** Updates the count, the toolbar and the empty state. */
+  update() {
+    const shown = this.items.length;
+    const n = this.total === null ? shown : Math.max(this.total, shown);
+    let text = `${n} ${n === 1 ? 'message' : 'messages'}`;
+    if (this.selected.size) text += `, ${this.selected.size} selected`;
+    this.countEl.textContent = text;
+    this.bulk.hidden = this.selected.size === 0;
+    this.deleteMatching.hidden = shown === 0;
+    this.selectAll.checked = shown > 0 && this.selected.size === shown;
+    this.selectAll.disabled = shown === 0;
+    this.empty.hidden = shown > 0;
+  }
+
+  /** Shows a short note in place of the empty state (a filter error). */
+  setEmptyText(text) {
+    replace(this.empty, text);
+  }
+}

@@ -1,0 +1,165 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// cookieName is the session cookie; it holds a random session id, never
+// the key.
+const cookieName = "mailsink_session"
+
+// maxSessions bounds the sessions kept in memory; past it the oldest go.
+const maxSessions = 10000
+
+// sessions maps random session ids to account ids, in memory: a restart
+// signs every browser out of the cookie endpoints, and the page mints a new
+// session when it loads.
+type sessions struct {
+	ttl time.Duration
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]session
+}
+
+type session struct {
+	accountID string
+	expires   time.Time
+}
+
+func newSessions(ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{ttl: ttl, now: now, m: map[string]session{}}
+}
+
+// create returns a new session id for the account.
+func (s *sessions) create(accountID string) string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	id := base64.RawURLEncoding.EncodeToString(b)
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= maxSessions {
+		s.prune(now)
+	}
+	s.m[id] = session{accountID: accountID, expires: now.Add(s.ttl)}
+	return id
+}
+
+// prune drops expired sessions and, when that is not enough, the ones
+// closest to expiry. s.mu is held.
+func (s *sessions) prune(now time.Time) {
+	var oldest string
+	for id, v := range s.m {
+		if !now.Before(v.expires) {
+			delete(s.m, id)
+		} else if oldest == "" || v.expires.Before(s.m[oldest].expires) {
+			oldest = id
+		}
+	}
+	if len(s.m) >= maxSessions {
+		delete(s.m, oldest)
+	}
+}
+
+// account returns the account id of session id, or "" when it is unknown
+// or expired.
+func (s *sessions) account(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[id]
+	if !ok {
+		return ""
+	}
+	if !s.now().Before(v.expires) {
+		delete(s.m, id)
+		return ""
+	}
+	return v.accountID
+}
+
+func (s *sessions) delete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+// bearerKey is the API key of the Authorization header (Bearer) or of
+// x-api-key, as the API reads it.
+func bearerKey(r *http.Request) string {
+	key := r.Header.Get("X-Api-Key")
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			key = strings.TrimSpace(token)
+		}
+	}
+	return key
+}
+
+// signIn mints a session for the account of the request's API key and
+// answers that account. The key comes only in a header, which another site
+// cannot make a browser send without a CORS preflight that is never
+// granted; the session it replaces (the cookie sent along) is ended.
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
+	key := bearerKey(r)
+	if key == "" {
+		writeMessage(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>")
+		return
+	}
+	acc, ok := h.cfg.Accounts.ByKey(key)
+	if allowed, wait := h.cfg.AuthLimiter.Attempt(clientAddress(r), key, ok); !allowed {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+		writeMessage(w, http.StatusTooManyRequests, "too many requests with a wrong API key from this address: retry later")
+		return
+	}
+	if !ok {
+		writeMessage(w, http.StatusUnauthorized, "invalid API key")
+		return
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		h.sessions.delete(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: h.sessions.create(acc.ID), Path: Prefix,
+		MaxAge: int(h.cfg.SessionTTL.Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"account": map[string]string{"id": acc.ID, "slug": acc.Slug, "name": acc.Name}})
+}
+
+// signOut ends the cookie's session and expires the cookie.
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		h.sessions.delete(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionAccount returns the account id of the request's session cookie,
+// or answers 401 and returns "".
+func (h *Handler) sessionAccount(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(cookieName); err == nil {
+		if id := h.sessions.account(c.Value); id != "" {
+			return id
+		}
+	}
+	writeMessage(w, http.StatusUnauthorized, "no dashboard session: reload the dashboard and sign in")
+	return ""
+}
+
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
