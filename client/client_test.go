@@ -17,7 +17,12 @@ import (
 // acme account.
 func start(t *testing.T) (*testenv.Env, *client.Client) {
 	t.Helper()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	return startOn(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt})
+}
+
+func startOn(t *testing.T, b testenv.Backend) (*testenv.Env, *client.Client) {
+	t.Helper()
+	e := testenv.Start(t, b, nil)
 	return e, client.New(e.BaseURL, testenv.AcmeKey)
 }
 
@@ -127,10 +132,19 @@ func TestErrors(t *testing.T) {
 }
 
 // TestWaitSMTP waits with the server-held wait for a message sent over
-// SMTP after the wait began, and reads its links and codes.
+// SMTP after the wait began, and reads its links and codes, on each store.
 func TestWaitSMTP(t *testing.T) {
 	t.Parallel()
-	e, c := start(t)
+	for _, b := range testenv.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			testWaitSMTP(t, b)
+		})
+	}
+}
+
+func testWaitSMTP(t *testing.T, b testenv.Backend) {
+	e, c := startOn(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	since := time.Now().Add(-time.Second)
