@@ -7,7 +7,7 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 
-.PHONY: all build run test test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
+.PHONY: all build run test test-go test-node test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
 
 all: lint test build
 
@@ -19,9 +19,20 @@ build:
 run:
 	$(GO) run ./cmd/mailsink serve
 
-## test: the whole suite with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants)
-test:
+## test: the whole suite: Go with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants; the
+## dashboard's browser tests need Chromium and axe-core, see .ci/run), then the Node.js tests
+test: test-go test-node
+
+test-go:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-node: nodemailer over TLS (e2e/node), the JavaScript client with its Playwright example (clients/js)
+## and the Cloudflare Email Worker example, each against the binary built here (needs node and npm)
+test-node: build
+	cd e2e/node && npm ci --no-audit --no-fund --silent && MAILSINK_BIN="$(CURDIR)/$(BIN)" npm test
+	cd clients/js && npm ci --no-audit --no-fund --silent && npm run check-types && npm run typecheck && \
+		MAILSINK_BIN="$(CURDIR)/$(BIN)" CHROMIUM_PATH="$$(command -v chromium)" npm test
+	cd examples/cloudflare-email-worker && node --test worker.test.js
 
 ## install-check: `go install github.com/mailsink/mailsink/cmd/mailsink@VERSION` works (a local module proxy, no network)
 install-check:

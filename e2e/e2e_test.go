@@ -1,11 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/mailsink/mailsink/client"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -37,43 +38,43 @@ func sendOne(addr, from, to, raw string) error {
 }
 
 // TestAutomationPattern follows README's walkthrough against the binary on
-// the embedded store with the generated key: send over SMTP, poll the list
-// filtered by recipient, get the detail, patch, delete.
+// the embedded store with the generated key, with the Go client: send over
+// SMTP, wait for the email to the address, read its code, get the detail,
+// patch, delete.
 func TestAutomationPattern(t *testing.T) {
 	t.Parallel()
 	p := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir())
 	if p.APIKey == "" {
 		t.Fatalf("no generated key printed:\n%s", p.Output())
 	}
-	e := p.env()
+	c := client.New(p.HTTP, p.APIKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	raw := "From: App <noreply@app.example>\r\nTo: new-user@example.com\r\nSubject: Confirm your account\r\n\r\n" +
 		"Your code is 314159.\r\n"
 	if err := sendOne(p.SMTP, "noreply@app.example", "new-user@example.com", raw); err != nil {
 		t.Fatal(err)
 	}
-	var id string
-	testenv.WaitFor(t, 10*time.Second, "the email to be listed", func() bool {
-		resp := e.Do(t, http.MethodGet, "/v1/emails?recipient="+url.QueryEscape("new-user@example.com"), p.APIKey, nil)
-		items := resp.JSON(t)["items"].([]any)
-		if len(items) == 1 {
-			id = items[0].(map[string]any)["id"].(string)
-		}
-		return id != ""
-	})
-	detail := e.Do(t, http.MethodGet, "/v1/emails/"+id, p.APIKey, nil).JSON(t)["item"].(map[string]any)
-	body := detail["body"].(map[string]any)
-	if !strings.Contains(body["text"].(string), "314159") || detail["subject"] != "Confirm your account" {
-		t.Fatalf("detail = %v", detail)
+	email, err := c.Wait(ctx, client.Filter{Recipient: "new-user@example.com"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp := e.Do(t, http.MethodPatch, "/v1/emails/"+id, p.APIKey, map[string]any{"status": "processed", "labels": []string{"signup"}})
-	if resp.Status != http.StatusOK {
-		t.Fatalf("patch: %d %s", resp.Status, resp.Body)
+	if codes, err := c.Codes(ctx, email.ID); err != nil || len(codes) != 1 || codes[0] != "314159" {
+		t.Errorf("codes = %q, %v; want [314159]", codes, err)
 	}
-	if resp := e.Do(t, http.MethodDelete, "/v1/emails/"+id, p.APIKey, nil); resp.Status != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", resp.Status, resp.Body)
+	detail, err := c.Get(ctx, email.ID)
+	if err != nil || detail.Body == nil || detail.Body.Text == nil || !strings.Contains(*detail.Body.Text, "314159") ||
+		detail.Subject == nil || *detail.Subject != "Confirm your account" {
+		t.Fatalf("detail = %+v, %v", detail, err)
 	}
-	if resp := e.Do(t, http.MethodGet, "/v1/emails/"+id, p.APIKey, nil); resp.Status != http.StatusNotFound {
-		t.Fatalf("get after delete: %d", resp.Status)
+	if _, err := c.Update(ctx, email.ID, client.Update{Status: "processed", Labels: []string{"signup"}}); err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	if err := c.Delete(ctx, email.ID); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.Get(ctx, email.ID); !client.IsNotFound(err) {
+		t.Fatalf("get after delete: %v, want 404", err)
 	}
 }
 
@@ -134,21 +135,25 @@ func TestAccountsFile(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != 550 {
 		t.Errorf("unroutable recipient: %v, want 550", err)
 	}
-	e := p.env()
+	ctx := context.Background()
 	for _, tt := range []struct{ key, rcpt, account string }{
 		{"web-key", "u@web.test", "web"}, {"digest-key", "u@web.test", "web"}, {"mobile-key", "u@mobile.test", "mobile"},
 	} {
-		items := e.Do(t, http.MethodGet, "/v1/emails", tt.key, nil).JSON(t)["items"].([]any)
-		if len(items) != 1 {
-			t.Fatalf("%s sees %d emails, want 1", tt.key, len(items))
+		items, err := client.New(p.HTTP, tt.key).List(ctx, client.ListOptions{})
+		if err != nil || len(items) != 1 {
+			t.Fatalf("%s sees %d emails (%v), want 1", tt.key, len(items), err)
 		}
-		it := items[0].(map[string]any)
-		if it["recipient"] != tt.rcpt || it["account"].(map[string]any)["slug"] != tt.account {
-			t.Errorf("%s sees %v", tt.key, it)
+		if it := items[0]; it.Recipient != tt.rcpt || it.Account == nil || it.Account.Slug != tt.account {
+			t.Errorf("%s sees %+v", tt.key, it)
 		}
 	}
-	if got := e.Do(t, http.MethodGet, "/v1/emails", "mobile-key", nil).JSON(t)["items"].([]any)[0].(map[string]any)["account"].(map[string]any)["id"]; got != "mobile-account" {
-		t.Errorf("account id = %v, want mobile-account", got)
+	items, err := client.New(p.HTTP, "mobile-key").List(ctx, client.ListOptions{})
+	if err != nil || len(items) != 1 || items[0].Account.ID != "mobile-account" {
+		t.Errorf("mobile-key lists %+v, %v; want the account id mobile-account", items, err)
+	}
+	var apiErr *client.Error
+	if _, err := client.New(p.HTTP, "no-such-key").List(ctx, client.ListOptions{}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+		t.Errorf("an unknown key lists: %v, want 401", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/codes"
 	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/ingest"
@@ -160,6 +161,7 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
 	v1("/emails/{emailId}/raw", http.MethodGet, a.rawEmail)
 	v1("/emails/{emailId}/links", http.MethodGet, a.emailLinks)
+	v1("/emails/{emailId}/codes", http.MethodGet, a.emailCodes)
 	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
 	v1("/events", http.MethodGet, a.events)
@@ -512,6 +514,47 @@ func (a *API) emailLinks(w http.ResponseWriter, r *http.Request) {
 		items[i] = linkJSON{URL: l.URL, Text: l.Text}
 	}
 	writeJSON(w, http.StatusOK, map[string][]linkJSON{"items": items})
+}
+
+// codeJSON is one item of the codes answer.
+type codeJSON struct {
+	Value string `json:"value"`
+}
+
+// emailCodes answers {"items": [{"value"}]}: the one-time codes of the
+// email's subject, text part and HTML part (package codes).
+func (a *API) emailCodes(w http.ResponseWriter, r *http.Request) {
+	id, ok := emailID(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	e, err := a.store.GetEmail(ctx, accountOf(r).ID, id)
+	cancel()
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	body, ok := a.body(w, r, id)
+	if !ok {
+		return
+	}
+	var subject, htmlPart, textPart string
+	if e.Subject != nil {
+		subject = *e.Subject
+	}
+	if body.HTML != nil {
+		htmlPart = *body.HTML
+	}
+	if body.Text != nil {
+		textPart = *body.Text
+	}
+	found := codes.Extract(subject, textPart, htmlPart)
+	items := make([]codeJSON, len(found))
+	for i, v := range found {
+		items[i] = codeJSON{Value: v}
+	}
+	writeJSON(w, http.StatusOK, map[string][]codeJSON{"items": items})
 }
 
 func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {

@@ -242,3 +242,34 @@ func TestLinks(t *testing.T) {
 		wantError(t, e.Do(t, http.MethodPost, "/v1/emails/"+id+"/links", acme, nil), http.StatusMethodNotAllowed)
 	})
 }
+
+func TestCodes(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		id := create(t, e, acme, map[string]any{"recipient": "c@acme.test", "sender": "s@example.com",
+			"subject": "482913 is your sign-in code",
+			"html":    `<p>Your verification code:</p><table><tr><td>Code</td><td><b>ABC-DEF</b></td></tr></table>`,
+			"text":    "Order 55555 shipped on 2024-05-01. Your code is 482 913."})["id"].(string)
+		resp := e.Do(t, http.MethodGet, "/v1/emails/"+id+"/codes", acme, nil)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("codes: %d %s", resp.Status, resp.Body)
+		}
+		want := []any{map[string]any{"value": "482913"}, map[string]any{"value": "ABCDEF"}}
+		if got := resp.JSON(t); !reflect.DeepEqual(got, map[string]any{"items": want}) {
+			t.Errorf("codes = %s\nwant items %v", resp.Body, want)
+		}
+
+		plain := create(t, e, acme, map[string]any{"recipient": "c@acme.test", "sender": "s@example.com",
+			"text": "Invoice 20240517, total 84,20 EUR"})["id"].(string)
+		resp = e.Do(t, http.MethodGet, "/v1/emails/"+plain+"/codes", acme, nil)
+		if resp.Status != http.StatusOK || strings.TrimSpace(string(resp.Body)) != `{"items":[]}` {
+			t.Errorf("codes of an email without codes = %d %s, want {\"items\":[]}", resp.Status, resp.Body)
+		}
+
+		wantValidation(t, e.Do(t, http.MethodGet, "/v1/emails/nope/codes", acme, nil), "emailId")
+		wantError(t, e.Do(t, http.MethodGet, "/v1/emails/"+id+"/codes", globex, nil), http.StatusNotFound)
+		wantError(t, e.Do(t, http.MethodGet, "/v1/emails/0190b6d2-7c3e-7a1b-8c2d-1234567890ab/codes", acme, nil), http.StatusNotFound)
+		wantError(t, e.Do(t, http.MethodGet, "/v1/emails/"+id+"/codes", "", nil), http.StatusUnauthorized)
+		wantError(t, e.Do(t, http.MethodPost, "/v1/emails/"+id+"/codes", acme, nil), http.StatusMethodNotAllowed)
+	})
+}

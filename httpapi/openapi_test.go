@@ -155,6 +155,16 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", one+"/links", linksResp)
 		o.check(t, "GET", one+"/links", get(t, e, "/v1/emails/x/links", acme))
 		o.check(t, "GET", one+"/links", get(t, e, missing+"/links", acme))
+		coded := do(http.MethodPost, emails, acme, map[string]any{"recipient": "oa@acme.test", "sender": "app@example.com",
+			"subject": "Your code: 123 456"})
+		codesResp := get(t, e, "/v1/emails/"+coded.JSON(t)["item"].(map[string]any)["id"].(string)+"/codes", acme)
+		if n := len(codesResp.JSON(t)["items"].([]any)); n != 1 {
+			t.Errorf("codes: %d items, want 1: %s", n, codesResp.Body)
+		}
+		o.check(t, "GET", one+"/codes", codesResp)
+		o.check(t, "GET", one+"/codes", get(t, e, "/v1/emails/"+id+"/codes", acme))
+		o.check(t, "GET", one+"/codes", get(t, e, "/v1/emails/x/codes", acme))
+		o.check(t, "GET", one+"/codes", get(t, e, missing+"/codes", acme))
 		o.check(t, "GET", one+"/raw", get(t, e, "/v1/emails/"+id+"/raw", acme))
 		o.check(t, "GET", one+"/raw", get(t, e, missing+"/raw", acme))
 		o.check(t, "GET", one+"/attachments/{index}", get(t, e, "/v1/emails/"+id+"/attachments/0", acme))

@@ -35,6 +35,9 @@ schemas={
    "url":{"type":"string","description":"An absolute http or https URL with a host, or a mailto URL, as written in the message (entities decoded; tabs, newlines and surrounding spaces removed)."},
    "text":{**nul("string"),"description":"For an HTML link, what a reader sees: the anchor's text (script and style left out) with white space collapsed, or else the alt text of its images (of an area: its alt); null when empty and for links of the text part."}}},
  "LinksResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","maxItems":1000,"items":ref("EmailLink")}}},
+ "EmailCode":{"type":"object","required":["value"],"properties":{
+   "value":{"type":"string","minLength":4,"maxLength":15,"description":"The code as a person types it: digits, or upper-case letters and digits, with the spaces and dashes that split it in the message removed (\"123 456\" gives \"123456\", \"ABC-DEF\" gives \"ABCDEF\")."}}},
+ "CodesResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","maxItems":20,"items":ref("EmailCode")}}},
  "BulkDeleteResponse":{"type":"object","required":["deleted"],"properties":{"deleted":{"type":"integer","minimum":0}}},
  "ErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"string"}}},
  "ValidationErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"object","required":["formErrors","fieldErrors"],"properties":{
@@ -224,6 +227,10 @@ paths={
   "get":{"operationId":"getEmailLinks","summary":"The links of the email: those of its HTML part in document order (a and area href), then the URLs of its text part not already listed.","security":sec,
     "description":"Only http, https and mailto URLs; relative, javascript:, data: and other URLs are left out. An HTML link repeated with the same URL and text is listed once (the same URL with other text is listed again); a text-part URL is listed only if no earlier link has it. In text, a URL starts with http://, https:// or mailto: (not inside a word) and runs to white space, a control character or one of < > \" ` { } | \\ ^, without trailing . , ; : ! ? ' * or an unmatched closing bracket. At most 1000 links.",
     "responses":std(**{"200":{"description":"The links.",**j("LinksResponse")},"404":r("NotFound")})}},
+ "/v1/emails/{emailId}/codes":{"parameters":[emailId],
+  "get":{"operationId":"getEmailCodes","summary":"The one-time codes (verification, sign-in, confirmation) of the email's subject, text part and HTML part, in that order, each value once.","security":sec,
+    "description":"A code is 4 to 8 digits; 4 to 10 upper-case letters and digits with at least one of each (not a word then a number, as promotion codes such as SAVE20 are); or such a code split into groups by single spaces or dashes (2 to 4 digit groups of one length, at most 8 digits; 4 to 8 single digits, as in one table cell each; 2 to 3 groups of 3 to 5 letters and digits). It is listed only when a code word of one of many languages (code, verify, OTP, PIN, Bestätigungscode, code de vérification, código, codice, kod, код, コード, 認証番号, 验证码, 인증번호 and more) is on its line (the first code after it within 60 characters, or the last one before it within 30), or on one of the three lines above when the code stands alone on its line. A code word qualified as something else (zip code, código postal, promo code, QR code) does not count. Numbers that are part of dates, times, prices, phone numbers, or follow order, invoice, tracking, phone or reference words are left out. HTML is read as text: a line per block and table row, the cells of a row on one line. At most 20 codes, from the first 256 KiB of each part.",
+    "responses":std(**{"200":{"description":"The codes.",**j("CodesResponse")},"404":r("NotFound")})}},
  "/v1/emails/{emailId}/transcript":{"parameters":[emailId],
   "get":{"operationId":"getEmailTranscript","summary":"The SMTP transaction that delivered the email, as the server saw it; null for an email that came over HTTP.","security":sec,
     "responses":std(**{"200":{"description":"The transcript.",**j("TranscriptResponse")},"404":r("NotFound")})}},

@@ -1,0 +1,45 @@
+import type {
+  EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, OperationQueries,
+} from './types.js';
+
+export type * from './types.js';
+
+/** Filters of list, count, delete and waitForEmail; since may be a Date. */
+export type Filter = Omit<OperationQueries['deleteEmails'], 'all' | 'since'> & { since?: string | Date };
+export type ListParams = Omit<OperationQueries['listEmails'], 'wait' | 'since'> & { since?: string | Date };
+export type CountParams = Omit<OperationQueries['countEmails'], 'since'> & { since?: string | Date };
+
+/** An error answer of the API. */
+export class MailsinkError extends Error {
+  readonly status: number;
+  /** A 400's errors by field or parameter name. */
+  readonly fieldErrors: Record<string, string[]>;
+  readonly formErrors: string[];
+}
+
+export interface Download {
+  contentType: string;
+  filename: string | null;
+  data: Uint8Array;
+}
+
+export class Mailsink {
+  constructor(options: { baseUrl: string; apiKey: string; fetch?: typeof fetch });
+  list(params?: ListParams): Promise<EmailSummary[]>;
+  count(params?: CountParams): Promise<number>;
+  /** Resolves with the newest matching email once one is stored; rejects with a TimeoutError after timeout ms (30000). */
+  waitForEmail(filter?: Filter, options?: { timeout?: number; signal?: AbortSignal }): Promise<EmailSummary>;
+  get(id: string): Promise<EmailDetail>;
+  update(id: string, patch: UpdateEmailRequest): Promise<EmailSummary>;
+  delete(id: string): Promise<void>;
+  deleteMany(filter: Filter | { all: true }): Promise<number>;
+  raw(id: string): Promise<string>;
+  attachment(id: string, index: number): Promise<Download>;
+  links(id: string): Promise<EmailLink[]>;
+  /** The one-time codes, as typed: "123 456" in the message is "123456". */
+  codes(id: string): Promise<string[]>;
+  create(email: CreateEmailRequest): Promise<EmailSummary>;
+  inbound(raw: string | Uint8Array, envelope?: { from?: string; to?: string | string[] }): Promise<EmailSummary[]>;
+}
+
+export type { Status };

@@ -1,0 +1,73 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Mailsink, MailsinkError } from '../index.js';
+import { startMailsink, sendSMTP } from './mailsink.js';
+
+let server;
+let ms;
+before(async () => {
+  server = await startMailsink();
+  ms = new Mailsink({ baseUrl: server.baseUrl, apiKey: server.apiKey });
+});
+after(async () => { await server?.stop(); });
+
+test('create, list, count, get, update, delete', async () => {
+  const a = await ms.create({ recipient: 'a@js.test', sender: 'app@example.com', subject: 'Welcome', text: 'Hello' });
+  const b = await ms.create({ recipient: 'b@js.test', sender: 'app@example.com', subject: 'Receipt' });
+  assert.equal(a.status, 'received');
+  const all = await ms.list({ sender: 'app@example.com' });
+  assert.deepEqual(all.map((e) => e.id), [b.id, a.id]);
+  assert.deepEqual((await ms.list({ sender: 'app@example.com', before: b.id, limit: 1 })).map((e) => e.id), [a.id]);
+  assert.equal(await ms.count({ subject: 'welc' }), 1);
+  const detail = await ms.get(a.id);
+  assert.equal(detail.body.text, 'Hello');
+  const updated = await ms.update(a.id, { labels: ['signup'], status: 'processed', notes: 'seen' });
+  assert.deepEqual(updated.labels, ['signup']);
+  assert.deepEqual((await ms.list({ label: 'signup', since: new Date(Date.now() - 60000) })).map((e) => e.id), [a.id]);
+  await ms.delete(a.id);
+  await assert.rejects(ms.get(a.id), (e) => e instanceof MailsinkError && e.status === 404);
+  assert.equal(await ms.deleteMany({ recipient: 'b@js.test' }), 1);
+});
+
+test('errors carry the status and field errors', async () => {
+  await assert.rejects(ms.list({ limit: 1000 }), (e) => {
+    assert.ok(e instanceof MailsinkError);
+    assert.equal(e.status, 400);
+    assert.ok(e.fieldErrors.limit.length > 0);
+    return true;
+  });
+  await assert.rejects(ms.deleteMany({}), (e) => e.status === 400);
+  const wrong = new Mailsink({ baseUrl: server.baseUrl, apiKey: 'wrong' });
+  await assert.rejects(wrong.list(), (e) => e.status === 401 && typeof e.message === 'string');
+});
+
+test('waitForEmail waits for a mail sent over SMTP; links and codes', async () => {
+  const since = new Date(Date.now() - 1000);
+  const waiting = ms.waitForEmail({ recipient: 'wait@js.test', since }, { timeout: 15000 });
+  await sendSMTP(server.smtpPort, 'app@example.com', 'wait@js.test',
+    'From: app@example.com\nTo: wait@js.test\nSubject: Your code: 482 913\nContent-Type: text/html\n\n' +
+    '<p><a href="https://app.example/confirm?t=1">Confirm</a></p>\n');
+  const email = await waiting;
+  assert.equal(email.recipient, 'wait@js.test');
+  assert.deepEqual(await ms.links(email.id), [{ url: 'https://app.example/confirm?t=1', text: 'Confirm' }]);
+  assert.deepEqual(await ms.codes(email.id), ['482913']);
+  assert.match(await ms.raw(email.id), /Subject: Your code: 482 913\r\n/);
+});
+
+test('waitForEmail times out', async () => {
+  const start = Date.now();
+  await assert.rejects(ms.waitForEmail({ recipient: 'nobody@js.test' }, { timeout: 1200 }), { name: 'TimeoutError' });
+  assert.ok(Date.now() - start >= 1000);
+});
+
+test('inbound and attachment', async () => {
+  const raw = 'From: app@example.com\r\nTo: x@js.test\r\nSubject: Report\r\nMIME-Version: 1.0\r\n' +
+    'Content-Type: multipart/mixed; boundary=XX\r\n\r\n--XX\r\nContent-Type: text/plain\r\n\r\nSee attached.\r\n' +
+    '--XX\r\nContent-Type: text/csv\r\nContent-Disposition: attachment; filename="report.csv"\r\n\r\na,b\r\n--XX--\r\n';
+  const items = await ms.inbound(raw, { from: 'bounce@example.com', to: ['y@js.test', 'z@js.test'] });
+  assert.deepEqual(items.map((e) => e.recipient).sort(), ['y@js.test', 'z@js.test']);
+  const att = await ms.attachment(items[0].id, 0);
+  assert.equal(att.filename, 'report.csv');
+  assert.match(att.contentType, /^text\/csv/);
+  assert.equal(new TextDecoder().decode(att.data), 'a,b');
+});

@@ -1,0 +1,18 @@
+// Compiled by `npm run typecheck` (tsc --noEmit): the declarations are valid
+// and read as a test writer uses them.
+import { Mailsink, MailsinkError, type EmailSummary, type EmailLink } from '../index.js';
+
+export async function example(): Promise<[EmailSummary, EmailLink[], string[], number]> {
+  const ms = new Mailsink({ baseUrl: 'http://127.0.0.1:8025', apiKey: 'dev-key' });
+  const email = await ms.waitForEmail({ recipient: 'a@example.com', since: new Date() }, { timeout: 1000 });
+  const detail = await ms.get(email.id);
+  const text: string | null = detail.body ? detail.body.text : null;
+  await ms.update(email.id, { labels: ['x'], status: 'processed', notes: text });
+  const page = await ms.list({ label: 'x', limit: 10, before: email.id });
+  try {
+    await ms.delete(page[0].id);
+  } catch (e) {
+    if (e instanceof MailsinkError && e.status === 404) return [email, [], [], 0];
+  }
+  return [email, await ms.links(email.id), await ms.codes(email.id), await ms.count({ status: 'received' })];
+}

@@ -1,0 +1,280 @@
+// Generated from the mailsink OpenAPI document by scripts/gen-types.js. Do not edit.
+// mailsink API 1.0.0
+
+export type Status = "received" | "processed" | "archived";
+
+export type Account = {
+  id: string;
+  slug: string;
+  name: string;
+};
+
+export type EmailSummary = {
+  id: string;
+  account: Account | null;
+  messageId: string | null;
+  sender: string;
+  recipient: string;
+  subject: string | null;
+  status: Status;
+  notes: string | null;
+  labels: Array<string>;
+  rawSize: number;
+  receivedAt: string;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export type EmailDetail = EmailSummary & {
+  body: StoredEmailBody | null;
+};
+
+export type StoredEmailBody = {
+  raw: string;
+  text: string | null;
+  html: string | null;
+  headers: Record<string, string>;
+  attachments: Array<StoredEmailAttachment>;
+};
+
+export type StoredEmailAttachment = {
+  contentId: string | null;
+  contentType: string | null;
+  disposition: string | null;
+  filename: string | null;
+  size: number;
+};
+
+export type ListResponse = {
+  items: Array<EmailSummary>;
+};
+
+export type SingleEmailResponse = {
+  item: EmailSummary;
+};
+
+export type DetailResponse = {
+  item: EmailDetail;
+};
+
+export type CountResponse = {
+  count: number;
+};
+
+export type EmailLink = {
+  /** An absolute http or https URL with a host, or a mailto URL, as written in the message (entities decoded; tabs, newlines and surrounding spaces removed). */
+  url: string;
+  /** For an HTML link, what a reader sees: the anchor's text (script and style left out) with white space collapsed, or else the alt text of its images (of an area: its alt); null when empty and for links of the text part. */
+  text: string | null;
+};
+
+export type LinksResponse = {
+  items: Array<EmailLink>;
+};
+
+export type EmailCode = {
+  /** The code as a person types it: digits, or upper-case letters and digits, with the spaces and dashes that split it in the message removed ("123 456" gives "123456", "ABC-DEF" gives "ABCDEF"). */
+  value: string;
+};
+
+export type CodesResponse = {
+  items: Array<EmailCode>;
+};
+
+export type BulkDeleteResponse = {
+  deleted: number;
+};
+
+export type ErrorResponse = {
+  error: string;
+};
+
+export type ValidationErrorResponse = {
+  error: {
+    formErrors: Array<string>;
+    fieldErrors: Record<string, Array<string>>;
+  };
+};
+
+export type HealthResponse = {
+  ok: true;
+};
+
+export type CreateEmailRequest = {
+  recipient: string;
+  sender: string;
+  subject?: string | null;
+  text?: string | null;
+  html?: string | null;
+  /** Raw RFC 5322 source; at most MAILSINK_MAX_MESSAGE_BYTES bytes (413 above). */
+  raw?: string;
+  headers?: Record<string, string>;
+  receivedAt?: string;
+};
+
+export type UpdateEmailRequest = {
+  labels?: Array<string>;
+  notes?: string | null;
+  status?: Status;
+  subject?: string | null;
+};
+
+export type SMTPCommand = {
+  /** The address as the client gave it. */
+  address: string;
+  /** ESMTP parameters the server understood, like SIZE=1234 or BODY=8BITMIME. */
+  params: Array<string>;
+  /** The reply line the client got, like 250 2.0.0 ... */
+  reply: string;
+};
+
+/** The SMTP transaction that delivered the email, as the server saw it. Never holds a password or API key. RCPT commands routed to other accounts are left out; at most 100 RCPT commands are kept (rcptOmitted counts the rest). */
+export type Transcript = {
+  /** host:port of the client. */
+  clientAddress: string;
+  /** The name given in EHLO or HELO. */
+  helo: string;
+  /** Like TLS 1.3; empty without TLS. */
+  tlsVersion: string;
+  /** Like TLS_AES_128_GCM_SHA256; empty without TLS. */
+  tlsCipher: string;
+  /** PLAIN or LOGIN; empty without AUTH. */
+  authMechanism: string;
+  /** The user name given with AUTH (the password, an API key, is never kept); empty without AUTH. */
+  authIdentity: string;
+  mail: SMTPCommand;
+  rcpt: Array<SMTPCommand>;
+  rcptOmitted?: number;
+  /** The reply to the message. */
+  data: string;
+};
+
+export type TranscriptResponse = {
+  /** null for an email that did not arrive over SMTP (created with POST /v1/emails or /v1/inbound). */
+  item: Transcript | null;
+};
+
+/** auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, given after the message since DATA's 354 comes first, or to the first BDAT chunk. message: after the whole message was read, before it is stored. */
+export type FaultStage = "auth" | "mail" | "rcpt" | "data" | "message";
+
+export type FaultReply = {
+  code: number;
+  /** Printable ASCII on one line. A leading enhanced status code of the reply's class (4.3.0 ...) is used as such; without one the server adds X.0.0. */
+  text?: string;
+};
+
+/** At least one of reply, delay and disconnect; reply and disconnect exclude each other. Without count and probability the rule applies to every matching transaction until it expires or is deleted. */
+export type FaultRuleRequest = {
+  stage: FaultStage;
+  reply?: FaultReply;
+  /** A Go duration (1.5s, 2m) waited before the reply: above 0 and at most 4m, and below MAILSINK_SMTP_READ_TIMEOUT by a tenth of it (at least 1s). */
+  delay?: string;
+  /** Close the connection without a reply. */
+  disconnect?: boolean;
+  /** Only transactions with this recipient (an address, or @domain for every address at exactly that domain). Not at the auth and mail stages. */
+  recipient?: string;
+  /** Only transactions with this MAIL FROM (an address or @domain). Not at the auth stage. */
+  sender?: string;
+  /** Apply to the next count matching commands only, exactly, across every replica; the rule is deleted after its last. */
+  count?: number;
+  /** The chance that a matching command is hit. */
+  probability?: number;
+  /** A Go duration after which the rule no longer applies (at most 720h). */
+  expiresIn?: string;
+};
+
+export type FaultRule = {
+  id: string;
+  stage: FaultStage;
+  reply: FaultReply | null;
+  delay: string | null;
+  disconnect: boolean;
+  recipient: string | null;
+  sender: string | null;
+  count: number | null;
+  /** For counted rules, the matches left. */
+  remaining: number | null;
+  probability: number | null;
+  createdAt: string;
+  expiresAt: string | null;
+};
+
+export type FaultRuleResponse = {
+  item: FaultRule;
+};
+
+export type FaultRuleListResponse = {
+  items: Array<FaultRule>;
+};
+
+export type EventData = {
+  type: "email.created" | "email.updated" | "email.deleted";
+  emailId: string;
+  item?: EmailSummary;
+};
+
+/** The query parameters of each operation that takes some. */
+export interface OperationQueries {
+  /** GET /v1/emails */
+  listEmails: {
+    /** Page size. */
+    limit?: number;
+    /** Emails skipped. */
+    offset?: number;
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
+    before?: string;
+    /** Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out. */
+    wait?: number;
+  };
+  /** DELETE /v1/emails */
+  deleteEmails: {
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Delete every email of the account when no filter is given. */
+    all?: boolean;
+  };
+  /** GET /v1/emails/count */
+  countEmails: {
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
+    before?: string;
+  };
+  /** GET /v1/events */
+  streamEvents: {
+    /** Same as the Last-Event-ID header. */
+    lastEventId?: string;
+  };
+}
