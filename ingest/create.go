@@ -47,7 +47,7 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 	}
 	// The id is reserved before the raw is composed: it is in the
 	// composed Message-ID.
-	repeat, err := s.reserve(ctx, in.IdempotencyKey, in.digest(), []*store.Email{e})
+	c, err := s.reserve(ctx, in.IdempotencyKey, in.digest(), []*store.Email{e})
 	if err != nil {
 		return nil, err
 	}
@@ -83,12 +83,7 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 		e.MessageID = &id
 	}
 	e.RawSize = int64(len(raw))
-	if !repeat {
-		if err := s.checkQuota(ctx, []*store.Email{e}); err != nil {
-			return nil, err
-		}
-	}
-	got, err := s.create(ctx, body, []*store.Email{e}, repeat)
+	got, err := s.create(ctx, in.IdempotencyKey, c, body, []*store.Email{e})
 	if err != nil {
 		return nil, err
 	}

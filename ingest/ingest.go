@@ -148,13 +148,10 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 			withTranscript.Transcript = env.Transcript.For(acc)
 			body = &withTranscript
 		}
-		repeat, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
-		if err == nil && !repeat {
-			err = s.checkQuota(ctx, group)
-		}
+		c, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
 		if err == nil {
 			var got []*store.Email
-			if got, err = s.create(ctx, body, group, repeat); err == nil {
+			if got, err = s.create(ctx, env.IdempotencyKey, c, body, group); err == nil {
 				for j, e := range group {
 					out[position[e]] = got[j]
 				}

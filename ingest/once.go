@@ -20,46 +20,71 @@ import (
 // that fails stores nothing (see undo), so the sender's retry is the only
 // copy.
 
-// reserve gives emails (all of one account) the ids reserved under key: their
-// own when the key is new, else those of the first request with the key;
-// repeat reports the latter. A key first used for a request with another
-// digest is a Conflict. Without a key, or on a store that keeps none, it
-// does nothing.
-func (s *Service) reserve(ctx context.Context, key, digest string, emails []*store.Email) (repeat bool, err error) {
+// claim is what reserve found for a delivery's key.
+type claim int
+
+const (
+	// fresh: no key, or the key is new: store the emails.
+	fresh claim = iota
+	// pending: an earlier request with the key reserved these ids but did
+	// not say it stored them (it failed, or is under way, or died): store
+	// them; a Conflict then means it had.
+	pending
+	// settled: an earlier request stored these emails: store nothing.
+	settled
+)
+
+// reserve gives emails (all of one account) the ids reserved under key:
+// their own when the key is new, else those of the first request with the
+// key. A key first used for a request with another digest is a Conflict.
+// Without a key, or on a store that keeps none, it does nothing.
+func (s *Service) reserve(ctx context.Context, key, digest string, emails []*store.Email) (claim, error) {
 	idem, ok := s.store.(store.Idempotency)
 	if key == "" || !ok {
-		return false, nil
+		return fresh, nil
 	}
 	ids := make([]string, len(emails))
 	for i, e := range emails {
 		ids[i] = e.ID
 	}
-	got, fresh, err := idem.Reserve(ctx, emails[0].AccountID, key, store.Reservation{Digest: digest, IDs: ids}, store.IdempotencyTTL)
+	got, isNew, err := idem.Reserve(ctx, emails[0].AccountID, key, store.Reservation{Digest: digest, IDs: ids}, store.IdempotencyTTL)
 	if err != nil {
-		return false, err
+		return fresh, err
 	}
-	if fresh {
-		return false, nil
+	if isNew {
+		return fresh, nil
 	}
 	if got.Digest != digest || len(got.IDs) != len(emails) {
-		return false, store.Errorf(store.Conflict, "this Idempotency-Key was used for a different request in the last %s", store.IdempotencyTTL)
+		return fresh, store.Errorf(store.Conflict, "this Idempotency-Key was used for a different request in the last %s", store.IdempotencyTTL)
 	}
 	for i, e := range emails {
 		e.ID = got.IDs[i]
 	}
-	return true, nil
+	if got.Stored {
+		return settled, nil
+	}
+	return pending, nil
 }
 
-// create stores emails sharing body. For a repeat whose emails the first
-// request stored, it stores nothing and returns the stored emails (those
-// deleted since as the repeat describes them).
-func (s *Service) create(ctx context.Context, body *store.Body, emails []*store.Email, repeat bool) ([]*store.Email, error) {
-	err := s.store.CreateEmails(ctx, body, emails)
-	if err == nil {
-		return emails, nil
-	}
-	if !repeat || !store.IsCode(err, store.Conflict) {
-		return nil, err
+// create stores emails sharing body under the delivery's key (empty for
+// none) and returns the stored emails. A settled delivery stores nothing:
+// it returns what was stored (those deleted since as the repeat describes
+// them). With a key, a Conflict means that another request with the key
+// stored these very ids (a concurrent retry), which is success too. The
+// account's quota is checked before anything is written.
+func (s *Service) create(ctx context.Context, key string, c claim, body *store.Body, emails []*store.Email) ([]*store.Email, error) {
+	if c != settled {
+		if err := s.checkQuota(ctx, emails); err != nil {
+			return nil, err
+		}
+		err := s.store.CreateEmails(ctx, body, emails)
+		switch {
+		case err == nil:
+			s.settle(ctx, key, emails[0].AccountID)
+			return emails, nil
+		case key == "" || !store.IsCode(err, store.Conflict):
+			return nil, err
+		}
 	}
 	out := make([]*store.Email, len(emails))
 	for i, e := range emails {
@@ -74,6 +99,19 @@ func (s *Service) create(ctx context.Context, body *store.Body, emails []*store.
 		}
 	}
 	return out, nil
+}
+
+// settle records that the emails of key's delivery are stored. A failure
+// only means that a repeat stores them again if they were deleted meanwhile;
+// it is logged, not answered.
+func (s *Service) settle(ctx context.Context, key, accountID string) {
+	idem, ok := s.store.(store.Idempotency)
+	if key == "" || !ok {
+		return
+	}
+	if err := idem.Settle(ctx, accountID, key); err != nil && s.cfg.Log != nil {
+		s.cfg.Log.Warn("could not mark an idempotency key as stored", "account", accountID, "err", err)
+	}
 }
 
 // undo deletes the emails of a delivery that failed part of the way (its

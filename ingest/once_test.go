@@ -163,3 +163,106 @@ func TestCreateComposedIsBounded(t *testing.T) {
 		t.Errorf("%d emails stored, want 0", len(got))
 	}
 }
+
+// gatedStore is a real embedded store whose first create waits until the
+// test lets it go on, to order two requests the way a loaded machine may.
+type gatedStore struct {
+	*boltstore.Store
+	once    sync.Once
+	waiting chan struct{} // closed when the first create waits
+	goOn    chan struct{}
+}
+
+func (g *gatedStore) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.waiting)
+		<-g.goOn
+	}
+	return g.Store.CreateEmails(ctx, body, emails)
+}
+
+// Found by review: a key's first request, overtaken by its retry, answered
+// 409 although its email was stored; a repeat after a delete stored the
+// email again; a retry of a request refused by the quota got past it.
+func TestIdempotencyEdges(t *testing.T) {
+	t.Parallel()
+	newStore := func(t *testing.T) *boltstore.Store {
+		st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	text := "hello"
+	in := NewEmail{AccountID: acme.ID, Sender: "s@example.com", Recipient: "r@acme.test", Text: &Optional{Value: &text}, IdempotencyKey: "k"}
+
+	t.Run("overtaken by its retry", func(t *testing.T) {
+		g := &gatedStore{Store: newStore(t), waiting: make(chan struct{}), goOn: make(chan struct{})}
+		svc := New(g, func() time.Time { return now }, Config{})
+		first := make(chan error, 1)
+		var firstID string
+		go func() {
+			e, err := svc.Create(context.Background(), in)
+			if err == nil {
+				firstID = e.ID
+			}
+			first <- err
+		}()
+		<-g.waiting
+		retry, err := svc.Create(context.Background(), in)
+		if err != nil {
+			t.Fatalf("the retry: %v", err)
+		}
+		close(g.goOn)
+		if err := <-first; err != nil {
+			t.Fatalf("the first request, overtaken by its retry: %v, want success", err)
+		}
+		if firstID != retry.ID {
+			t.Errorf("first answered %s, retry %s", firstID, retry.ID)
+		}
+		if n := len(stored(t, g, acme)); n != 1 {
+			t.Errorf("%d emails stored, want 1", n)
+		}
+	})
+
+	t.Run("repeat after delete", func(t *testing.T) {
+		st := newStore(t)
+		svc := New(st, func() time.Time { return now }, Config{})
+		e, err := svc.Create(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DeleteEmail(context.Background(), acme.ID, e.ID); err != nil {
+			t.Fatal(err)
+		}
+		again, err := svc.Create(context.Background(), in)
+		if err != nil || again.ID != e.ID {
+			t.Fatalf("repeat after delete: %v, %v; want the first's answer", again, err)
+		}
+		if n := len(stored(t, st, acme)); n != 0 {
+			t.Errorf("a repeat after the delete stored the email again (%d stored)", n)
+		}
+	})
+
+	t.Run("retry of a request over the quota", func(t *testing.T) {
+		st := newStore(t)
+		svc := New(st, func() time.Time { return now }, Config{Stats: st, Quota: func(string) (int64, int64) { return 1, 0 }})
+		other := in
+		other.IdempotencyKey = ""
+		if _, err := svc.Create(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			_, err := svc.Create(context.Background(), in)
+			if !store.IsCode(err, store.QuotaExceeded) {
+				t.Fatalf("attempt %d past the quota: %v, want QuotaExceeded", i+1, err)
+			}
+		}
+		if n := len(stored(t, st, acme)); n != 1 {
+			t.Errorf("%d emails stored, want the quota of 1", n)
+		}
+	})
+}

@@ -262,8 +262,9 @@ func (s *Store) observe(op string, start time.Time, err error) {
 		result = store.CodeOf(err).String()
 	}
 	s.hist.WithLabelValues(op, s.name, result).Observe(time.Since(start).Seconds())
-	switch op {
-	case "create", "update", "delete":
+	if op == "create" {
+		// Only creates tell whether the store takes new mail: a full
+		// bbolt file still deletes and updates (it reuses free pages).
 		s.writes.record(err)
 	}
 }
@@ -325,4 +326,14 @@ func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Rese
 	}
 	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
 	return idem.Reserve(ctx, accountID, key, r, ttl)
+}
+
+// Settle implements store.Idempotency by passing the call to the backend.
+func (s *Store) Settle(ctx context.Context, accountID, key string) (err error) {
+	idem, ok := s.Backend.(store.Idempotency)
+	if !ok {
+		return nil
+	}
+	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
+	return idem.Settle(ctx, accountID, key)
 }

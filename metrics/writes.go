@@ -10,7 +10,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// Writes follows how the store's writes end, so that a store that answers
+// Writes follows how the store's creates end, so that a store that answers
 // reads but refuses writes (a full disk, Redis at maxmemory) shows: in
 // mailsink_store_write_failures_total{reason}, in mailsink_store_writable,
 // and in GET /readyz/writes. Readiness (/readyz) stays about reads, so that
@@ -28,7 +28,7 @@ func newWrites(f promauto.Factory) *Writes {
 	w := &Writes{
 		failures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_store_write_failures_total",
-			Help: "Store writes (create, update, delete) that failed, by reason: full (no room: disk, Redis maxmemory), unavailable (the store does not answer), internal.",
+			Help: "Store creates that failed, by reason: full (no room: disk, Redis maxmemory), unavailable (the store does not answer), internal.",
 		}, []string{"reason"}),
 	}
 	for _, reason := range []string{"full", "unavailable", "internal"} {
@@ -36,7 +36,7 @@ func newWrites(f promauto.Factory) *Writes {
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mailsink_store_writable",
-		Help: "1 unless the last store write failed because the store is full or unavailable.",
+		Help: "1 unless the last store create failed because the store is full or unavailable.",
 	}, func() float64 {
 		if ok, _, _ := w.State(); ok {
 			return 1
@@ -70,9 +70,12 @@ func (w *Writes) record(err error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if reason == "" || code == store.Internal {
+	if reason == "" {
 		w.failed = false
 		return
+	}
+	if code == store.Internal {
+		return // a bug, not the store's state: the state stays as it was
 	}
 	if !w.failed || w.failing != code {
 		w.since = time.Now()

@@ -245,10 +245,11 @@ type Pruner interface {
 const IdempotencyTTL = 24 * time.Hour
 
 // Reservation is what an idempotency key was first used for: a digest of
-// the request and the ids of the emails it stores.
+// the request and the ids of the emails it stores; Stored once they are.
 type Reservation struct {
 	Digest string
 	IDs    []string
+	Stored bool
 }
 
 // Idempotency is implemented by stores that remember idempotency keys, so
@@ -262,4 +263,9 @@ type Idempotency interface {
 	// Keys of different accounts never meet. It returns Unavailable when
 	// the backend cannot be reached.
 	Reserve(ctx context.Context, accountID, key string, r Reservation, ttl time.Duration) (Reservation, bool, error)
+
+	// Settle marks the reservation under key as stored, so that a repeat
+	// answers with what was stored instead of storing it again (even after
+	// the emails were deleted). A key not recorded is not an error.
+	Settle(ctx context.Context, accountID, key string) error
 }

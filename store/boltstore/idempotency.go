@@ -16,7 +16,8 @@ import (
 var _ store.Idempotency = (*Store)(nil)
 
 // Idempotency keys live in two buckets: bucketIdem maps account | 0 |
-// sha256(key) to expiry | uvarint(len) digest | ids joined by ",", and
+// sha256(key) to expiry | stored (1 byte) | uvarint(len) digest | ids joined
+// by ",", and
 // bucketIdemExpiry holds expiry | that same key, so that expired keys are
 // found in time order and removed a few at a time by later reservations.
 var (
@@ -32,8 +33,7 @@ func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Rese
 	if err := ctx.Err(); err != nil {
 		return store.Reservation{}, false, wrap(err, "reserve idempotency key")
 	}
-	sum := sha256.Sum256([]byte(key))
-	k := append(append([]byte(accountID), 0), sum[:]...)
+	k := idemKey(accountID, key)
 	now := time.Now()
 	var got store.Reservation
 	fresh := false
@@ -69,6 +69,33 @@ func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Rese
 	return got, fresh, nil
 }
 
+// Settle implements store.Idempotency.
+func (s *Store) Settle(ctx context.Context, accountID, key string) error {
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "settle idempotency key")
+	}
+	k := idemKey(accountID, key)
+	err := s.write(func(tx *bolt.Tx) error {
+		idem := tx.Bucket(bucketIdem)
+		if idem == nil {
+			return nil
+		}
+		v := idem.Get(k)
+		rec, ok := decodeReservation(v)
+		if !ok {
+			return nil
+		}
+		rec.Stored = true
+		return idem.Put(k, encodeReservation(rec.expiry, rec.Reservation))
+	})
+	return wrap(err, "settle idempotency key")
+}
+
+func idemKey(accountID, key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return append(append([]byte(accountID), 0), sum[:]...)
+}
+
 // removeExpired deletes up to expiredPerReserve keys whose time has passed.
 func removeExpired(idem, exp *bolt.Bucket, now time.Time) error {
 	c := exp.Cursor()
@@ -99,22 +126,28 @@ type reservationRecord struct {
 
 func encodeReservation(expiry time.Time, r store.Reservation) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(expiry.UnixMilli()))
+	stored := byte(0)
+	if r.Stored {
+		stored = 1
+	}
+	b = append(b, stored)
 	b = binary.AppendUvarint(b, uint64(len(r.Digest)))
 	b = append(b, r.Digest...)
 	return append(b, strings.Join(r.IDs, ",")...)
 }
 
 func decodeReservation(v []byte) (reservationRecord, bool) {
-	if len(v) < 8 {
+	if len(v) < 9 {
 		return reservationRecord{}, false
 	}
 	expiry := time.UnixMilli(int64(binary.BigEndian.Uint64(v)))
-	n, m := binary.Uvarint(v[8:])
-	if m <= 0 || uint64(len(v)-8-m) < n {
+	stored := v[8] == 1
+	n, m := binary.Uvarint(v[9:])
+	if m <= 0 || uint64(len(v)-9-m) < n {
 		return reservationRecord{}, false
 	}
-	rest := v[8+m:]
-	r := store.Reservation{Digest: string(rest[:n])}
+	rest := v[9+m:]
+	r := store.Reservation{Digest: string(rest[:n]), Stored: stored}
 	if ids := string(rest[n:]); ids != "" {
 		r.IDs = strings.Split(ids, ",")
 	}

@@ -33,6 +33,23 @@ return redis.call('GET', KEYS[1])
 type reservationJSON struct {
 	Digest string   `json:"d"`
 	IDs    []string `json:"ids"`
+	Stored bool     `json:"s,omitempty"`
+}
+
+// settleScript marks the reservation at KEYS[1] stored, keeping its time to
+// live; a key that is gone is left alone.
+var settleScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local r = cjson.decode(v)
+r['s'] = true
+redis.call('SET', KEYS[1], cjson.encode(r), 'KEEPTTL')
+return 1
+`)
+
+// Settle implements store.Idempotency.
+func (s *Store) Settle(ctx context.Context, accountID, key string) error {
+	return classify(settleScript.Run(ctx, s.client, []string{s.account(accountID).idem(key)}).Err())
 }
 
 // Reserve implements store.Idempotency.
@@ -52,5 +69,5 @@ func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Rese
 	if err := json.Unmarshal([]byte(old), &got); err != nil {
 		return store.Reservation{}, false, store.Wrap(store.Internal, err, "decode reservation")
 	}
-	return store.Reservation{Digest: got.Digest, IDs: got.IDs}, false, nil
+	return store.Reservation{Digest: got.Digest, IDs: got.IDs, Stored: got.Stored}, false, nil
 }

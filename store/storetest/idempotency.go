@@ -66,6 +66,17 @@ func testIdempotency(t *testing.T, s store.Store) {
 		t.Errorf("%d concurrent reservations were fresh, want 1", winners)
 	}
 
+	// Settle marks a reservation stored; a repeat then says so.
+	if err := st.Settle(ctx, acctA, "key-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := st.Reserve(ctx, acctA, "key-1", first, time.Hour); err != nil || !got.Stored || !reflect.DeepEqual(got.IDs, first.IDs) {
+		t.Errorf("Reserve after Settle = %+v, %v; want the first reservation, stored", got, err)
+	}
+	if err := st.Settle(ctx, acctA, "never-reserved"); err != nil {
+		t.Errorf("Settle of an unknown key: %v", err)
+	}
+
 	// A key is forgotten after its ttl.
 	if _, _, err := st.Reserve(ctx, acctA, "short", first, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
