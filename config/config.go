@@ -5,8 +5,6 @@
 package config
 
 import (
-	"github.com/mailsink/mailsink/internal/clientaddr"
-
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
@@ -19,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
 // Config is every setting of one mailsink process.

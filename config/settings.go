@@ -1,13 +1,13 @@
 package config
 
 import (
-	"github.com/mailsink/mailsink/internal/clientaddr"
-
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
 // A Setting is one environment variable: its name, its default (as a user

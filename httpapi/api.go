@@ -284,19 +284,9 @@ func (a *API) authenticate(next http.Handler, basic bool) http.Handler {
 	})
 }
 
-// clientKey holds the client's address as the Server found it: the peer,
-// or the address a trusted proxy forwarded.
-type clientKey struct{}
-
-// clientAddress is the request's client IP: what the Server found, or the
-// peer's when the API is served without one. Forwarding headers are
-// believed only from trusted proxies (ServerConfig.TrustedProxies).
-func clientAddress(r *http.Request) string {
-	if c, ok := r.Context().Value(clientKey{}).(string); ok {
-		return c
-	}
-	return clientaddr.Host(r.RemoteAddr)
-}
+// clientAddress is the request's client IP: the peer's, or the address a
+// trusted proxy forwarded (ServerConfig.TrustedProxies).
+func clientAddress(r *http.Request) string { return clientaddr.FromRequest(r) }
 
 func accountOf(r *http.Request) *store.Account {
 	return r.Context().Value(accountKey{}).(*store.Account)
@@ -739,7 +729,7 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		// A client that gave up is not noticed while its body is unread:
 		// the wait is bounded so that it cannot hold a place for long.
 		ctx, cancel := context.WithTimeout(r.Context(), maxLargeWait)
-		rel, gateErr := a.cfg.LargeGate.Acquire(ctx, clientAddress(r))
+		rel, gateErr := a.cfg.LargeGate.Acquire(ctx, clientaddr.Bucket(clientAddress(r)))
 		cancel()
 		if gateErr != nil {
 			writeMessage(w, http.StatusServiceUnavailable, "too many large requests at once, try again later")

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/mailsink/mailsink/internal/clientaddr"
-
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -12,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
 // Server is a running HTTP listener.
@@ -140,7 +140,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		client := s.trusted.FromForwarded(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
-		r = r.WithContext(context.WithValue(r.Context(), clientKey{}, client))
+		r = r.WithContext(clientaddr.WithClient(r.Context(), client))
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		if rec.status == 0 {

@@ -72,11 +72,11 @@ func (s *connSet) add(c *conn) string {
 	switch {
 	case s.max > 0 && len(s.conns) >= s.max:
 		return "421 4.7.0 Too many connections, try again later"
-	case s.max > 0 && s.byAddr[c.addr] >= s.perAddress():
+	case s.max > 0 && s.byAddr[clientaddr.Bucket(c.addr)] >= s.perAddress():
 		return "421 4.7.0 Too many connections from your address, try again later"
 	}
 	s.conns[c] = struct{}{}
-	s.byAddr[c.addr]++
+	s.byAddr[clientaddr.Bucket(c.addr)]++
 	return ""
 }
 
@@ -88,8 +88,10 @@ func (s *connSet) remove(c *conn) {
 		return
 	}
 	delete(s.conns, c)
-	if s.byAddr[c.addr]--; s.byAddr[c.addr] <= 0 {
-		delete(s.byAddr, c.addr)
+	if b := clientaddr.Bucket(c.addr); s.byAddr[b]-1 <= 0 {
+		delete(s.byAddr, b)
+	} else {
+		s.byAddr[b]--
 	}
 }
 
@@ -135,11 +137,6 @@ const proxyHeaderWait = time.Second
 // its first read instead (conn.admit), once its PROXY header names the
 // client: Accept must not wait for one client's header.
 func (l *listener) Accept() (net.Conn, error) {
-	// go-smtp counts the connection it accepted last (WaitGroup.Add)
-	// before it calls Accept again, and its Shutdown waits on that count
-	// after drain locks the set: locking it here orders the two.
-	l.set.mu.Lock()
-	l.set.mu.Unlock()
 	for {
 		nc, err := l.Listener.Accept()
 		if err != nil {

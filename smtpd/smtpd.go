@@ -84,6 +84,10 @@ type Config struct {
 
 // Server is a running SMTP listener.
 type Server struct {
+	// serving counts the go-smtp Serve loops running; Shutdown waits for
+	// them to end before go-smtp's own Shutdown waits for the connections
+	// they counted, so that no connection is counted during that wait.
+	serving  sync.WaitGroup
 	cfg      Config
 	accounts *accounts.Registry
 	ingest   *ingest.Service
@@ -169,8 +173,11 @@ func (s *Server) newListener(ln net.Listener, implicitTLS bool) *listener {
 }
 
 func (s *Server) serve(ln net.Listener) {
+	s.serving.Add(1)
 	go func() {
-		if err := s.smtp.Serve(ln); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+		defer s.serving.Done()
+		err := s.smtp.Serve(ln)
+		if err != nil && !errors.Is(err, smtp.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.log.Error("smtp server stopped", "err", err, "addr", ln.Addr().String())
 		}
 	}()
@@ -193,12 +200,17 @@ func (s *Server) TLSAddr() net.Addr {
 // until ctx is done; then it closes them.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.conns.drain()
-	err := s.smtp.Shutdown(ctx)
-	// A Serve that had not started when go-smtp closed its listeners
-	// would accept on them forever.
+	// Closing the listeners ends the Serve loops; once they have returned,
+	// every connection they accepted is counted (go-smtp counts one before
+	// it accepts the next), so go-smtp's wait for them cannot race a count.
 	s.ln.Close()
 	if s.tlsLn != nil {
 		s.tlsLn.Close()
+	}
+	s.serving.Wait()
+	err := s.smtp.Shutdown(ctx)
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // go-smtp closing the listeners again
 	}
 	s.cancel()
 	if err != nil {
@@ -309,13 +321,7 @@ func (s *session) authenticate(mech, user, key string) error {
 }
 
 // remoteIP is the client's IP address.
-func (s *session) remoteIP() string {
-	host, _, err := net.SplitHostPort(s.remote)
-	if err != nil {
-		return s.remote
-	}
-	return host
-}
+func (s *session) remoteIP() string { return clientaddr.Host(s.remote) }
 
 // Mail starts a message. An empty or unusable reverse path is allowed: the
 // From header decides the sender at DATA.
@@ -427,7 +433,7 @@ func (s *session) Data(r io.Reader) error {
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
 		return reply
 	}
-	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn, s.remoteIP())
+	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()))
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
 		// it were complete: the message is truncated, and nobody gets

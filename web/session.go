@@ -4,12 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
 // cookieName is the session cookie; it holds a random session id, never
@@ -156,10 +157,6 @@ func (h *Handler) sessionAccount(w http.ResponseWriter, r *http.Request) string 
 	return ""
 }
 
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// clientAddress is the request's client: the peer, or the address a trusted
+// proxy forwarded, as the API counts it for the wrong-key limit.
+func clientAddress(r *http.Request) string { return clientaddr.FromRequest(r) }

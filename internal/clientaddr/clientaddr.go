@@ -7,8 +7,10 @@
 package clientaddr
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -85,4 +87,36 @@ func Host(s string) string {
 		return h
 	}
 	return strings.Trim(s, "[]")
+}
+
+// Bucket is the key under which per-address shares count an address: an
+// IPv4 address itself, an IPv6 address's /64, since one host is commonly
+// given a whole /64 and could otherwise take every share.
+func Bucket(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || ip.Unmap().Is4() {
+		return addr
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
+}
+
+type contextKey struct{}
+
+// WithClient returns ctx carrying the client address the server found for a
+// request (the peer, or what a trusted proxy forwarded).
+func WithClient(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, contextKey{}, addr)
+}
+
+// FromRequest returns the client address of r: what WithClient put in its
+// context, else its peer's host.
+func FromRequest(r *http.Request) string {
+	if c, ok := r.Context().Value(contextKey{}).(string); ok {
+		return c
+	}
+	return Host(r.RemoteAddr)
 }

@@ -34,3 +34,18 @@ func TestFromForwarded(t *testing.T) {
 		t.Error("a bad CIDR was accepted")
 	}
 }
+
+func TestBucket(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"192.0.2.7":            "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"2001:db8:1:2::ffff":   "2001:db8:1:2::/64",
+		"::ffff:192.0.2.7":     "::ffff:192.0.2.7",
+		"not an address":       "not an address",
+	} {
+		if got := Bucket(in); got != want {
+			t.Errorf("Bucket(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
