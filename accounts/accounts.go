@@ -5,6 +5,7 @@
 package accounts
 
 import (
+	"net/http"
 	"crypto/sha256"
 	"crypto/subtle"
 	"strings"
@@ -91,7 +92,13 @@ func (r *Registry) Inbound(id string) config.AccountInbound {
 // every known digest in constant time and does the same work whether the key
 // is unknown, wrong or right.
 func (r *Registry) ByKey(key string) (*store.Account, bool) {
-	d := sha256.Sum256([]byte(key))
+	return r.ByDigest(sha256.Sum256([]byte(key)))
+}
+
+// ByDigest is ByKey for the SHA-256 digest of a key: what a holder of a key
+// may keep instead of the key (a dashboard session), to find out later
+// whether the key still belongs to an account.
+func (r *Registry) ByDigest(d [32]byte) (*store.Account, bool) {
 	keys := r.current.Load().keys
 	var found *store.Account
 	for i := range keys {
@@ -100,6 +107,21 @@ func (r *Registry) ByKey(key string) (*store.Account, bool) {
 		}
 	}
 	return found, found != nil
+}
+
+// RequestKey returns the API key a request carries: "Authorization: Bearer
+// KEY", else "x-api-key: KEY", else, when basic is set, the password of HTTP
+// Basic auth (the only way a provider's webhook can carry one); "" for none.
+func RequestKey(r *http.Request, basic bool) string {
+	key := r.Header.Get("X-Api-Key")
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			key = strings.TrimSpace(token)
+		} else if _, password, ok := r.BasicAuth(); ok && basic {
+			key = password
+		}
+	}
+	return key
 }
 
 // ForRecipient returns the account a recipient address belongs to without

@@ -251,14 +251,7 @@ func (a *API) authenticate(next http.Handler, basic bool) http.Handler {
 		missing = "missing API key: send Authorization: Bearer <key>, x-api-key: <key>, or the key as a Basic auth password (https://any:<key>@host/...)"
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("X-Api-Key")
-		if auth := r.Header.Get("Authorization"); auth != "" {
-			if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
-				key = strings.TrimSpace(token)
-			} else if _, password, ok := r.BasicAuth(); ok && basic {
-				key = password
-			}
-		}
+		key := accounts.RequestKey(r, basic)
 		if key == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mailsink"`)
 			if basic {

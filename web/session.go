@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
@@ -17,8 +18,13 @@ import (
 // the key.
 const cookieName = "mailsink_session"
 
-// maxSessions bounds the sessions kept in memory; past it the oldest go.
-const maxSessions = 10000
+// maxSessions bounds the sessions kept in memory, and maxAccountSessions
+// those of one account; past either, the oldest go, so that one account's
+// key cannot sign everyone else out.
+const (
+	maxSessions        = 10000
+	maxAccountSessions = 100
+)
 
 // sessions maps random session ids to account ids, in memory: a restart
 // signs every browser out of the cookie endpoints, and the page mints a new
@@ -30,8 +36,12 @@ type sessions struct {
 	m   map[string]session
 }
 
+// session is an account's session, and the digest of the key that opened
+// it: each use checks that the key still belongs to the account, so that a
+// key removed from the accounts file ends its sessions too.
 type session struct {
 	accountID string
+	key       [32]byte
 	expires   time.Time
 }
 
@@ -39,51 +49,62 @@ func newSessions(ttl time.Duration, now func() time.Time) *sessions {
 	return &sessions{ttl: ttl, now: now, m: map[string]session{}}
 }
 
-// create returns a new session id for the account.
-func (s *sessions) create(accountID string) string {
+// create returns a new session id for the account, opened with the key
+// whose digest is key.
+func (s *sessions) create(accountID string, key [32]byte) string {
 	b := make([]byte, 32)
 	rand.Read(b)
 	id := base64.RawURLEncoding.EncodeToString(b)
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= maxSessions {
-		s.prune(now)
+	mine := 0
+	for _, v := range s.m {
+		if v.accountID == accountID {
+			mine++
+		}
 	}
-	s.m[id] = session{accountID: accountID, expires: now.Add(s.ttl)}
+	if mine >= maxAccountSessions {
+		s.prune(now, accountID)
+	}
+	if len(s.m) >= maxSessions {
+		s.prune(now, "")
+	}
+	s.m[id] = session{accountID: accountID, key: key, expires: now.Add(s.ttl)}
 	return id
 }
 
-// prune drops expired sessions and, when that is not enough, the ones
-// closest to expiry. s.mu is held.
-func (s *sessions) prune(now time.Time) {
+// prune drops expired sessions and the one closest to expiry, of the
+// account with accountID, or of all accounts when it is empty. s.mu is held.
+func (s *sessions) prune(now time.Time, accountID string) {
 	var oldest string
 	for id, v := range s.m {
-		if !now.Before(v.expires) {
+		switch {
+		case !now.Before(v.expires):
 			delete(s.m, id)
-		} else if oldest == "" || v.expires.Before(s.m[oldest].expires) {
+		case accountID != "" && v.accountID != accountID:
+		case oldest == "" || v.expires.Before(s.m[oldest].expires):
 			oldest = id
 		}
 	}
-	if len(s.m) >= maxSessions {
+	if oldest != "" {
 		delete(s.m, oldest)
 	}
 }
 
-// account returns the account id of session id, or "" when it is unknown
-// or expired.
-func (s *sessions) account(id string) string {
+// session returns session id, and false when it is unknown or expired.
+func (s *sessions) session(id string) (session, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.m[id]
 	if !ok {
-		return ""
+		return session{}, false
 	}
 	if !s.now().Before(v.expires) {
 		delete(s.m, id)
-		return ""
+		return session{}, false
 	}
-	return v.accountID
+	return v, true
 }
 
 func (s *sessions) delete(id string) {
@@ -92,24 +113,12 @@ func (s *sessions) delete(id string) {
 	delete(s.m, id)
 }
 
-// bearerKey is the API key of the Authorization header (Bearer) or of
-// x-api-key, as the API reads it.
-func bearerKey(r *http.Request) string {
-	key := r.Header.Get("X-Api-Key")
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		if scheme, token, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			key = strings.TrimSpace(token)
-		}
-	}
-	return key
-}
-
 // signIn mints a session for the account of the request's API key and
 // answers that account. The key comes only in a header, which another site
 // cannot make a browser send without a CORS preflight that is never
 // granted; the session it replaces (the cookie sent along) is ended.
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
-	key := bearerKey(r)
+	key := accounts.RequestKey(r, false)
 	if key == "" {
 		writeMessage(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>")
 		return
@@ -128,7 +137,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		h.sessions.delete(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: h.sessions.create(acc.ID), Path: Prefix,
+		Name: cookieName, Value: h.sessions.create(acc.ID, config.Digest(key)), Path: Prefix,
 		MaxAge: int(h.cfg.SessionTTL.Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
 	w.Header().Set("Content-Type", "application/json")
@@ -149,8 +158,11 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 // or answers 401 and returns "".
 func (h *Handler) sessionAccount(w http.ResponseWriter, r *http.Request) string {
 	if c, err := r.Cookie(cookieName); err == nil {
-		if id := h.sessions.account(c.Value); id != "" {
-			return id
+		if v, ok := h.sessions.session(c.Value); ok {
+			if acc, ok := h.cfg.Accounts.ByDigest(v.key); ok && acc.ID == v.accountID {
+				return v.accountID
+			}
+			h.sessions.delete(c.Value) // the key was revoked, or moved to another account
 		}
 	}
 	writeMessage(w, http.StatusUnauthorized, "no dashboard session: reload the dashboard and sign in")

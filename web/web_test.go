@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/web"
 )
@@ -207,5 +210,35 @@ func TestPreviewOfTextOnlyMail(t *testing.T) {
 	got := get(t, env, "/ui/preview/"+id, withCookie(session(t, env, testenv.AcmeKey)))
 	if !bytes.Contains(got.Body, []byte("&lt;script&gt;alert(1)&lt;/script&gt;")) || bytes.Contains(got.Body, []byte("<script>")) {
 		t.Errorf("text-only preview:\n%s", got.Body)
+	}
+}
+
+// A dashboard session ends with its key: after the accounts file stops
+// listing the key, its cookie reads nothing (found by review: sessions used
+// to keep reading mail for their 12 hours).
+func TestSessionEndsWithItsKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(file, []byte(testenv.AccountsYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.AccountsFile = file })
+	res := env.Do(t, "POST", "/v1/emails", testenv.AcmeKey, map[string]any{"recipient": "ada@acme.test", "sender": "a@shop.example", "text": "hi"})
+	if res.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.Status, res.Body)
+	}
+	id := res.JSON(t)["item"].(map[string]any)["id"].(string)
+	c := session(t, env, testenv.AcmeKey)
+	if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusOK {
+		t.Fatalf("raw with a fresh session: %d", got.Status)
+	}
+	rotated := strings.Replace(testenv.AccountsYAML, "apiKeys: ["+testenv.AcmeKey+"]", "apiKeys: [a-new-acme-key]", 1)
+	if err := os.WriteFile(file, []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.App.ReloadAccounts(); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusUnauthorized {
+		t.Errorf("raw with the session of a revoked key: %d, want 401", got.Status)
 	}
 }
