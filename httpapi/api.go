@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -718,28 +720,41 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 	}
 	buf := make([]byte, 0, first+1)
 	buf, err := readFull(body, buf, first+1)
-	if err == nil && int64(len(buf)) > first && a.cfg.LargeGate != nil {
+	more := err == nil && int64(len(buf)) > first
+	var src io.Reader = body
+	if more && a.cfg.LargeGate != nil {
 		// A client that gave up is not noticed while its body is unread:
 		// the wait is bounded so that it cannot hold a place for long.
 		ctx, cancel := context.WithTimeout(r.Context(), maxLargeWait)
 		rel, gateErr := a.cfg.LargeGate.Acquire(ctx, clientaddr.Bucket(clientAddress(r)))
 		cancel()
 		if gateErr != nil {
-			writeMessage(w, http.StatusServiceUnavailable, "too many large requests at once, try again later")
+			w.Header().Set("Retry-After", "5")
+			writeMessage(w, http.StatusTooManyRequests, "too many large requests at once (from this address or in all): try again later")
 			return nil, nil, false
 		}
 		release = rel
+		// Holding a turn, the body must keep the gate's data-rate floor.
+		rc := http.NewResponseController(w)
+		defer rc.SetReadDeadline(time.Time{})
+		src = &rateFloor{r: body, rc: rc, start: time.Now()}
 	}
-	if err == nil {
-		var rest []byte
-		rest, err = io.ReadAll(body)
-		buf = append(buf, rest...)
+	if more {
+		// One buffer for the whole body when its length is announced.
+		if r.ContentLength > int64(len(buf)) {
+			buf = slices.Grow(buf, int(r.ContentLength)+1-len(buf))
+		}
+		buf, err = readFull(src, buf, limit+1)
 	}
 	if err != nil {
 		release()
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
 			writeMessage(w, tooLarge, "request body too large")
+			return nil, nil, false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeMessage(w, http.StatusRequestTimeout, "the request body came too slowly: past its first MiB it must average 256 KiB/s")
 			return nil, nil, false
 		}
 		if refuse != 0 {
@@ -752,6 +767,23 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		return nil, nil, false
 	}
 	return buf, release, true
+}
+
+// rateFloor is a large body's reader while it holds a turn: it moves the
+// connection's read deadline with what has been read, so that reading below
+// the gate's data-rate floor times out.
+type rateFloor struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	n     int64
+}
+
+func (f *rateFloor) Read(b []byte) (int, error) {
+	f.rc.SetReadDeadline(gate.Deadline(f.start, f.n))
+	n, err := f.r.Read(b)
+	f.n += int64(n)
+	return n, err
 }
 
 // readFull appends up to n bytes of r to buf; it returns a nil error at the

@@ -466,3 +466,44 @@ func TestFullStore(t *testing.T) {
 		t.Errorf("/readyz/writes after recovery: %d, want 200", resp.Status)
 	}
 }
+
+// A large body holding a turn must keep the data-rate floor (found by
+// review: one slow upload could hold a turn for the whole read timeout).
+func TestSlowLargeBodyLosesItsTurn(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backends(t)[0], nil)
+	msg := []byte("From: s@example.com\r\nTo: slow@acme.test\r\n\r\n" + strings.Repeat("a", 3<<20) + "\r\n")
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", pr)
+		req.Header.Set("Authorization", "Bearer "+acme)
+		req.ContentLength = int64(len(msg))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if _, err := pw.Write(msg[:3<<19]); err != nil {
+		t.Fatal(err)
+	}
+	g := e.App.LargeGate()
+	testenv.WaitFor(t, 5*time.Second, "the upload to hold a turn", func() bool { a, _ := g.Counts(); return a == 1 })
+	// It stalls: the floor cuts it (5 s of grace, then 256 KiB/s).
+	select {
+	case code := <-done:
+		if code != http.StatusRequestTimeout && code != 0 {
+			t.Errorf("a stalled large upload: %d, want 408", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a stalled large upload held its turn for 30 s")
+	}
+	pw.Close()
+	testenv.WaitFor(t, 5*time.Second, "the turn to be given back", func() bool { a, _ := g.Counts(); return a == 0 })
+	if n := len(list(t, e, acme, "recipient=slow%40acme.test")); n != 0 {
+		t.Errorf("the cut upload stored %d emails", n)
+	}
+}

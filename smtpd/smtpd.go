@@ -520,7 +520,7 @@ const largeMessage = 1 << 20
 // the socket: TCP holds the sender back. It gives up waiting when tx ends
 // (the transaction ended: smtp.ErrDataReset; its transfer timed out:
 // context.DeadlineExceeded) or the server starts draining (errShuttingDown).
-// With a slot, the rest must come at slotRate at least (c may be nil).
+// With a slot, the rest must come at gate.MinRate at least (c may be nil).
 func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
 	release = func() {}
 	limit := math.MaxInt
@@ -579,20 +579,9 @@ func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c 
 	return raw, release, err
 }
 
-// slotRate and slotGrace are the data rate a message holding a
-// large-transfer slot must keep: past slotGrace after it took the slot, it
-// must have sent slotRate bytes a second on average, or it times out. A few
-// slow (or hostile) clients would otherwise hold every slot for their whole
-// data timeout while fast ones wait. A 25 MB message at the floor takes
-// about 100 seconds; a sender on a network sends it in a fraction of that.
-const (
-	slotRate  = 256 << 10
-	slotGrace = 5 * time.Second
-)
-
 // rateFloor is a message's reader while it holds a large-transfer slot: it
 // moves the connection's read deadline with what has been read, so that
-// reading below slotRate times out.
+// reading below the gate's data-rate floor (gate.Deadline) times out.
 type rateFloor struct {
 	r     io.Reader
 	c     *conn
@@ -602,7 +591,7 @@ type rateFloor struct {
 }
 
 func (f *rateFloor) Read(b []byte) (int, error) {
-	deadline := f.start.Add(slotGrace + time.Duration(f.n)*time.Second/slotRate)
+	deadline := gate.Deadline(f.start, f.n)
 	if d, ok := f.tx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

@@ -7,7 +7,25 @@ package gate
 import (
 	"context"
 	"sync"
+	"time"
 )
+
+// MinRate and Grace are the data rate a transfer holding a turn must keep:
+// past Grace after it took the turn, it must have sent MinRate bytes a
+// second on average, or it is cut off. A few slow (or hostile) clients would
+// otherwise hold every turn while fast ones wait. A 25 MB message at the
+// floor takes about 100 seconds; a sender on a network sends it in a
+// fraction of that.
+const (
+	MinRate = 256 << 10
+	Grace   = 5 * time.Second
+)
+
+// Deadline is when a transfer that took its turn at start and has sent n
+// bytes since must have sent its next byte.
+func Deadline(start time.Time, n int64) time.Time {
+	return start.Add(Grace + time.Duration(n)*time.Second/MinRate)
+}
 
 // Gate hands out turns. It is safe for concurrent use.
 type Gate struct {
