@@ -7,7 +7,7 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 
-.PHONY: all build run test test-go test-node test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
+.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
 
 all: lint test build
 
@@ -33,6 +33,11 @@ test-node: build
 	cd clients/js && npm ci --no-audit --no-fund --silent && npm run check-types && npm run typecheck && \
 		MAILSINK_BIN="$(CURDIR)/$(BIN)" CHROMIUM_PATH="$$(command -v chromium)" npm test
 	cd examples/cloudflare-email-worker && node --test worker.test.js
+
+## openapi: regenerate httpapi/openapi.json from scripts/openapi_gen.py, and the JS client's types from it
+openapi:
+	python3 scripts/openapi_gen.py > httpapi/openapi.json
+	cd clients/js && node scripts/gen-types.js ../../httpapi/openapi.json types.d.ts
 
 ## install-check: `go install github.com/mailsink/mailsink/cmd/mailsink@VERSION` works (a local module proxy, no network)
 install-check:

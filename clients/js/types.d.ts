@@ -96,6 +96,10 @@ export type ValidationErrorResponse = {
   };
 };
 
+export type MessageResponse = {
+  message: string;
+};
+
 export type HealthResponse = {
   ok: true;
 };
@@ -207,6 +211,84 @@ export type FaultRuleListResponse = {
   items: Array<FaultRule>;
 };
 
+/** Set filters combine with AND; a webhook with filters gets no email.deleted events (they carry no email to match). */
+export type WebhookFilters = {
+  /** Exact recipient address, case-insensitive. */
+  recipient: string | null;
+  /** Exact sender address, case-insensitive. */
+  sender: string | null;
+  /** The subject contains the value, case-insensitive, literal. */
+  subject: string | null;
+};
+
+export type Webhook = {
+  id: string;
+  url: string;
+  events: Array<WebhookEventType>;
+  filters: WebhookFilters;
+  /** The signing secret: only in the answer to the creation. */
+  secret?: string;
+  status: "active" | "disabled";
+  disabledAt: string | null;
+  /** Why deliveries stopped: a delivery failed for MAILSINK_WEBHOOK_RETRY_FOR (24h), and how its last attempt failed. */
+  disabledReason: string | null;
+  createdAt: string;
+};
+
+export type WebhookEventType = "email.created" | "email.updated" | "email.deleted";
+
+export type CreateWebhookRequest = {
+  /** http or https; at most MAILSINK_WEBHOOK_MAX_URL_BYTES bytes. Link-local and metadata addresses are refused; private and loopback ones unless the account has webhooks.allowPrivateTargets. A host name is checked after DNS at every attempt. */
+  url: string;
+  events: Array<WebhookEventType>;
+  filters?: {
+    recipient?: string | null;
+    sender?: string | null;
+    subject?: string | null;
+  } | null;
+};
+
+export type WebhookResponse = {
+  item: Webhook;
+};
+
+export type WebhookListResponse = {
+  items: Array<Webhook>;
+};
+
+export type WebhookDelivery = {
+  /** The webhook-id header: the same on every attempt. */
+  id: string;
+  type: WebhookEventType;
+  emailId: string;
+  status: "pending" | "succeeded" | "failed";
+  attempts: number;
+  createdAt: string;
+  lastAttemptAt: string | null;
+  /** While pending: when the next attempt is due. */
+  nextAttemptAt: string | null;
+  /** The receiver's status at the last attempt; null when it did not answer. */
+  statusCode: number | null;
+  /** What went wrong at the last attempt. */
+  error: string | null;
+  /** At most the first 256 bytes of the receiver's last answer. */
+  response: string | null;
+};
+
+export type WebhookDeliveryListResponse = {
+  items: Array<WebhookDelivery>;
+};
+
+export type WebhookPayload = {
+  type: WebhookEventType;
+  timestamp: string;
+  /** The email summary after the change; for email.deleted only what is known: its id and account. */
+  data: EmailSummary | {
+    id: string;
+    account?: Account;
+  };
+};
+
 export type EventData = {
   type: "email.created" | "email.updated" | "email.deleted";
   emailId: string;
@@ -276,5 +358,10 @@ export interface OperationQueries {
   streamEvents: {
     /** Same as the Last-Event-ID header. */
     lastEventId?: string;
+  };
+  /** GET /v1/webhooks/{webhookId}/deliveries */
+  listWebhookDeliveries: {
+    /** Page size. */
+    limit?: number;
   };
 }
