@@ -64,7 +64,9 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,13 +98,30 @@ type Options struct {
 	// one Redis. It must not contain '{' or '}', which would change the hash
 	// tag. Empty means DefaultPrefix.
 	Prefix string
+	// AckReplicas, when above 0, makes CreateEmails wait until that many
+	// replicas of the account's master have the write, at most AckTimeout,
+	// before it succeeds (see ack.go). 0 does not wait: replication is
+	// asynchronous and a failover may lose what the master acknowledged.
+	AckReplicas int
+	// AckTimeout bounds the wait for replicas; 0 means DefaultAckTimeout.
+	AckTimeout time.Duration
 }
+
+// DefaultAckTimeout is how long CreateEmails waits for replica
+// acknowledgement when Options.AckTimeout is 0.
+const DefaultAckTimeout = time.Second
 
 // Store is a store.Store in Redis. It is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
 	batch  int
+
+	ackReplicas int
+	ackTimeout  time.Duration
+	reload      *reloader      // nil unless client is a cluster client
+	fences      sync.WaitGroup // fences running in the background
+	closing     chan struct{}  // closed by Close
 
 	hub        *eventhub.Hub
 	pubsub     *redis.PubSub
@@ -130,7 +149,15 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		panic(fmt.Sprintf("redisstore: prefix %q contains a brace", prefix))
 	}
 	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
+		ackReplicas: opts.AckReplicas, ackTimeout: opts.AckTimeout, closing: make(chan struct{}),
 		listening: make(chan struct{}), subscribed: make(chan struct{})}
+	if s.ackTimeout <= 0 {
+		s.ackTimeout = DefaultAckTimeout
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		s.reload = &reloader{cc: cc}
+		cc.AddHook(s.reload)
+	}
 	// Subscribing does not wait for Redis: go-redis (re)connects in the
 	// background and the channel delivers once it has.
 	s.pubsub = client.Subscribe(context.Background())
@@ -166,7 +193,8 @@ func NewClient(url string, clusterSeeds []string) (redis.UniversalClient, error)
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
 	}
-	copt := &redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true}
+	copt := &redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true,
+		ClusterStateReloadInterval: clusterReloadInterval}
 	if opt != nil {
 		copt.Protocol = opt.Protocol
 		copt.Username = opt.Username
@@ -205,18 +233,21 @@ func parseURL(s string) (*redis.Options, error) {
 // body is nil, the emails do not all belong to one account, or one lacks an
 // id or a valid status or repeats another's id; Conflict when an email with
 // one of the ids already exists in the account (nothing is written then);
-// Unavailable when Redis cannot be reached. Timestamps are kept to the
-// millisecond and ids in lower case. When it returns nil the emails are as
-// durable as the server's persistence settings make them (see the package
-// comment).
+// Unavailable when Redis cannot be reached, when ctx's deadline passes,
+// or when fewer than Options.AckReplicas replicas confirm the write in
+// time; an Unavailable create stores nothing, even if its write reaches
+// Redis later (see ack.go). Timestamps are kept to the millisecond and ids
+// in lower case. When it returns nil the emails are as durable as the
+// server's persistence settings and Options.AckReplicas make them (see the
+// package comment).
 func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
-	keys, args, err := s.createArgs(body, emails)
+	c, err := s.createArgs(ctx, body, emails)
 	if err != nil {
 		return err
 	}
-	pos, err := createScript.Run(ctx, s.client, keys, args...).Int()
+	pos, err := s.create(ctx, c)
 	if err != nil {
-		return classify(err)
+		return err
 	}
 	if pos != 0 {
 		if pos < 1 || pos > len(emails) {
@@ -227,14 +258,14 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	return nil
 }
 
-// createArgs checks the arguments of CreateEmails and returns the keys and
-// arguments of createScript.
-func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, []any, error) {
+// createArgs checks the arguments of CreateEmails and returns the call of
+// createScript.
+func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*store.Email) (*createCall, error) {
 	if len(emails) == 0 {
-		return nil, nil, store.Errorf(store.Invalid, "no emails to create")
+		return nil, store.Errorf(store.Invalid, "no emails to create")
 	}
 	if body == nil {
-		return nil, nil, store.Errorf(store.Invalid, "email body is missing")
+		return nil, store.Errorf(store.Invalid, "email body is missing")
 	}
 	accountID := emails[0].AccountID
 	bodyID := store.NewID()
@@ -244,23 +275,24 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 	args := make([]any, 0, 2+(3+len(fields))*len(emails))
 	args = append(args, encodeBody(body), body.Raw)
 	events := make([]any, 0, len(emails))
+	c := &createCall{accountID: accountID, account: k, bodyID: bodyID}
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {
 		case e == nil:
-			return nil, nil, store.Errorf(store.Invalid, "nil email")
+			return nil, store.Errorf(store.Invalid, "nil email")
 		case e.AccountID == "":
-			return nil, nil, store.Errorf(store.Invalid, "email has no account")
+			return nil, store.Errorf(store.Invalid, "email has no account")
 		case e.AccountID != accountID:
-			return nil, nil, store.Errorf(store.Invalid, "emails belong to different accounts")
+			return nil, store.Errorf(store.Invalid, "emails belong to different accounts")
 		case e.ID == "":
-			return nil, nil, store.Errorf(store.Invalid, "email has no id")
+			return nil, store.Errorf(store.Invalid, "email has no id")
 		case !e.Status.Valid():
-			return nil, nil, store.Errorf(store.Invalid, "email has invalid status %q", e.Status)
+			return nil, store.Errorf(store.Invalid, "email has invalid status %q", e.Status)
 		}
 		id := store.NormalizeID(e.ID)
 		if seen[id] {
-			return nil, nil, store.Errorf(store.Invalid, "email id %s given twice", id)
+			return nil, store.Errorf(store.Invalid, "email id %s given twice", id)
 		}
 		seen[id] = true
 		r := newRecord(e, id, bodyID)
@@ -270,11 +302,17 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 		for _, v := range vals {
 			args = append(args, v)
 		}
-		events = append(events, createdPayload(accountID, id, vals))
+		ev := createdPayload(accountID, id, vals)
+		events = append(events, ev)
+		c.ids = append(c.ids, id)
+		c.events = append(c.events, ev)
 	}
 	keys = append(keys, k.events())
-	args = append(args, eventHistory, s.channel())
-	return keys, append(args, events...), nil
+	args = append(args, eventHistory, s.publishChannel())
+	args = append(args, events...)
+	c.keys = keys
+	c.args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix())
+	return c, nil
 }
 
 // GetEmail returns the email with id in the account. It returns NotFound when
@@ -616,19 +654,51 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	return store.Errorf(store.Unavailable, "email %s keeps being replaced; try again", id)
 }
 
-// Ping returns nil when Redis answers, and an Unavailable error otherwise.
-// For a cluster it asks every master, since each holds part of the accounts.
+// Ping reports whether this Store can serve reads: for a single Redis,
+// whether it answers PING; for a cluster, whether the cluster map is known
+// and at least one master answers PING. It returns as soon as one does, so
+// one shard's failover or a frozen node does not make every mailsink
+// replica unready (its accounts get 503 meanwhile, and the cluster's own
+// monitoring reports the shard). It returns Unavailable otherwise, by ctx's
+// deadline at the latest.
 func (s *Store) Ping(ctx context.Context) error {
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return classify(cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.Ping(ctx).Err()
-		}))
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return classify(s.client.Ping(ctx).Err())
 	}
-	return classify(s.client.Ping(ctx).Err())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		var one atomic.Bool
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			err := c.Ping(ctx).Err()
+			if err == nil && one.CompareAndSwap(false, true) {
+				answered <- nil
+			}
+			return err
+		})
+		if !one.Load() {
+			if err == nil {
+				err = errors.New("the cluster has no master")
+			}
+			answered <- err
+		}
+	}()
+	select {
+	case err := <-answered:
+		s.noteError(err)
+		return classify(err)
+	case <-ctx.Done():
+		return classify(ctx.Err())
+	}
 }
 
-// Close closes the Redis client. The Store must not be used afterwards.
+// Close closes the Redis client, after the fences still running (see
+// ack.go) have given up. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	close(s.closing)
+	s.fences.Wait()
 	s.hub.Close()
 	_ = s.pubsub.Close()
 	<-s.listening
