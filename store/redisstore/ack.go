@@ -66,11 +66,11 @@ var errRefused = store.Errorf(store.Unavailable, "store unavailable: the write c
 type createCall struct {
 	accountID string
 	account   accountKeys
-	keys         []string
-	args    []any
-	bodyID  string
-	ids     []string
-	events  [][]byte // email.created payloads, in the order of ids
+	keys      []string
+	args      []any
+	bodyID    string
+	ids       []string
+	events    [][]byte // email.created payloads, in the order of ids
 }
 
 // deadlineArg returns the create script's deadline for ctx, in Unix
