@@ -62,6 +62,15 @@ const (
 // an id is fenced: nothing was written.
 var errRefused = store.Errorf(store.Unavailable, "store unavailable: the write came too late and was refused")
 
+// Guarantee says, for the start-up line, what an acknowledged create means.
+func (s *Store) Guarantee() string {
+	if s.ackReplicas == 0 {
+		return "250 once the master has the write; replication is asynchronous, a failover may lose it: MAILSINK_REDIS_ACK_REPLICAS=0"
+	}
+	return fmt.Sprintf("250 once %d replica(s) of the master have the write, within %v: MAILSINK_REDIS_ACK_REPLICAS=%d",
+		s.ackReplicas, s.ackTimeout, s.ackReplicas)
+}
+
 // createCall is one CreateEmails call as the create and fence scripts see it.
 type createCall struct {
 	accountID string
