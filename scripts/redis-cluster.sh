@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# redis-cluster.sh starts and stops a throwaway 3-master Redis Cluster on
-# loopback for tests, with no persistence.
+# redis-cluster.sh starts and stops a throwaway Redis Cluster on loopback for
+# tests, with no persistence: 3 masters, each with REDIS_CLUSTER_REPLICAS
+# replicas (default 1, so 6 nodes), and cluster-require-full-coverage no, so
+# one shard's failover does not stop the others.
 #
 #   scripts/redis-cluster.sh start DIR   # prints MAILSINK_TEST_REDIS_CLUSTER=host:port,...
 #   scripts/redis-cluster.sh stop DIR
@@ -9,13 +11,19 @@
 #   go test -race ./store/redisstore/
 #   scripts/redis-cluster.sh stop /tmp/mailsink-cluster
 #
-# The ports are three consecutive free ones from REDIS_CLUSTER_BASE_PORT
-# (default: a random one in 7000-7999); each node also needs its cluster bus
-# port, port+10000. Everything a node writes stays in DIR/<port>. Only the
-# variable line goes to stdout; progress goes to stderr.
+# The ports are consecutive free ones from REDIS_CLUSTER_BASE_PORT (default:
+# a random one in 7000-7999); each node also needs its cluster bus port,
+# port+10000. REDIS_CLUSTER_NODE_TIMEOUT (ms, default 5000) is the
+# cluster-node-timeout: how long a master may be silent before its replica
+# takes over. Everything a node writes stays in DIR/<port>, its pid in
+# DIR/<port>/redis.pid. Only the variable line goes to stdout; progress goes
+# to stderr.
 set -euo pipefail
 
-nodes=3
+masters=3
+replicas=${REDIS_CLUSTER_REPLICAS:-1}
+nodes=$((masters * (1 + replicas)))
+node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-5000}
 timeout_s=${REDIS_CLUSTER_TIMEOUT:-30}
 
 usage() {
@@ -57,11 +65,17 @@ wait_for() {
 
 pong() { [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]; }
 
+# cluster_ok reports whether every node sees the cluster as ok and every
+# replica is in sync with its master.
 cluster_ok() {
 	local p
 	for p in "${ports[@]}"; do
 		redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+		if redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null | grep -q '^role:slave'; then
+			redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null | grep -q '^master_link_status:up' || return 1
+		fi
 	done
+	[[ $(redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster nodes 2>/dev/null | grep -cE ' (myself,)?slave ') -eq $((masters * replicas)) ]]
 }
 
 start() {
@@ -89,7 +103,8 @@ start() {
 	for p in "${ports[@]}"; do
 		mkdir -p "$dir/$p"
 		redis-server --port "$p" --bind 127.0.0.1 \
-			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$node_timeout" \
+			--cluster-require-full-coverage no \
 			--save "" --appendonly no \
 			--dir "$dir/$p" --daemonize yes --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log"
 	done
@@ -101,7 +116,7 @@ start() {
 	for p in "${ports[@]}"; do
 		addrs+=("127.0.0.1:$p")
 	done
-	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1 ||
 		die "cluster create failed; see $dir/create.log"
 	wait_for cluster_ok || die "cluster_state is not ok on every node after ${timeout_s}s"
 	log "cluster up on ports ${ports[*]} (files in $dir)"

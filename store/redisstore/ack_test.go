@@ -223,3 +223,40 @@ func TestAckReplicas(t *testing.T) {
 	})
 }
 
+
+// TestAckReplicasCluster creates with replica acknowledgement on the test
+// cluster, whose masters have a replica each (scripts/redis-cluster.sh), in
+// accounts spread over its slots: every create is confirmed and announced.
+func TestAckReplicasCluster(t *testing.T) {
+	t.Parallel()
+	prefix := "mailsinktest:" + randomHex(8) + ":"
+	s := New(clusterClient(t), Options{Prefix: prefix, AckReplicas: 1})
+	cleanup := clusterClient(t)
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, cleanup, prefix)
+		cleanup.Close()
+	})
+	ctx := context.Background()
+	for i := range 12 {
+		account := "ack-" + randomHex(4)
+		sub := s.Subscribe(account)
+		e := testEmail(account, "a@example.com", "b@example.com", int64(i+1))
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.CreateEmails(cctx, testBody("x"), []*store.Email{e})
+		cancel()
+		if err != nil {
+			sub.Close()
+			t.Fatalf("CreateEmails in %s: %v (does every master have a replica?)", account, err)
+		}
+		select {
+		case ev := <-sub.Events():
+			if ev.EmailID != e.ID {
+				t.Errorf("event for %s, want %s", ev.EmailID, e.ID)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("no event for the acknowledged create in %s", account)
+		}
+		sub.Close()
+	}
+}
