@@ -6,6 +6,7 @@
 #
 #   scripts/redis-cluster.sh start DIR   # prints MAILSINK_TEST_REDIS_CLUSTER=host:port,...
 #   scripts/redis-cluster.sh stop DIR
+#   scripts/redis-cluster.sh restart DIR PORT   # a node stopped or killed, back into the cluster
 #
 #   eval "export $(scripts/redis-cluster.sh start /tmp/mailsink-cluster)"
 #   go test -race ./store/redisstore/
@@ -27,7 +28,7 @@ node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-5000}
 timeout_s=${REDIS_CLUSTER_TIMEOUT:-30}
 
 usage() {
-	echo "usage: $0 start|stop DIR" >&2
+	echo "usage: $0 start|stop DIR, or $0 restart DIR PORT" >&2
 	exit 2
 }
 
@@ -78,6 +79,27 @@ cluster_ok() {
 	[[ $(redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster nodes 2>/dev/null | grep -cE ' (myself,)?slave ') -eq $((masters * replicas)) ]]
 }
 
+# start_node starts the node on port $2 with its files in $1/$2; a node that
+# was in the cluster before rejoins it from its nodes.conf.
+start_node() {
+	redis-server --port "$2" --bind 127.0.0.1 \
+		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$node_timeout" \
+		--cluster-require-full-coverage no \
+		--save "" --appendonly no \
+		--dir "$1/$2" --daemonize yes --pidfile "$1/$2/redis.pid" --logfile "$1/$2/redis.log"
+}
+
+# restart starts again a node of the cluster in $1 that was stopped or
+# killed (a failover test does that), and waits until it answers.
+restart() {
+	local dir=$1 p=$2
+	[[ -f $dir/ports && -d $dir/$p ]] || die "no node $p in $dir"
+	node_timeout=$(cat "$dir/node-timeout" 2>/dev/null || echo "$node_timeout")
+	start_node "$dir" "$p"
+	wait_for pong "$p" || die "node $p does not answer; see $dir/$p/redis.log"
+	log "node $p restarted"
+}
+
 start() {
 	local dir=$1
 	command -v redis-server >/dev/null || die "redis-server not found"
@@ -100,13 +122,10 @@ start() {
 	done
 	echo "${ports[*]}" >"$dir/ports"
 
+	echo "$node_timeout" >"$dir/node-timeout"
 	for p in "${ports[@]}"; do
 		mkdir -p "$dir/$p"
-		redis-server --port "$p" --bind 127.0.0.1 \
-			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$node_timeout" \
-			--cluster-require-full-coverage no \
-			--save "" --appendonly no \
-			--dir "$dir/$p" --daemonize yes --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log"
+		start_node "$dir" "$p"
 	done
 	for p in "${ports[@]}"; do
 		wait_for pong "$p" || die "node $p does not answer; see $dir/$p/redis.log"
@@ -140,13 +159,13 @@ stop() {
 		fi
 		rm -rf "${dir:?}/$p"
 	done
-	rm -f "$dir/ports" "$dir/create.log"
+	rm -f "$dir/ports" "$dir/create.log" "$dir/node-timeout"
 	log "cluster on ports ${ports[*]} stopped"
 }
 
-[[ $# -eq 2 ]] || usage
-case $1 in
-start) start "$2" ;;
-stop) stop "$2" ;;
+case $#:${1:-} in
+2:start) start "$2" ;;
+2:stop) stop "$2" ;;
+3:restart) restart "$2" "$3" ;;
 *) usage ;;
 esac
