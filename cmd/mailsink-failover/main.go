@@ -362,8 +362,12 @@ func run(o options) error {
 		fmt.Println("failover: the victim's accounts never answered 250 again")
 	} else {
 		resume = max(resumedAt.Sub(promotedAt), 0)
-		fmt.Printf("failover: kill to promotion %.2fs (Redis); promotion to first 250 %.2fs; last refusal %.2fs after the promotion\n",
-			promotedAt.Sub(killAt).Seconds(), resume.Seconds(), lastRefusal.Sub(promotedAt).Seconds())
+		after := "no refusal completed after the promotion"
+		if lastRefusal.After(promotedAt) {
+			after = fmt.Sprintf("last refusal %.2fs after it", lastRefusal.Sub(promotedAt).Seconds())
+		}
+		fmt.Printf("failover: kill to promotion %.2fs (Redis's doing); promotion to first 250 %.2fs; %s\n",
+			promotedAt.Sub(killAt).Seconds(), resume.Seconds(), after)
 	}
 
 	var problems []string

@@ -223,7 +223,6 @@ func TestAckReplicas(t *testing.T) {
 	})
 }
 
-
 // TestAckReplicasCluster creates with replica acknowledgement on the test
 // cluster, whose masters have a replica each (scripts/redis-cluster.sh), in
 // accounts spread over its slots: every create is confirmed and announced.
