@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -175,7 +176,7 @@ func (s *Store) createAckedOnce(ctx context.Context, c *createCall) (any, error)
 	if got, _ := wait.Int64(); got < int64(s.ackReplicas) {
 		return nil, &ackError{want: s.ackReplicas, got: got}
 	}
-	s.publishCreated(ctx, node, res.([]any), c.events)
+	s.publishCreated(ctx, node, c.accountID, res.([]any), c.events)
 	return res, nil
 }
 
@@ -193,14 +194,15 @@ func (e *ackError) Error() string {
 // publishCreated publishes the email.created events of an acknowledged
 // create, with the stream ids the script gave them. A failure to publish
 // loses only live delivery: the stream has the events for EventsAfter.
-func (s *Store) publishCreated(ctx context.Context, node *redis.Client, streamIDs []any, events [][]byte) {
+func (s *Store) publishCreated(ctx context.Context, node *redis.Client, accountID string, streamIDs []any, events [][]byte) {
 	if len(streamIDs) != len(events) {
 		return // a retried create that had already landed: its events are in the stream
 	}
+	cmd, channel, _ := strings.Cut(s.target(s.account(accountID)), " ")
 	pipe := node.Pipeline()
 	for i, v := range streamIDs {
 		id, _ := v.(string)
-		pipe.Publish(ctx, s.channel(), id+" "+string(events[i]))
+		pipe.Do(ctx, cmd, channel, id+" "+string(events[i]))
 	}
 	_, _ = pipe.Exec(ctx)
 }
@@ -223,7 +225,7 @@ func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error
 func (s *Store) fence(c *createCall) {
 	args := make([]any, 0, 6+2*len(c.ids))
 	args = append(args, c.account.fencePrefix(), c.bodyID, int64(fenceTTL/time.Second), eventHistory,
-		s.publishChannel(), c.account.base+"st:")
+		s.createTarget(c.account), c.account.base+"st:")
 	for _, id := range c.ids {
 		deleted, _ := eventPayload(store.EmailDeleted, c.accountID, id, nil)
 		args = append(args, id, deleted)
@@ -255,13 +257,14 @@ func (s *Store) fence(c *createCall) {
 	}()
 }
 
-// publishChannel is the channel write scripts publish on: "" when events
-// are published after replica acknowledgement instead.
-func (s *Store) publishChannel() string {
+// createTarget is the publish target (publishFn in scripts.go) of the
+// create and fence scripts: "" when events are published after replica
+// acknowledgement instead.
+func (s *Store) createTarget(k accountKeys) string {
 	if s.ackReplicas > 0 {
 		return ""
 	}
-	return s.channel()
+	return s.target(k)
 }
 
 // fencePrefix starts the tombstone keys of the account's fenced ids.

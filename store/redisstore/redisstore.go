@@ -123,7 +123,13 @@ type Store struct {
 	fences      sync.WaitGroup // fences running in the background
 	closing     chan struct{}  // closed by Close
 
-	hub        *eventhub.Hub
+	hub *eventhub.Hub
+	// With a cluster client, sharded is that client and feeds holds each
+	// account's subscription (events.go); otherwise pubsub is the one
+	// subscription of the Store.
+	sharded    *redis.ClusterClient
+	feedMu     sync.Mutex
+	feeds      map[string]*feed
 	pubsub     *redis.PubSub
 	listening  chan struct{} // closed when listen returns
 	subscribed chan struct{} // closed when the first subscription is confirmed
@@ -157,6 +163,12 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		s.reload = &reloader{cc: cc}
 		cc.AddHook(s.reload)
+		// Each account's events go through its own sharded channel,
+		// subscribed while someone listens (events.go).
+		s.sharded, s.feeds = cc, map[string]*feed{}
+		close(s.listening)
+		close(s.subscribed)
+		return s
 	}
 	// Subscribing does not wait for Redis: go-redis (re)connects in the
 	// background and the channel delivers once it has.
@@ -308,7 +320,7 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 		c.events = append(c.events, ev)
 	}
 	keys = append(keys, k.events())
-	args = append(args, eventHistory, s.publishChannel())
+	args = append(args, eventHistory, s.createTarget(k))
 	args = append(args, events...)
 	c.keys = keys
 	c.args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix())
@@ -572,7 +584,7 @@ func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, l
 // UpdatedAt as it is.
 func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (*store.Email, error) {
 	id = store.NormalizeID(id)
-	args := []any{id, eventHistory, s.channel(), accountID}
+	args := []any{id, eventHistory, s.target(s.account(accountID)), accountID}
 	if u.Labels != nil {
 		labels := *u.Labels
 		if labels == nil {
@@ -640,7 +652,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		}
 		keys := append([]string{k.email(id), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
 		keys = append(keys, k.body(f.Body), k.stats(), k.events())
-		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.channel(), deleted).Int()
+		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.target(k), deleted).Int()
 		if err != nil {
 			return classify(err)
 		}
@@ -700,7 +712,10 @@ func (s *Store) Close() error {
 	close(s.closing)
 	s.fences.Wait()
 	s.hub.Close()
-	_ = s.pubsub.Close()
+	if s.pubsub != nil {
+		_ = s.pubsub.Close()
+	}
+	s.closeFeeds()
 	<-s.listening
 	return s.client.Close()
 }
