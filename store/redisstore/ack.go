@@ -57,6 +57,9 @@ const (
 	// node refused it without running it (moved slot, cluster down, no
 	// connection), while the cluster map is reloaded.
 	routeRetryWait = 100 * time.Millisecond
+	// routeRetryFor bounds those attempts: about what a failover takes
+	// with cluster-node-timeout 2000-3000 (README).
+	routeRetryFor = 5 * time.Second
 )
 
 // errRefused is the create script's answer when its deadline has passed or
@@ -94,17 +97,36 @@ func deadlineArg(ctx context.Context) string {
 }
 
 // create runs the create script, with replica acknowledgement when
-// configured, and fences the emails when the outcome is unknown. It returns
-// the 1-based position of an email whose id already exists, or 0.
+// configured, and fences the emails when the outcome is unknown. While the
+// account's node refuses the script without running it (no connection to a
+// dead master, CLUSTERDOWN, MOVED during a failover) it tries again every
+// routeRetryWait, for at most routeRetryFor and until ctx ends, with the
+// cluster map reloading meanwhile, so a failover of a few seconds delays
+// the answer instead of failing it.
+// It returns the 1-based position of an email whose id already exists, or 0.
 func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 	var (
 		res any
 		err error
 	)
-	if s.ackReplicas > 0 {
-		res, err = s.createAcked(ctx, c)
-	} else {
-		res, err = createScript.Run(ctx, s.client, c.keys, c.args...).Result()
+	giveUp := time.After(routeRetryFor)
+	for {
+		if s.ackReplicas > 0 {
+			res, err = s.createAcked(ctx, c)
+		} else {
+			res, err = createScript.Run(ctx, s.client, c.keys, c.args...).Result()
+		}
+		if err == nil || !retryable(err) {
+			break
+		}
+		s.noteError(err)
+		select {
+		case <-ctx.Done():
+		case <-giveUp:
+		case <-time.After(routeRetryWait):
+			continue
+		}
+		break
 	}
 	if err != nil {
 		if errors.Is(err, errRefused) {
@@ -129,24 +151,9 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 }
 
 // createAcked sends the create script and WAIT in one pipeline to the
-// master of the account's slot, retrying while the node refuses without
-// running the script, and then publishes the emails' events.
+// master of the account's slot and, once enough replicas confirmed,
+// publishes the emails' events.
 func (s *Store) createAcked(ctx context.Context, c *createCall) (any, error) {
-	for {
-		res, err := s.createAckedOnce(ctx, c)
-		if err == nil || !retryable(err) {
-			return res, err
-		}
-		s.noteError(err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(routeRetryWait):
-		}
-	}
-}
-
-func (s *Store) createAckedOnce(ctx context.Context, c *createCall) (any, error) {
 	node, err := s.masterFor(ctx, c.keys[0])
 	if err != nil {
 		return nil, err
@@ -161,7 +168,7 @@ func (s *Store) createAckedOnce(ctx context.Context, c *createCall) (any, error)
 		if err := createScript.Load(ctx, node).Err(); err != nil {
 			return nil, err
 		}
-		return s.createAckedOnce(ctx, c)
+		return s.createAcked(ctx, c)
 	}
 	if err := run.Err(); err != nil {
 		return nil, err
