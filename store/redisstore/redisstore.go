@@ -27,7 +27,13 @@
 //	                             exactly that
 //	P{T}:ev              stream  the account's recent events (about 1,000),
 //	                             for resumption; each is also published on
-//	                             the channel P + "events" (events.go)
+//	                             the channel P + "events", or in a cluster
+//	                             on the account's sharded channel P{T}:ch
+//	                             (events.go)
+//	P{T}:f:<id>          string  a tombstone: a create of that id whose
+//	                             outcome was unknown was fenced, and a late
+//	                             landing of it stores nothing (ack.go); it
+//	                             expires after a day
 //
 // Index members are email ids (lower-case UUIDs) scored by ReceivedAt in Unix
 // milliseconds. Redis orders equal scores by member, so reading an index
@@ -55,7 +61,10 @@
 // Durability is Redis's: with appendonly yes and appendfsync always (as in
 // the docker-compose file) Redis writes the append-only file to disk before
 // it answers, so an email is on disk when CreateEmails returns; with the
-// default appendfsync everysec, about a second later.
+// default appendfsync everysec, about a second later. Replication is
+// asynchronous, so across a failover an email survives only if the replica
+// promoted had it: Options.AckReplicas makes CreateEmails wait for that
+// (ack.go).
 package redisstore
 
 import (
