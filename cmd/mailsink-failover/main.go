@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/smtp"
 	"net/textproto"
 	"os"
@@ -208,6 +209,36 @@ func run(o options) error {
 			})
 		}()
 	}
+	// /readyz, probed throughout as a load balancer would: it must stay
+	// ready, since the other masters serve their accounts.
+	var probes, unready int
+	var slowest time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hc := &http.Client{Timeout: 3 * time.Second}
+		url := "http://" + a.HTTPAddr().String() + "/readyz"
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			t := time.Now()
+			resp, err := hc.Get(url)
+			took := time.Since(t)
+			mu.Lock()
+			probes++
+			slowest = max(slowest, took)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				unready++
+			}
+			mu.Unlock()
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
 	time.Sleep(o.before)
 
 	pid, err := pidOf(cdir, victim)
@@ -357,6 +388,7 @@ func run(o options) error {
 	}
 	fmt.Printf("failover: acked %d, refused %d (%d on other shards), broken connections %d, 5xx %d, lost %d, refused but stored %d, duplicates %d\n",
 		acked, refused, refusedOthers, broken, fivexx, lost, refusedStored, dup)
+	fmt.Printf("failover: /readyz probed %d times every 200ms: %d not ready, slowest %dms\n", probes, unready, slowest.Milliseconds())
 	var resume time.Duration
 	if resumedAt.IsZero() {
 		fmt.Println("failover: the victim's accounts never answered 250 again")
@@ -379,6 +411,9 @@ func run(o options) error {
 	}
 	if fivexx > 0 {
 		problems = append(problems, fmt.Sprintf("%d answers of 5xx", fivexx))
+	}
+	if unready > 0 {
+		problems = append(problems, fmt.Sprintf("/readyz was not ready %d times", unready))
 	}
 	if resumedAt.IsZero() {
 		problems = append(problems, "no 250 after the failover")
