@@ -72,6 +72,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -687,33 +689,39 @@ func (s *Store) Ping(ctx context.Context) error {
 	if !ok {
 		return classify(s.client.Ping(ctx).Err())
 	}
+	// The masters come from the client's map, without asking a node for
+	// it (ForEachMaster would, and a frozen node would hang it): the
+	// masters of pingSlots keys, which miss a master only if it serves
+	// very few slots.
+	var masters []*redis.Client
+	for i := range pingSlots {
+		c, err := cc.MasterForKey(ctx, "{"+strconv.Itoa(i)+"}")
+		if err != nil {
+			s.noteError(err)
+			return classify(err)
+		}
+		if !slices.Contains(masters, c) {
+			masters = append(masters, c)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answered := make(chan error, 1)
-	go func() {
-		var one atomic.Bool
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			err := c.Ping(ctx).Err()
-			if err == nil && one.CompareAndSwap(false, true) {
-				answered <- nil
-			}
-			return err
-		})
-		if !one.Load() {
-			if err == nil {
-				err = errors.New("the cluster has no master")
-			}
-			answered <- err
-		}
-	}()
-	select {
-	case err := <-answered:
-		s.noteError(err)
-		return classify(err)
-	case <-ctx.Done():
-		return classify(ctx.Err())
+	answers := make(chan error, len(masters))
+	for _, c := range masters {
+		go func() { answers <- c.Ping(ctx).Err() }()
 	}
+	var err error
+	for range masters {
+		if err = <-answers; err == nil {
+			return nil
+		}
+		s.noteError(err)
+	}
+	return classify(err)
 }
+
+// pingSlots is how many keys Ping looks up to find the cluster's masters.
+const pingSlots = 64
 
 // Close closes the Redis client, after the fences still running (see
 // ack.go) have given up. The Store must not be used afterwards.
