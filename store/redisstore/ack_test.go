@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -259,3 +260,45 @@ func TestAckReplicasCluster(t *testing.T) {
 		sub.Close()
 	}
 }
+
+// TestErrorKinds checks how create errors are sorted: which may have
+// written (and are fenced), which are retried, and which reload the
+// cluster map.
+func TestErrorKinds(t *testing.T) {
+	t.Parallel()
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	read := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	tests := []struct {
+		name                          string
+		err                           error
+		ambiguous, retryable, reloads bool
+	}{
+		{"refused connection", dial, false, true, true},
+		{"reset connection", read, true, false, true},
+		{"deadline", context.DeadlineExceeded, true, false, true},
+		{"cancelled", context.Canceled, true, false, false},
+		{"unacknowledged", &ackError{want: 1}, true, false, true},
+		{"CLUSTERDOWN", redisError("CLUSTERDOWN The cluster is down"), false, true, true},
+		{"MOVED", redisError("MOVED 3999 127.0.0.1:6381"), false, true, true},
+		{"READONLY", redisError("READONLY You can't write against a read only replica."), false, true, true},
+		{"script error", redisError("ERR Error running script"), false, false, false},
+		{"not found", redis.Nil, false, false, false},
+	}
+	for _, tt := range tests {
+		if got := ambiguous(tt.err); got != tt.ambiguous {
+			t.Errorf("%s: ambiguous = %v, want %v", tt.name, got, tt.ambiguous)
+		}
+		if got := retryable(tt.err); got != tt.retryable {
+			t.Errorf("%s: retryable = %v, want %v", tt.name, got, tt.retryable)
+		}
+		if got := staleMap(tt.err); got != tt.reloads {
+			t.Errorf("%s: staleMap = %v, want %v", tt.name, got, tt.reloads)
+		}
+	}
+}
+
+// redisError is an error reply as go-redis returns it.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
