@@ -60,6 +60,9 @@ const (
 	// routeRetryFor bounds those attempts: about what a failover takes
 	// with cluster-node-timeout 2000-3000 (README).
 	routeRetryFor = 5 * time.Second
+	// publishTimeout bounds the publication of an acknowledged create's
+	// events.
+	publishTimeout = time.Second
 )
 
 // errRefused is the create script's answer when its deadline has passed or
@@ -205,6 +208,10 @@ func (s *Store) publishCreated(ctx context.Context, node *redis.Client, accountI
 	if len(streamIDs) != len(events) {
 		return // a retried create that had already landed: its events are in the stream
 	}
+	// The create is acknowledged: its announcement must not fail because
+	// the request's deadline is near.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
 	cmd, channel, _ := strings.Cut(s.target(s.account(accountID)), " ")
 	pipe := node.Pipeline()
 	for i, v := range streamIDs {
