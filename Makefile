@@ -7,7 +7,7 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 
-.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down clean
+.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -81,12 +81,18 @@ fuzz:
 		done; \
 	done
 
-## cluster-up / cluster-down: a 3-master Redis Cluster on loopback for the cluster tests
+## cluster-up / cluster-down: a Redis Cluster on loopback (3 masters, a replica each) for the cluster tests
 cluster-up:
 	@scripts/redis-cluster.sh start .cluster
 
 cluster-down:
 	@scripts/redis-cluster.sh stop .cluster
+
+## failover-test: SMTP load on a throwaway Redis Cluster (3 masters, 2 replicas each) through a master's SIGKILL,
+## then a lagging replica promoted by CLUSTER FAILOVER TAKEOVER (1 replica each); fails if acknowledged mail is lost
+failover-test:
+	$(GO) run ./cmd/mailsink-failover -max-resume 1s
+	$(GO) run ./cmd/mailsink-failover -takeover -replicas 1
 
 clean:
 	rm -rf bin .cluster

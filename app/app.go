@@ -84,7 +84,13 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	if err != nil {
 		return nil, err
 	}
-	log.Info("store opened", "store", name)
+	if g, ok := st.(interface{ Guarantee() string }); ok {
+		// What a 250 means across a failover depends on the settings:
+		// say it where operators look.
+		log.Info("store opened", "store", name, "acknowledged", g.Guarantee())
+	} else {
+		log.Info("store opened", "store", name)
+	}
 	a, err := StartWithStore(ctx, cfg, st, log)
 	if err != nil {
 		return nil, err
@@ -361,7 +367,7 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("MAILSINK_REDIS_URL: %w", err)
 		}
-		opts := redisstore.Options{Prefix: cfg.RedisPrefix}
+		opts := redisstore.Options{Prefix: cfg.RedisPrefix, AckReplicas: cfg.RedisAckReplicas, AckTimeout: cfg.RedisAckTimeout}
 		if len(cfg.RedisCluster) > 0 {
 			return redisstore.New(client, opts), "Redis Cluster at " + strings.Join(cfg.RedisCluster, ","), nil
 		}

@@ -156,6 +156,10 @@ type Store struct {
 	// RedisPrefix starts every Redis key, so several deployments can share
 	// one Redis.
 	RedisPrefix string
+	// RedisAckReplicas is how many replicas must confirm a create before
+	// it is acknowledged (0: none), within RedisAckTimeout.
+	RedisAckReplicas int
+	RedisAckTimeout  time.Duration
 	// Timeout bounds one HTTP request's store calls.
 	Timeout time.Duration
 }

@@ -291,12 +291,18 @@ func (a *API) storeContext(r *http.Request) (context.Context, context.CancelFunc
 	return context.WithTimeout(r.Context(), a.cfg.StoreTimeout)
 }
 
+// readyTimeout bounds /readyz's store check.
+const readyTimeout = time.Second
+
 func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
+// readyz answers 200 when this replica can serve reads: the store answers
+// (for a Redis Cluster, at least one master does; see redisstore's Ping)
+// within readyTimeout, so a probe never hangs on one slow shard.
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := a.store.Ping(ctx); err != nil {
 		a.log.Warn("not ready: store does not answer", "err", err)

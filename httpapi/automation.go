@@ -96,25 +96,49 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	stopRecheck := func() {}
+	defer func() { stopRecheck() }()
 	// recheck ticks only while no subscription delivers events (the store
 	// closed it); with one, the query runs again only for an event whose
 	// email matches, so held requests cost no scans while mail for others
 	// arrives.
+	// A query that finds the store unavailable (a Redis failover) is
+	// retried on the recheck ticker until the wait is over; only then is
+	// the failure answered.
 	var recheck <-chan time.Time
+	startRecheck := func() {
+		if recheck == nil {
+			t := time.NewTicker(waitRecheck)
+			recheck, stopRecheck = t.C, t.Stop
+		}
+	}
 	match := store.NewMatcher(q)
 	for {
-		emails, ok := a.list(w, r, q)
-		if !ok || len(emails) > 0 {
-			return emails, ok
+		emails, err := a.query(r, q)
+		switch {
+		case err != nil && !store.IsCode(err, store.Unavailable):
+			writeError(w, r, a.log, err)
+			return nil, false
+		case err == nil && len(emails) > 0:
+			return emails, true
+		case err != nil:
+			startRecheck()
+		}
+		answer := func() ([]*store.Email, bool) {
+			if err != nil {
+				writeError(w, r, a.log, err)
+				return nil, false
+			}
+			return emails, true
 		}
 		for woken := false; !woken; {
 			select {
 			case <-r.Context().Done():
 				return nil, false // the client is gone: nothing to answer
 			case <-deadline.C:
-				return emails, true
+				return answer()
 			case <-a.stopHeld:
-				return emails, true
+				return answer()
 			case <-recheck:
 				woken = true
 			case e, open := <-events:
@@ -124,11 +148,7 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 					sub.Close()
 					sub = n.Subscribe(q.AccountID)
 					events, woken = sub.Events(), true
-					if recheck == nil {
-						t := time.NewTicker(waitRecheck)
-						defer t.Stop()
-						recheck = t.C
-					}
+					startRecheck()
 					continue
 				}
 				woken = e.Type != store.EmailDeleted && (e.Email == nil || match.Match(e.Email))
@@ -156,14 +176,19 @@ func drain(ch <-chan store.Event) {
 // list runs one list query; it reports false when it has answered with an
 // error.
 func (a *API) list(w http.ResponseWriter, r *http.Request, q store.ListQuery) ([]*store.Email, bool) {
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	emails, err := a.store.ListEmails(ctx, q)
+	emails, err := a.query(r, q)
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return nil, false
 	}
 	return emails, true
+}
+
+// query runs q against the store within the store timeout.
+func (a *API) query(r *http.Request, q store.ListQuery) ([]*store.Email, error) {
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	return a.store.ListEmails(ctx, q)
 }
 
 // events streams the account's events as Server-Sent Events: each has the

@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# redis-cluster.sh starts and stops a throwaway 3-master Redis Cluster on
-# loopback for tests, with no persistence.
+# redis-cluster.sh starts and stops a throwaway Redis Cluster on loopback for
+# tests, with no persistence: 3 masters, each with REDIS_CLUSTER_REPLICAS
+# replicas (default 1, so 6 nodes), and cluster-require-full-coverage no, so
+# one shard's failover does not stop the others.
 #
 #   scripts/redis-cluster.sh start DIR   # prints MAILSINK_TEST_REDIS_CLUSTER=host:port,...
 #   scripts/redis-cluster.sh stop DIR
+#   scripts/redis-cluster.sh restart DIR PORT   # a node stopped or killed, back into the cluster
 #
 #   eval "export $(scripts/redis-cluster.sh start /tmp/mailsink-cluster)"
 #   go test -race ./store/redisstore/
 #   scripts/redis-cluster.sh stop /tmp/mailsink-cluster
 #
-# The ports are three consecutive free ones from REDIS_CLUSTER_BASE_PORT
-# (default: a random one in 7000-7999); each node also needs its cluster bus
-# port, port+10000. Everything a node writes stays in DIR/<port>. Only the
-# variable line goes to stdout; progress goes to stderr.
+# The ports are consecutive free ones from REDIS_CLUSTER_BASE_PORT (default:
+# a random one in 7000-7999); each node also needs its cluster bus port,
+# port+10000. REDIS_CLUSTER_NODE_TIMEOUT (ms, default 5000) is the
+# cluster-node-timeout: how long a master may be silent before its replica
+# takes over. Everything a node writes stays in DIR/<port>, its pid in
+# DIR/<port>/redis.pid. Only the variable line goes to stdout; progress goes
+# to stderr.
 set -euo pipefail
 
-nodes=3
+masters=3
+replicas=${REDIS_CLUSTER_REPLICAS:-1}
+nodes=$((masters * (1 + replicas)))
+node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-5000}
 timeout_s=${REDIS_CLUSTER_TIMEOUT:-30}
 
 usage() {
-	echo "usage: $0 start|stop DIR" >&2
+	echo "usage: $0 start|stop DIR, or $0 restart DIR PORT" >&2
 	exit 2
 }
 
@@ -57,11 +66,38 @@ wait_for() {
 
 pong() { [[ $(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null) == PONG ]]; }
 
+# cluster_ok reports whether every node sees the cluster as ok and every
+# replica is in sync with its master.
 cluster_ok() {
 	local p
 	for p in "${ports[@]}"; do
 		redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+		if redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null | grep -q '^role:slave'; then
+			redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null | grep -q '^master_link_status:up' || return 1
+		fi
 	done
+	[[ $(redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster nodes 2>/dev/null | grep -cE ' (myself,)?slave ') -eq $((masters * replicas)) ]]
+}
+
+# start_node starts the node on port $2 with its files in $1/$2; a node that
+# was in the cluster before rejoins it from its nodes.conf.
+start_node() {
+	redis-server --port "$2" --bind 127.0.0.1 \
+		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$node_timeout" \
+		--cluster-require-full-coverage no \
+		--save "" --appendonly no \
+		--dir "$1/$2" --daemonize yes --pidfile "$1/$2/redis.pid" --logfile "$1/$2/redis.log"
+}
+
+# restart starts again a node of the cluster in $1 that was stopped or
+# killed (a failover test does that), and waits until it answers.
+restart() {
+	local dir=$1 p=$2
+	[[ -f $dir/ports && -d $dir/$p ]] || die "no node $p in $dir"
+	node_timeout=$(cat "$dir/node-timeout" 2>/dev/null || echo "$node_timeout")
+	start_node "$dir" "$p"
+	wait_for pong "$p" || die "node $p does not answer; see $dir/$p/redis.log"
+	log "node $p restarted"
 }
 
 start() {
@@ -86,12 +122,10 @@ start() {
 	done
 	echo "${ports[*]}" >"$dir/ports"
 
+	echo "$node_timeout" >"$dir/node-timeout"
 	for p in "${ports[@]}"; do
 		mkdir -p "$dir/$p"
-		redis-server --port "$p" --bind 127.0.0.1 \
-			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
-			--save "" --appendonly no \
-			--dir "$dir/$p" --daemonize yes --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log"
+		start_node "$dir" "$p"
 	done
 	for p in "${ports[@]}"; do
 		wait_for pong "$p" || die "node $p does not answer; see $dir/$p/redis.log"
@@ -101,7 +135,7 @@ start() {
 	for p in "${ports[@]}"; do
 		addrs+=("127.0.0.1:$p")
 	done
-	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$dir/create.log" 2>&1 ||
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1 ||
 		die "cluster create failed; see $dir/create.log"
 	wait_for cluster_ok || die "cluster_state is not ok on every node after ${timeout_s}s"
 	log "cluster up on ports ${ports[*]} (files in $dir)"
@@ -125,13 +159,13 @@ stop() {
 		fi
 		rm -rf "${dir:?}/$p"
 	done
-	rm -f "$dir/ports" "$dir/create.log"
+	rm -f "$dir/ports" "$dir/create.log" "$dir/node-timeout"
 	log "cluster on ports ${ports[*]} stopped"
 }
 
-[[ $# -eq 2 ]] || usage
-case $1 in
-start) start "$2" ;;
-stop) stop "$2" ;;
+case $#:${1:-} in
+2:start) start "$2" ;;
+2:stop) stop "$2" ;;
+3:restart) restart "$2" "$3" ;;
 *) usage ;;
 esac

@@ -242,6 +242,16 @@ func (h *Hub) DropAll() {
 	}
 }
 
+// Drop ends the account's subscriptions open now, like DropAll for one
+// account.
+func (h *Hub) Drop(accountID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[accountID] {
+		h.dropLocked(s)
+	}
+}
+
 // Close ends every subscription; later ones end at once.
 func (h *Hub) Close() {
 	h.mu.Lock()

@@ -150,11 +150,11 @@ func loadAccount(b *testing.B, s *Store, account string, n int) {
 				e.Subject = ptr("every seventh email")
 				e.Labels = []string{"seventh"}
 			}
-			keys, args, err := s.createArgs(testBody("Subject: Hello\r\n\r\nhi\r\n"), []*store.Email{e})
+			c, err := s.createArgs(ctx, testBody("Subject: Hello\r\n\r\nhi\r\n"), []*store.Email{e})
 			if err != nil {
 				b.Fatal(err)
 			}
-			pipe.EvalSha(ctx, createScript.Hash(), keys, args...)
+			pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
@@ -176,7 +176,7 @@ func BenchmarkCreateArgs(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := s.createArgs(body, []*store.Email{e}); err != nil {
+		if _, err := s.createArgs(context.Background(), body, []*store.Email{e}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,14 +15,22 @@ import (
 
 // Events reach every replica through Redis: each change is appended to the
 // account's stream P{T}:ev (trimmed to about eventHistory entries, for
-// resumption) and published, with the stream id, on the channel P + "events",
-// by the same script that writes the change (createScript, updateScript,
-// deleteScript), so events are in commit order and none is lost between the
-// write and its announcement. Every Store subscribes to that channel once
-// and fans events out to its own subscribers through an eventhub.Hub.
-// go-redis re-subscribes after an outage; events published meanwhile reach
-// subscribers only through EventsAfter, so listen ends every subscription
-// when that happens.
+// resumption) and published, with the stream id, by the same script that
+// writes the change (createScript, updateScript, deleteScript), so events
+// are in commit order and none is lost between the write and its
+// announcement; with replica acknowledgement, creates publish theirs once
+// acknowledged instead (ack.go). Stores fan events out to their own
+// subscribers through an eventhub.Hub.
+//
+// On a single Redis they are published on one channel, P + "events", which
+// every Store subscribes to once. In a cluster one channel would live on
+// one shard, and every account's live events would stop while that shard
+// fails over; so each account has a sharded channel in its own slot,
+// P{T}:ch (SPUBLISH, Redis 7), which a Store subscribes to (SSUBSCRIBE)
+// while it has subscribers for the account: a failover silences only the
+// accounts of the failing shard. go-redis re-subscribes after an outage;
+// events published meanwhile reach subscribers only through EventsAfter,
+// so every (re)subscription ends the subscriptions it covers.
 
 // eventHistory is about how many events per account the stream keeps.
 const eventHistory = 1000
@@ -29,6 +38,121 @@ const eventHistory = 1000
 func (k accountKeys) events() string { return k.base + "ev" }
 
 func (s *Store) channel() string { return s.prefix + "events" }
+
+// channel is the account's sharded event channel in a cluster.
+func (k accountKeys) channel() string { return k.base + "ch" }
+
+// target is the publish target of the account's events (publishFn in
+// scripts.go).
+func (s *Store) target(k accountKeys) string {
+	if s.sharded != nil {
+		return "SPUBLISH " + k.channel()
+	}
+	return "PUBLISH " + s.channel()
+}
+
+// A feed is a Store's subscription to one account's sharded channel, shared
+// by the Store's subscribers to that account.
+type feed struct {
+	ps    *redis.PubSub
+	refs  int           // guarded by Store.feedMu
+	ready chan struct{} // closed at the first confirmed subscription
+	done  chan struct{} // closed when listenFeed returns
+}
+
+// subscribeSharded subscribes to the account's events in a cluster: it
+// takes a reference to the account's feed, starting one if needed, and
+// waits (at most subscribeWait) until the feed is subscribed.
+func (s *Store) subscribeSharded(accountID string) store.Subscription {
+	s.feedMu.Lock()
+	f := s.feeds[accountID]
+	if f == nil {
+		// A PubSub without channels does no I/O; listenFeed subscribes.
+		f = &feed{ps: s.sharded.SSubscribe(context.Background()), ready: make(chan struct{}), done: make(chan struct{})}
+		s.feeds[accountID] = f
+		go s.listenFeed(accountID, f)
+	}
+	f.refs++
+	s.feedMu.Unlock()
+	select {
+	case <-f.ready:
+	case <-time.After(subscribeWait):
+	}
+	return &feedSubscription{Subscription: s.hub.Subscribe(accountID), s: s, account: accountID, f: f}
+}
+
+// listenFeed feeds the hub from the account's channel until the feed is
+// closed. Each confirmed (re)subscription ends the account's subscriptions
+// taken before it, which may have missed events.
+func (s *Store) listenFeed(accountID string, f *feed) {
+	defer close(f.done)
+	_ = f.ps.SSubscribe(context.Background(), s.account(accountID).channel())
+	ready := false
+	for msg := range f.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "ssubscribe" {
+				continue
+			}
+			s.hub.Drop(accountID)
+			if !ready {
+				ready = true
+				close(f.ready)
+			}
+		case *redis.Message:
+			id, payload, ok := strings.Cut(m.Payload, " ")
+			if !ok {
+				continue
+			}
+			if e, ok := decodeEvent(id, payload); ok {
+				s.hub.Publish(e)
+			}
+		}
+	}
+}
+
+// release drops a reference to the account's feed, closing it with the last.
+func (s *Store) release(accountID string, f *feed) {
+	s.feedMu.Lock()
+	f.refs--
+	last := f.refs == 0 && s.feeds[accountID] == f
+	if last {
+		delete(s.feeds, accountID)
+	}
+	s.feedMu.Unlock()
+	if last {
+		_ = f.ps.Close()
+	}
+}
+
+// closeFeeds closes every feed and waits for their listeners.
+func (s *Store) closeFeeds() {
+	s.feedMu.Lock()
+	feeds := s.feeds
+	s.feeds = map[string]*feed{}
+	s.feedMu.Unlock()
+	for _, f := range feeds {
+		_ = f.ps.Close()
+		<-f.done
+	}
+}
+
+// feedSubscription is a hub subscription that holds a reference to its
+// account's feed.
+type feedSubscription struct {
+	store.Subscription
+	s       *Store
+	account string
+	f       *feed
+	once    sync.Once
+}
+
+func (fs *feedSubscription) Close() {
+	fs.once.Do(func() {
+		fs.Subscription.Close()
+		fs.s.release(fs.account, fs.f)
+	})
+}
 
 // listen feeds the hub from the channel until the Store is closed. Each
 // (re)subscription ends the hub's subscriptions: events published while the
@@ -146,6 +270,9 @@ func eventPayload(typ store.EventType, accountID, id string, e *store.Email) ([]
 // New) it waits for it, at most subscribeWait, so that a subscriber does not
 // miss the events that follow; with Redis down it goes on without.
 func (s *Store) Subscribe(accountID string) store.Subscription {
+	if s.sharded != nil {
+		return s.subscribeSharded(accountID)
+	}
 	select {
 	case <-s.subscribed:
 	case <-time.After(subscribeWait):

@@ -102,3 +102,80 @@ func TestAccountOf(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedEventsPerAccount runs on the test cluster: each account's
+// events go through its own sharded channel on its own master, so when one
+// master's subscription connections break (as in its failover), only the
+// subscriptions of accounts on that master end; another shard's account
+// keeps its subscription and its live events.
+func TestShardedEventsPerAccount(t *testing.T) {
+	t.Parallel()
+	prefix := "mailsinktest:" + randomHex(8) + ":"
+	s := New(clusterClient(t), Options{Prefix: prefix})
+	admin := clusterClient(t).(*redis.ClusterClient)
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, admin, prefix)
+		admin.Close()
+	})
+	ctx := context.Background()
+	// Two accounts whose slots have different masters.
+	master := func(account string) *redis.Client {
+		c, err := admin.MasterForKey(ctx, s.account(account).channel())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := "shard-a-" + randomHex(4)
+	var b string
+	for i := 0; b == ""; i++ {
+		if c := "shard-b-" + randomHex(4); master(c).Options().Addr != master(a).Options().Addr {
+			b = c
+		}
+		if i > 1000 {
+			t.Fatal("no account on another master")
+		}
+	}
+	subA, subB := s.Subscribe(a), s.Subscribe(b)
+	defer subA.Close()
+	defer subB.Close()
+	for _, acc := range []string{a, b} {
+		ch, err := master(acc).PubSubShardChannels(ctx, s.account(acc).channel()).Result()
+		if err != nil || len(ch) != 1 {
+			t.Fatalf("PUBSUB SHARDCHANNELS on %s's master = %v, %v; want its channel", acc, ch, err)
+		}
+	}
+
+	// Break the subscription connections of a's master only.
+	if err := master(a).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
+	}
+	select {
+	case _, open := <-subA.Events():
+		if open {
+			t.Fatal("an event on a's subscription, want it ended")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's subscription did not end after its connection broke")
+	}
+	e := testEmail(b, "x@example.com", "y@example.com", 1)
+	if err := s.CreateEmails(ctx, testBody("b"), []*store.Email{e}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev, open := <-subB.Events():
+		if !open || ev.EmailID != e.ID {
+			t.Fatalf("b's subscription gave %+v, %v; want the email.created of %s", ev, open, e.ID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no live event for b, whose shard is healthy")
+	}
+
+	// Closing the last subscription of an account unsubscribes it.
+	subB.Close()
+	waitUntil(t, "b's channel is unsubscribed", func() bool {
+		ch, err := master(b).PubSubShardChannels(ctx, s.account(b).channel()).Result()
+		return err == nil && len(ch) == 0
+	})
+}

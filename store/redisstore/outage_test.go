@@ -146,13 +146,13 @@ type redisServer struct {
 
 // startRedisServer runs a redis-server without persistence on port and
 // waits until it answers. It is killed when the test ends.
-func startRedisServer(t *testing.T, port string) *redisServer {
+func startRedisServer(t *testing.T, port string, args ...string) *redisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		missing(t, "redis-server not installed: %v", err)
 	}
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

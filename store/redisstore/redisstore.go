@@ -27,7 +27,13 @@
 //	                             exactly that
 //	P{T}:ev              stream  the account's recent events (about 1,000),
 //	                             for resumption; each is also published on
-//	                             the channel P + "events" (events.go)
+//	                             the channel P + "events", or in a cluster
+//	                             on the account's sharded channel P{T}:ch
+//	                             (events.go)
+//	P{T}:f:<id>          string  a tombstone: a create of that id whose
+//	                             outcome was unknown was fenced, and a late
+//	                             landing of it stores nothing (ack.go); it
+//	                             expires after a day
 //
 // Index members are email ids (lower-case UUIDs) scored by ReceivedAt in Unix
 // milliseconds. Redis orders equal scores by member, so reading an index
@@ -55,7 +61,10 @@
 // Durability is Redis's: with appendonly yes and appendfsync always (as in
 // the docker-compose file) Redis writes the append-only file to disk before
 // it answers, so an email is on disk when CreateEmails returns; with the
-// default appendfsync everysec, about a second later.
+// default appendfsync everysec, about a second later. Replication is
+// asynchronous, so across a failover an email survives only if the replica
+// promoted had it: Options.AckReplicas makes CreateEmails wait for that
+// (ack.go).
 package redisstore
 
 import (
@@ -63,8 +72,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,7 +109,18 @@ type Options struct {
 	// one Redis. It must not contain '{' or '}', which would change the hash
 	// tag. Empty means DefaultPrefix.
 	Prefix string
+	// AckReplicas, when above 0, makes CreateEmails wait until that many
+	// replicas of the account's master have the write, at most AckTimeout,
+	// before it succeeds (see ack.go). 0 does not wait: replication is
+	// asynchronous and a failover may lose what the master acknowledged.
+	AckReplicas int
+	// AckTimeout bounds the wait for replicas; 0 means DefaultAckTimeout.
+	AckTimeout time.Duration
 }
+
+// DefaultAckTimeout is how long CreateEmails waits for replica
+// acknowledgement when Options.AckTimeout is 0.
+const DefaultAckTimeout = time.Second
 
 // Store is a store.Store in Redis. It is safe for concurrent use.
 type Store struct {
@@ -104,7 +128,19 @@ type Store struct {
 	prefix string
 	batch  int
 
-	hub        *eventhub.Hub
+	ackReplicas int
+	ackTimeout  time.Duration
+	reload      *reloader      // nil unless client is a cluster client
+	fences      sync.WaitGroup // fences running in the background
+	closing     chan struct{}  // closed by Close
+
+	hub *eventhub.Hub
+	// With a cluster client, sharded is that client and feeds holds each
+	// account's subscription (events.go); otherwise pubsub is the one
+	// subscription of the Store.
+	sharded    *redis.ClusterClient
+	feedMu     sync.Mutex
+	feeds      map[string]*feed
 	pubsub     *redis.PubSub
 	listening  chan struct{} // closed when listen returns
 	subscribed chan struct{} // closed when the first subscription is confirmed
@@ -130,7 +166,21 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		panic(fmt.Sprintf("redisstore: prefix %q contains a brace", prefix))
 	}
 	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
+		ackReplicas: opts.AckReplicas, ackTimeout: opts.AckTimeout, closing: make(chan struct{}),
 		listening: make(chan struct{}), subscribed: make(chan struct{})}
+	if s.ackTimeout <= 0 {
+		s.ackTimeout = DefaultAckTimeout
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		s.reload = &reloader{cc: cc}
+		cc.AddHook(s.reload)
+		// Each account's events go through its own sharded channel,
+		// subscribed while someone listens (events.go).
+		s.sharded, s.feeds = cc, map[string]*feed{}
+		close(s.listening)
+		close(s.subscribed)
+		return s
+	}
 	// Subscribing does not wait for Redis: go-redis (re)connects in the
 	// background and the channel delivers once it has.
 	s.pubsub = client.Subscribe(context.Background())
@@ -166,7 +216,8 @@ func NewClient(url string, clusterSeeds []string) (redis.UniversalClient, error)
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClient(opt), nil
 	}
-	copt := &redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true}
+	copt := &redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true,
+		ClusterStateReloadInterval: clusterReloadInterval}
 	if opt != nil {
 		copt.Protocol = opt.Protocol
 		copt.Username = opt.Username
@@ -205,18 +256,21 @@ func parseURL(s string) (*redis.Options, error) {
 // body is nil, the emails do not all belong to one account, or one lacks an
 // id or a valid status or repeats another's id; Conflict when an email with
 // one of the ids already exists in the account (nothing is written then);
-// Unavailable when Redis cannot be reached. Timestamps are kept to the
-// millisecond and ids in lower case. When it returns nil the emails are as
-// durable as the server's persistence settings make them (see the package
-// comment).
+// Unavailable when Redis cannot be reached, when ctx's deadline passes,
+// or when fewer than Options.AckReplicas replicas confirm the write in
+// time; an Unavailable create stores nothing, even if its write reaches
+// Redis later (see ack.go). Timestamps are kept to the millisecond and ids
+// in lower case. When it returns nil the emails are as durable as the
+// server's persistence settings and Options.AckReplicas make them (see the
+// package comment).
 func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error {
-	keys, args, err := s.createArgs(body, emails)
+	c, err := s.createArgs(ctx, body, emails)
 	if err != nil {
 		return err
 	}
-	pos, err := createScript.Run(ctx, s.client, keys, args...).Int()
+	pos, err := s.create(ctx, c)
 	if err != nil {
-		return classify(err)
+		return err
 	}
 	if pos != 0 {
 		if pos < 1 || pos > len(emails) {
@@ -227,14 +281,14 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	return nil
 }
 
-// createArgs checks the arguments of CreateEmails and returns the keys and
-// arguments of createScript.
-func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, []any, error) {
+// createArgs checks the arguments of CreateEmails and returns the call of
+// createScript.
+func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*store.Email) (*createCall, error) {
 	if len(emails) == 0 {
-		return nil, nil, store.Errorf(store.Invalid, "no emails to create")
+		return nil, store.Errorf(store.Invalid, "no emails to create")
 	}
 	if body == nil {
-		return nil, nil, store.Errorf(store.Invalid, "email body is missing")
+		return nil, store.Errorf(store.Invalid, "email body is missing")
 	}
 	accountID := emails[0].AccountID
 	bodyID := store.NewID()
@@ -244,23 +298,24 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 	args := make([]any, 0, 2+(3+len(fields))*len(emails))
 	args = append(args, encodeBody(body), body.Raw)
 	events := make([]any, 0, len(emails))
+	c := &createCall{accountID: accountID, account: k, bodyID: bodyID}
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {
 		case e == nil:
-			return nil, nil, store.Errorf(store.Invalid, "nil email")
+			return nil, store.Errorf(store.Invalid, "nil email")
 		case e.AccountID == "":
-			return nil, nil, store.Errorf(store.Invalid, "email has no account")
+			return nil, store.Errorf(store.Invalid, "email has no account")
 		case e.AccountID != accountID:
-			return nil, nil, store.Errorf(store.Invalid, "emails belong to different accounts")
+			return nil, store.Errorf(store.Invalid, "emails belong to different accounts")
 		case e.ID == "":
-			return nil, nil, store.Errorf(store.Invalid, "email has no id")
+			return nil, store.Errorf(store.Invalid, "email has no id")
 		case !e.Status.Valid():
-			return nil, nil, store.Errorf(store.Invalid, "email has invalid status %q", e.Status)
+			return nil, store.Errorf(store.Invalid, "email has invalid status %q", e.Status)
 		}
 		id := store.NormalizeID(e.ID)
 		if seen[id] {
-			return nil, nil, store.Errorf(store.Invalid, "email id %s given twice", id)
+			return nil, store.Errorf(store.Invalid, "email id %s given twice", id)
 		}
 		seen[id] = true
 		r := newRecord(e, id, bodyID)
@@ -270,11 +325,17 @@ func (s *Store) createArgs(body *store.Body, emails []*store.Email) ([]string, [
 		for _, v := range vals {
 			args = append(args, v)
 		}
-		events = append(events, createdPayload(accountID, id, vals))
+		ev := createdPayload(accountID, id, vals)
+		events = append(events, ev)
+		c.ids = append(c.ids, id)
+		c.events = append(c.events, ev)
 	}
 	keys = append(keys, k.events())
-	args = append(args, eventHistory, s.channel())
-	return keys, append(args, events...), nil
+	args = append(args, eventHistory, s.createTarget(k))
+	args = append(args, events...)
+	c.keys = keys
+	c.args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix())
+	return c, nil
 }
 
 // GetEmail returns the email with id in the account. It returns NotFound when
@@ -534,7 +595,7 @@ func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, l
 // UpdatedAt as it is.
 func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (*store.Email, error) {
 	id = store.NormalizeID(id)
-	args := []any{id, eventHistory, s.channel(), accountID}
+	args := []any{id, eventHistory, s.target(s.account(accountID)), accountID}
 	if u.Labels != nil {
 		labels := *u.Labels
 		if labels == nil {
@@ -602,7 +663,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		}
 		keys := append([]string{k.email(id), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
 		keys = append(keys, k.body(f.Body), k.stats(), k.events())
-		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.channel(), deleted).Int()
+		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.target(k), deleted).Int()
 		if err != nil {
 			return classify(err)
 		}
@@ -616,21 +677,62 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	return store.Errorf(store.Unavailable, "email %s keeps being replaced; try again", id)
 }
 
-// Ping returns nil when Redis answers, and an Unavailable error otherwise.
-// For a cluster it asks every master, since each holds part of the accounts.
+// Ping reports whether this Store can serve reads: for a single Redis,
+// whether it answers PING; for a cluster, whether the cluster map is known
+// and at least one master answers PING. It returns as soon as one does, so
+// one shard's failover or a frozen node does not make every mailsink
+// replica unready (its accounts get 503 meanwhile, and the cluster's own
+// monitoring reports the shard). It returns Unavailable otherwise, by ctx's
+// deadline at the latest.
 func (s *Store) Ping(ctx context.Context) error {
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return classify(cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.Ping(ctx).Err()
-		}))
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return classify(s.client.Ping(ctx).Err())
 	}
-	return classify(s.client.Ping(ctx).Err())
+	// The masters come from the client's map, without asking a node for
+	// it (ForEachMaster would, and a frozen node would hang it): the
+	// masters of pingSlots keys, which miss a master only if it serves
+	// very few slots.
+	var masters []*redis.Client
+	for i := range pingSlots {
+		c, err := cc.MasterForKey(ctx, "{"+strconv.Itoa(i)+"}")
+		if err != nil {
+			s.noteError(err)
+			return classify(err)
+		}
+		if !slices.Contains(masters, c) {
+			masters = append(masters, c)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan error, len(masters))
+	for _, c := range masters {
+		go func() { answers <- c.Ping(ctx).Err() }()
+	}
+	var err error
+	for range masters {
+		if err = <-answers; err == nil {
+			return nil
+		}
+		s.noteError(err)
+	}
+	return classify(err)
 }
 
-// Close closes the Redis client. The Store must not be used afterwards.
+// pingSlots is how many keys Ping looks up to find the cluster's masters.
+const pingSlots = 64
+
+// Close closes the Redis client, after the fences still running (see
+// ack.go) have given up. The Store must not be used afterwards.
 func (s *Store) Close() error {
+	close(s.closing)
+	s.fences.Wait()
 	s.hub.Close()
-	_ = s.pubsub.Close()
+	if s.pubsub != nil {
+		_ = s.pubsub.Close()
+	}
+	s.closeFeeds()
 	<-s.listening
 	return s.client.Close()
 }

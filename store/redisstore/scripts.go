@@ -18,6 +18,19 @@ import "github.com/redis/go-redis/v9"
 // Status indexes are passed as three KEYS, for received, processed and
 // archived, and picked by the stored status.
 
+// publishFn defines publish(target, message), which the write scripts use to
+// announce an event: target is "" (do not publish) or a command and a
+// channel separated by a space, "PUBLISH <channel>" for a single Redis's
+// one channel, or "SPUBLISH <channel>" for an account's sharded channel in a
+// cluster (see events.go).
+const publishFn = `
+local function publish(target, msg)
+  if target == '' then return end
+  local sp = string.find(target, ' ', 1, true)
+  redis.call(string.sub(target, 1, sp - 1), string.sub(target, sp + 1), msg)
+end
+`
+
 // createScript stores a body and the emails sharing it, and adds their raw
 // sizes to the account's stats.
 //
@@ -35,16 +48,39 @@ import "github.com/redis/go-redis/v9"
 // the stats existed have none and are not subtracted.
 //
 // The last key is the account's event stream: after ARGV's email values come
-// the stream's length bound, the event channel and one email.created event
-// payload per email, appended to the stream and published (see events.go) in
-// the same script, so a create costs one round trip.
+// the stream's length bound, the publish target (publishFn) and one email.created event
+// payload per email, appended to the stream and, unless the target is ""
+// (replica acknowledgement publishes them after WAIT, see ack.go),
+// published (see events.go) in the same script, so a create costs one
+// round trip. Then come the body's id, the deadline in Unix milliseconds
+// ("0" for none) and the prefix of the account's tombstone keys.
 //
-// It returns 0, or the 1-based position of an email whose id already exists,
-// in which case nothing was written.
-var createScript = redis.NewScript(`
+// It writes nothing and returns -1 when Redis's clock has reached the
+// deadline or an id has a tombstone (fenceScript), so that a create that
+// lands after its caller gave up stores nothing. It returns the 1-based
+// position of an email whose id already exists, writing nothing, except
+// that an email this very call wrote (same body id: go-redis retried the
+// script after a lost answer) answers as a success. On success it returns
+// the stream ids of the events, or {} for such a retry.
+var createScript = redis.NewScript(publishFn + `
 local n = (#KEYS - 4) / 4
+local e = 3 + 9 * n
+local bodyID, deadline, fence = ARGV[e + 2 + n], tonumber(ARGV[e + 3 + n]), ARGV[e + 4 + n]
+if deadline > 0 then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= deadline then
+    return -1
+  end
+end
 for i = 0, n - 1 do
-  if redis.call('EXISTS', KEYS[4 + 4 * i]) == 1 then
+  if redis.call('EXISTS', fence .. ARGV[3 + 9 * i]) == 1 then
+    return -1
+  end
+end
+for i = 0, n - 1 do
+  local m = redis.call('HGET', KEYS[4 + 4 * i], 'm')
+  if m then
+    if cjson.decode(m).b == bodyID then return {} end
     return i + 1
   end
 end
@@ -60,12 +96,61 @@ for i = 0, n - 1 do
   redis.call('ZADD', KEYS[7 + 4 * i], score, id)
   redis.call('HINCRBY', KEYS[3], 'bytes', size)
 end
-local e = 3 + 9 * n
+local ids = {}
 for i = 0, n - 1 do
   local id = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[e], '*', 'e', ARGV[e + 2 + i])
-  redis.call('PUBLISH', ARGV[e + 1], id .. ' ' .. ARGV[e + 2 + i])
+  publish(ARGV[e + 1], id .. ' ' .. ARGV[e + 2 + i])
+  ids[#ids + 1] = id
 end
-return 0
+return ids
+`)
+
+// fenceScript makes sure the emails of a create whose outcome is unknown
+// stay unstored (see ack.go): it leaves a tombstone per id, which
+// createScript obeys, and removes the emails if that create stored them.
+//
+// KEYS are createScript's. ARGV[1] the prefix of the tombstone keys,
+// ARGV[2] the create's body id, ARGV[3] the tombstones' time to live in
+// seconds, ARGV[4] the stream's length bound, ARGV[5] the publish target
+// (publishFn), ARGV[6] the prefix of the status indexes, then for email
+// i ARGV[7+2i] its id and ARGV[8+2i] its email.deleted event.
+//
+// An email is removed only when its metadata names the create's body, so an
+// unrelated email is never touched; each removal appends (and publishes) an
+// email.deleted event, since a create without replica acknowledgement has
+// already announced its emails. It returns how many emails it removed.
+var fenceScript = redis.NewScript(publishFn + `
+local n = (#KEYS - 4) / 4
+local removed = 0
+for i = 0, n - 1 do
+  local id, ev = ARGV[7 + 2 * i], ARGV[8 + 2 * i]
+  redis.call('SET', ARGV[1] .. id, '1', 'EX', ARGV[3])
+  local k = KEYS[4 + 4 * i]
+  local m = redis.call('HGET', k, 'm')
+  if m and cjson.decode(m).b == ARGV[2] then
+    local v = redis.call('HMGET', k, 'st', 'sb')
+    redis.call('DEL', k)
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[5 + 4 * i], id)
+    redis.call('ZREM', KEYS[6 + 4 * i], id)
+    if v[1] then redis.call('ZREM', ARGV[6] .. v[1], id) end
+    if v[2] and tonumber(v[2]) then
+      redis.call('HINCRBY', KEYS[3], 'bytes', string.format('%d', -tonumber(v[2])))
+    end
+    removed = removed + 1
+    local sid = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[4], '*', 'e', ev)
+    publish(ARGV[5], sid .. ' ' .. ev)
+  end
+end
+if removed > 0 then
+  if redis.call('HINCRBY', KEYS[2], 'refs', -removed) <= 0 then
+    redis.call('UNLINK', KEYS[2])
+  end
+  if redis.call('ZCARD', KEYS[1]) == 0 then
+    redis.call('DEL', KEYS[3])
+  end
+end
+return removed
 `)
 
 // updateScript sets some of an email's mutable fields and, when the status
@@ -73,14 +158,14 @@ return 0
 //
 // KEYS[1] the metadata key, KEYS[2] the "all" index, KEYS[3..5] the status
 // indexes, KEYS[6] the account's event stream. ARGV[1] the id, ARGV[2] the
-// stream's length bound, ARGV[3] the event channel, ARGV[4] the account id,
+// stream's length bound, ARGV[3] the publish target (publishFn), ARGV[4] the account id,
 // then field and value pairs to set.
 //
 // It appends and publishes an email.updated event that carries the fields
 // after the update (decodeEvent reads them), in the same script so that
 // events are in commit order. It returns the email's fields after the
 // update, or nil when it does not exist.
-var updateScript = redis.NewScript(`
+var updateScript = redis.NewScript(publishFn + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local st = {received = KEYS[3], processed = KEYS[4], archived = KEYS[5]}
 for i = 5, #ARGV, 2 do
@@ -102,7 +187,7 @@ end
 local f = redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
 local payload = cjson.encode({type = 'email.updated', accountId = ARGV[4], emailId = ARGV[1], fields = f})
 local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'e', payload)
-redis.call('PUBLISH', ARGV[3], id .. ' ' .. payload)
+publish(ARGV[3], id .. ' ' .. payload)
 return f
 `)
 
@@ -114,8 +199,8 @@ return f
 // indexes, KEYS[5..7] the status indexes, KEYS[8] the body key, KEYS[9] the
 // account's stats key, KEYS[10] the account's event stream. ARGV[1] the
 // fixed metadata the caller read to name the keys, ARGV[2] the id, ARGV[3]
-// the stream's length bound, ARGV[4] the event channel, ARGV[5] the
-// email.deleted event to append and publish.
+// the stream's length bound, ARGV[4] the publish target (publishFn),
+// ARGV[5] the email.deleted event to append and publish.
 //
 // The size is subtracted as a string ("sb", written by createScript, with
 // its sign flipped), since a Lua number would reach Redis in a float format
@@ -124,7 +209,7 @@ return f
 //
 // It returns 1 when done, 0 when the email does not exist, and -1 when it is
 // no longer the email the caller read (deleted and created again).
-var deleteScript = redis.NewScript(`
+var deleteScript = redis.NewScript(publishFn + `
 local m = redis.call('HGET', KEYS[1], 'm')
 if not m then return 0 end
 if m ~= ARGV[1] then return -1 end
@@ -154,7 +239,7 @@ elseif sb then
   redis.call('HINCRBY', KEYS[9], 'bytes', sb)
 end
 local id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[5])
-redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[5])
+publish(ARGV[4], id .. ' ' .. ARGV[5])
 return 1
 `)
 

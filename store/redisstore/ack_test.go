@@ -1,0 +1,305 @@
+package redisstore
+
+import (
+	"context"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// TestLateCreateStoresNothing stalls a private Redis's writes (CLIENT PAUSE
+// WRITE) for longer than a create's deadline: the create answers
+// Unavailable, and once the stall is over and the write has reached Redis,
+// nothing was stored, so the sender's retry cannot make a duplicate.
+func TestLateCreateStoresNothing(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	startRedisServer(t, port)
+	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(c, Options{Prefix: "mailsinktest:late:"})
+	defer s.Close()
+	admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
+	defer admin.Close()
+	ctx := context.Background()
+	// Load the script first, so that the stall meets the write itself.
+	if err := s.CreateEmails(ctx, testBody("warm"), []*store.Email{testEmail(acct, "a@example.com", "b@example.com", 1)}); err != nil {
+		t.Fatalf("CreateEmails: %v", err)
+	}
+
+	const stall = 1500 * time.Millisecond
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", stall.Milliseconds(), "WRITE").Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	paused := time.Now()
+	e := testEmail(acct, "a@example.com", "b@example.com", 2)
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err = s.CreateEmails(cctx, testBody("late"), []*store.Email{e})
+	cancel()
+	if !store.IsCode(err, store.Unavailable) {
+		t.Fatalf("CreateEmails during the stall: %v, want Unavailable", err)
+	}
+	// Wait for the end of the stall, then for the stalled write and the
+	// fence to have run: a write on a connection of its own comes after
+	// them.
+	time.Sleep(time.Until(paused.Add(stall)))
+	s.fences.Wait()
+	if err := admin.Set(ctx, "mailsinktest:late:after", "1", time.Minute).Err(); err != nil {
+		t.Fatalf("SET after the stall: %v", err)
+	}
+	if _, err := s.GetEmail(ctx, acct, e.ID); !store.IsCode(err, store.NotFound) {
+		t.Errorf("GetEmail of the refused create: %v, want NotFound", err)
+	}
+	if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 1 {
+		t.Errorf("AccountStats = %d, %v; want the 1 email stored before the stall", n, err)
+	}
+	if n, err := s.BodyCount(ctx); err != nil || n != 1 {
+		t.Errorf("BodyCount = %d, %v; want 1", n, err)
+	}
+}
+
+// TestFenceRemovesLandedCreate runs the fence of a create that did land
+// (its answer lost): the email, its indexes, body and bytes are gone, a
+// later landing of the same create is refused, and an unrelated email of
+// the account is untouched.
+func TestFenceRemovesLandedCreate(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+		s := newStore(t)
+		ctx := context.Background()
+		keep := testEmail(acct, "a@example.com", "b@example.com", 1)
+		if err := s.CreateEmails(ctx, testBody("keep"), []*store.Email{keep}); err != nil {
+			t.Fatal(err)
+		}
+		e1 := testEmail(acct, "a@example.com", "b@example.com", 2)
+		e2 := testEmail(acct, "c@example.com", "b@example.com", 3)
+		call, err := s.createArgs(ctx, testBody("lost"), []*store.Email{e1, e2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+			t.Fatalf("create = %d, %v", pos, err)
+		}
+		s.fence(call)
+		s.fences.Wait()
+		for _, e := range []*store.Email{e1, e2} {
+			if _, err := s.GetEmail(ctx, acct, e.ID); !store.IsCode(err, store.NotFound) {
+				t.Errorf("GetEmail(%s) after the fence: %v, want NotFound", e.ID, err)
+			}
+		}
+		if n, b, err := s.AccountStats(ctx, acct); err != nil || n != 1 || b != keep.RawSize {
+			t.Errorf("AccountStats = %d, %d, %v; want 1, %d", n, b, err, keep.RawSize)
+		}
+		if n, err := s.BodyCount(ctx); err != nil || n != 1 {
+			t.Errorf("BodyCount = %d, %v; want 1", n, err)
+		}
+		l, err := s.ListEmails(ctx, store.ListQuery{AccountID: acct, Recipient: "c@example.com", Limit: 10})
+		if err != nil || len(l) != 0 {
+			t.Errorf("ListEmails(recipient) = %v, %v; want none", ids(l), err)
+		}
+		if _, err := s.create(ctx, call); !store.IsCode(err, store.Unavailable) {
+			t.Errorf("the create landing again after its fence: %v, want Unavailable", err)
+		}
+		if _, err := s.GetEmail(ctx, acct, e1.ID); !store.IsCode(err, store.NotFound) {
+			t.Errorf("GetEmail after the late landing: %v, want NotFound", err)
+		}
+	})
+}
+
+// TestCreateRetryOfOwnWrite runs the same create twice, as go-redis does
+// when an answer is lost: the second run is a success, not a Conflict.
+func TestCreateRetryOfOwnWrite(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+		s := newStore(t)
+		ctx := context.Background()
+		call, err := s.createArgs(ctx, testBody("x"), []*store.Email{testEmail(acct, "a@example.com", "b@example.com", 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+				t.Fatalf("create #%d = %d, %v", i+1, pos, err)
+			}
+		}
+		if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 1 {
+			t.Errorf("AccountStats = %d, %v; want 1", n, err)
+		}
+	})
+}
+
+// TestAckReplicas runs a private master and replica. With AckReplicas 1 a
+// create succeeds while the replica follows, its event is published; with
+// the replica frozen (SIGSTOP) creates answer Unavailable within about the
+// ack timeout, nobody is told of them, and once the replica is back they
+// were not stored.
+func TestAckReplicas(t *testing.T) {
+	t.Parallel()
+	port, rport := freePort(t), freePort(t)
+	startRedisServer(t, port)
+	replica := startRedisServer(t, rport, "--replicaof", "127.0.0.1", port)
+	admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
+	defer admin.Close()
+	ctx := context.Background()
+	waitUntil(t, "the replica is attached", func() bool {
+		info, err := admin.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "state=online")
+	})
+
+	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(c, Options{Prefix: "mailsinktest:ack:", AckReplicas: 1, AckTimeout: 300 * time.Millisecond})
+	defer s.Close()
+	sub := s.Subscribe(acct)
+	defer sub.Close()
+
+	e := testEmail(acct, "a@example.com", "b@example.com", 1)
+	if err := s.CreateEmails(ctx, testBody("acked"), []*store.Email{e}); err != nil {
+		t.Fatalf("CreateEmails with the replica up: %v", err)
+	}
+	select {
+	case ev := <-sub.Events():
+		if ev.Type != store.EmailCreated || ev.EmailID != e.ID {
+			t.Errorf("event %+v, want email.created of %s", ev, e.ID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no email.created event after an acknowledged create")
+	}
+
+	if err := replica.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			replica.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	late := testEmail(acct, "a@example.com", "b@example.com", 2)
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = s.CreateEmails(cctx, testBody("unacked"), []*store.Email{late})
+	cancel()
+	took := time.Since(start)
+	if !store.IsCode(err, store.Unavailable) {
+		t.Fatalf("CreateEmails with the replica frozen: %v, want Unavailable", err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("the unacknowledged create took %v, want about the 300ms ack timeout", took)
+	}
+	s.fences.Wait()
+	replica.cmd.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	if _, err := s.GetEmail(ctx, acct, late.ID); !store.IsCode(err, store.NotFound) {
+		t.Errorf("GetEmail of the unacknowledged create: %v, want NotFound", err)
+	}
+	// Its deletion may be announced; its creation never is.
+	for {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == store.EmailCreated {
+				t.Errorf("email.created of %s announced though not acknowledged", ev.EmailID)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	// Each attempt is a new email, as each delivery attempt is: the id of
+	// a failed attempt is fenced.
+	waitUntil(t, "creates succeed with the replica back", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		after := testEmail(acct, "a@example.com", "b@example.com", 3)
+		return s.CreateEmails(cctx, testBody("after"), []*store.Email{after}) == nil
+	})
+}
+
+// TestAckReplicasCluster creates with replica acknowledgement on the test
+// cluster, whose masters have a replica each (scripts/redis-cluster.sh), in
+// accounts spread over its slots: every create is confirmed and announced.
+func TestAckReplicasCluster(t *testing.T) {
+	t.Parallel()
+	prefix := "mailsinktest:" + randomHex(8) + ":"
+	s := New(clusterClient(t), Options{Prefix: prefix, AckReplicas: 1})
+	cleanup := clusterClient(t)
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, cleanup, prefix)
+		cleanup.Close()
+	})
+	ctx := context.Background()
+	for i := range 12 {
+		account := "ack-" + randomHex(4)
+		sub := s.Subscribe(account)
+		e := testEmail(account, "a@example.com", "b@example.com", int64(i+1))
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.CreateEmails(cctx, testBody("x"), []*store.Email{e})
+		cancel()
+		if err != nil {
+			sub.Close()
+			t.Fatalf("CreateEmails in %s: %v (does every master have a replica?)", account, err)
+		}
+		select {
+		case ev := <-sub.Events():
+			if ev.EmailID != e.ID {
+				t.Errorf("event for %s, want %s", ev.EmailID, e.ID)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("no event for the acknowledged create in %s", account)
+		}
+		sub.Close()
+	}
+}
+
+// TestErrorKinds checks how create errors are sorted: which may have
+// written (and are fenced), which are retried, and which reload the
+// cluster map.
+func TestErrorKinds(t *testing.T) {
+	t.Parallel()
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	read := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	tests := []struct {
+		name                          string
+		err                           error
+		ambiguous, retryable, reloads bool
+	}{
+		{"refused connection", dial, false, true, true},
+		{"reset connection", read, true, false, true},
+		{"deadline", context.DeadlineExceeded, true, false, true},
+		{"cancelled", context.Canceled, true, false, false},
+		{"unacknowledged", &ackError{want: 1}, true, false, true},
+		{"CLUSTERDOWN", redisError("CLUSTERDOWN The cluster is down"), false, true, true},
+		{"MOVED", redisError("MOVED 3999 127.0.0.1:6381"), false, true, true},
+		{"READONLY", redisError("READONLY You can't write against a read only replica."), false, true, true},
+		{"script error", redisError("ERR Error running script"), false, false, false},
+		{"not found", redis.Nil, false, false, false},
+	}
+	for _, tt := range tests {
+		if got := ambiguous(tt.err); got != tt.ambiguous {
+			t.Errorf("%s: ambiguous = %v, want %v", tt.name, got, tt.ambiguous)
+		}
+		if got := retryable(tt.err); got != tt.retryable {
+			t.Errorf("%s: retryable = %v, want %v", tt.name, got, tt.retryable)
+		}
+		if got := staleMap(tt.err); got != tt.reloads {
+			t.Errorf("%s: staleMap = %v, want %v", tt.name, got, tt.reloads)
+		}
+	}
+}
+
+// redisError is an error reply as go-redis returns it.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
