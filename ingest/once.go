@@ -82,7 +82,12 @@ func (s *Service) create(ctx context.Context, key string, c claim, body *store.B
 		case err == nil:
 			s.settle(ctx, key, emails[0].AccountID)
 			return emails, nil
-		case key == "" || !store.IsCode(err, store.Conflict):
+		case key == "":
+			return nil, err
+		case !store.IsCode(err, store.Conflict):
+			// Nothing was stored: the retry reserves ids anew, since the
+			// store may fence these against a late landing.
+			s.release(key, emails[0].AccountID)
 			return nil, err
 		}
 	}
@@ -111,6 +116,21 @@ func (s *Service) settle(ctx context.Context, key, accountID string) {
 	}
 	if err := idem.Settle(ctx, accountID, key); err != nil && s.cfg.Log != nil {
 		s.cfg.Log.Warn("could not mark an idempotency key as stored", "account", accountID, "err", err)
+	}
+}
+
+// release forgets key's reservation after a failed write, on a context of
+// its own (the request's may be what ended). When it fails too, the retry
+// finds the old ids, fails, and releases them then.
+func (s *Service) release(key, accountID string) {
+	idem, ok := s.store.(store.Idempotency)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	if err := idem.Release(ctx, accountID, key); err != nil && s.cfg.Log != nil {
+		s.cfg.Log.Warn("could not release an idempotency key after a failed write", "account", accountID, "err", err)
 	}
 }
 

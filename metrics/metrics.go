@@ -328,6 +328,16 @@ func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Rese
 	return idem.Reserve(ctx, accountID, key, r, ttl)
 }
 
+// Release implements store.Idempotency by passing the call to the backend.
+func (s *Store) Release(ctx context.Context, accountID, key string) (err error) {
+	idem, ok := s.Backend.(store.Idempotency)
+	if !ok {
+		return nil
+	}
+	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
+	return idem.Release(ctx, accountID, key)
+}
+
 // Settle implements store.Idempotency by passing the call to the backend.
 func (s *Store) Settle(ctx context.Context, accountID, key string) (err error) {
 	idem, ok := s.Backend.(store.Idempotency)

@@ -268,4 +268,9 @@ type Idempotency interface {
 	// answers with what was stored instead of storing it again (even after
 	// the emails were deleted). A key not recorded is not an error.
 	Settle(ctx context.Context, accountID, key string) error
+
+	// Release forgets the reservation under key unless it is stored: the
+	// request failed and stored nothing, so its retry reserves ids anew
+	// (a store may fence the failed attempt's ids against a late write).
+	Release(ctx context.Context, accountID, key string) error
 }

@@ -91,6 +91,25 @@ func (s *Store) Settle(ctx context.Context, accountID, key string) error {
 	return wrap(err, "settle idempotency key")
 }
 
+// Release implements store.Idempotency.
+func (s *Store) Release(ctx context.Context, accountID, key string) error {
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "release idempotency key")
+	}
+	k := idemKey(accountID, key)
+	err := s.write(func(tx *bolt.Tx) error {
+		idem := tx.Bucket(bucketIdem)
+		if idem == nil {
+			return nil
+		}
+		if rec, ok := decodeReservation(idem.Get(k)); ok && !rec.Stored {
+			return idem.Delete(k)
+		}
+		return nil
+	})
+	return wrap(err, "release idempotency key")
+}
+
 func idemKey(accountID, key string) []byte {
 	sum := sha256.Sum256([]byte(key))
 	return append(append([]byte(accountID), 0), sum[:]...)

@@ -47,6 +47,20 @@ redis.call('SET', KEYS[1], cjson.encode(r), 'KEEPTTL')
 return 1
 `)
 
+// releaseScript deletes the reservation at KEYS[1] unless it is stored.
+var releaseScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if cjson.decode(v)['s'] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
+// Release implements store.Idempotency.
+func (s *Store) Release(ctx context.Context, accountID, key string) error {
+	return classify(releaseScript.Run(ctx, s.client, []string{s.account(accountID).idem(key)}).Err())
+}
+
 // Settle implements store.Idempotency.
 func (s *Store) Settle(ctx context.Context, accountID, key string) error {
 	return classify(settleScript.Run(ctx, s.client, []string{s.account(accountID).idem(key)}).Err())

@@ -77,6 +77,23 @@ func testIdempotency(t *testing.T, s store.Store) {
 		t.Errorf("Settle of an unknown key: %v", err)
 	}
 
+	// Release forgets a reservation that is not stored, and keeps one that is.
+	if err := st.Release(ctx, acctA, "key-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, fresh, err := st.Reserve(ctx, acctA, "key-1", first, time.Hour); err != nil || fresh || !got.Stored {
+		t.Errorf("Reserve after releasing a stored key = %+v, fresh %v, %v; want it kept", got, fresh, err)
+	}
+	if _, _, err := st.Reserve(ctx, acctB, "to-release", first, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Release(ctx, acctB, "to-release"); err != nil {
+		t.Fatal(err)
+	}
+	if _, fresh, err := st.Reserve(ctx, acctB, "to-release", first, time.Hour); err != nil || !fresh {
+		t.Errorf("Reserve after Release: fresh %v, %v; want fresh", fresh, err)
+	}
+
 	// A key is forgotten after its ttl.
 	if _, _, err := st.Reserve(ctx, acctA, "short", first, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
