@@ -5,9 +5,9 @@
 package accounts
 
 import (
-	"net/http"
 	"crypto/sha256"
 	"crypto/subtle"
+	"net/http"
 	"strings"
 	"sync/atomic"
 
