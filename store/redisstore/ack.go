@@ -285,14 +285,14 @@ func (s *Store) createTarget(k accountKeys) string {
 func (k accountKeys) fencePrefix() string { return k.base + "f:" }
 
 // ambiguous reports whether a failed create may still have written: only
-// an error reply from Redis (the script refused or never ran) or a failed
-// dial says it did not.
+// an error reply from Redis (the script refused or never ran) says it did
+// not. A failed dial does not either: go-redis retries a command after a
+// network error, so the dial error it returns may follow an attempt that
+// was sent and ran (found in CI: a Redis killed under load stored a message
+// answered 451).
 func ambiguous(err error) bool {
 	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return false
-	}
-	return !dialError(err)
+	return !errors.As(err, &rerr)
 }
 
 // retryable reports whether a create was refused by its node without

@@ -274,7 +274,7 @@ func TestErrorKinds(t *testing.T) {
 		err                           error
 		ambiguous, retryable, reloads bool
 	}{
-		{"refused connection", dial, false, true, true},
+		{"refused connection", dial, true, true, true},
 		{"reset connection", read, true, false, true},
 		{"deadline", context.DeadlineExceeded, true, false, true},
 		{"cancelled", context.Canceled, true, false, false},
