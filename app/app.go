@@ -185,6 +185,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	}, reg, ing, log.With("component", "smtp"))
 	api := httpapi.New(httpapi.Config{
 		LargeGate:         a.large,
+		MaxRecipients:     cfg.SMTP.MaxRecipients,
 		Writes:            m.Writes.State,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
 		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,

@@ -35,6 +35,10 @@ import (
 
 // Config holds the HTTP API's limits.
 type Config struct {
+	// MaxRecipients bounds the envelope recipients a provider webhook may
+	// name (ingest bounds every delivery too; this refuses before the
+	// lookups).
+	MaxRecipients int
 	// MaxMessageBytes bounds /v1/inbound bodies and create's raw.
 	MaxMessageBytes int64
 	// MaxJSONBytes bounds PATCH bodies.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -179,6 +180,13 @@ func (a *API) deliverProvider(w http.ResponseWriter, r *http.Request, p provider
 	}
 	if store.ValidAddress(d.Sender) {
 		env.Sender = d.Sender
+	}
+	// Bounded before any recipient is looked at: a webhook body may name
+	// a million of them.
+	if max := a.cfg.MaxRecipients; max > 0 && len(d.Recipients) > max {
+		a.providerError(w, r, p, &inbound.Error{Reason: inbound.Malformed,
+			Msg: fmt.Sprintf("too many recipients: %d, at most %d per message", len(d.Recipients), max)})
+		return
 	}
 	seen := map[string]bool{}
 	for _, addr := range d.Recipients {

@@ -32,7 +32,13 @@ const (
 
 // snsHost is the host of SNS's certificate and subscription URLs:
 // sns.<region>.amazonaws.com, or .com.cn in China.
-var snsHost = regexp.MustCompile(`^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$`)
+// The region part is AWS's own pattern (like us-east-1): a looser one would
+// also admit sns.s3.amazonaws.com, an S3 bucket anyone may own.
+var snsHost = regexp.MustCompile(`^sns\.[a-z]{2}(-[a-z]+)+-\d\.amazonaws\.com(\.cn)?$`)
+
+// snsMaxAge is how old an SNS message may be: a captured one replayed after
+// the idempotency keys are forgotten (24 hours) would be stored again.
+const snsMaxAge = 23 * time.Hour
 
 // ErrUnreachable wraps the failures to fetch an SNS certificate or to
 // confirm a subscription: worth a retry, not the sender's fault.
@@ -127,6 +133,11 @@ func (s *SNS) SES(ctx context.Context, messageType string, body []byte, topics [
 	}
 	if m.MessageId == "" || len(m.MessageId) > 200 || m.TopicArn == "" || m.Timestamp == "" {
 		return nil, refuse(Malformed, "the SNS message lacks MessageId, TopicArn or Timestamp")
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, m.Timestamp); err != nil {
+		return nil, refuse(Malformed, "the SNS message's Timestamp %q is not an RFC 3339 time", m.Timestamp)
+	} else if age := time.Since(ts); age > snsMaxAge || age < -time.Hour {
+		return nil, refuse(Refused, "the SNS message's Timestamp %s is more than %s old (or in the future): a replay is not stored", m.Timestamp, snsMaxAge)
 	}
 	if !slices.Contains(topics, m.TopicArn) {
 		return nil, refuse(Refused, "topic %q is not one of this account's inbound.snsTopicArns", m.TopicArn)
@@ -280,15 +291,15 @@ func (s *SNS) get(ctx context.Context, u *url.URL) ([]byte, error) {
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: GET %s: %v", ErrUnreachable, u.Redacted(), err)
+		return nil, fmt.Errorf("%w: GET %s%s: %v", ErrUnreachable, u.Host, u.Path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%w: GET %s: %v", ErrUnreachable, u.Redacted(), err)
+		return nil, fmt.Errorf("%w: GET %s%s: %v", ErrUnreachable, u.Host, u.Path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: GET %s: status %d", ErrUnreachable, u.Redacted(), resp.StatusCode)
+		return nil, fmt.Errorf("%w: GET %s: status %d", ErrUnreachable, u.Host+u.Path, resp.StatusCode)
 	}
 	return data, nil
 }

@@ -107,7 +107,8 @@ type WebhookStore interface {
 	// (by ID) as due at their NextAttemptAt, and moves the account's
 	// cursor to cursor unless it is already past it, in one step. A
 	// webhook keeps the log of its newest MaxDeliveryLog deliveries; older
-	// ones are dropped.
+	// finished ones are dropped, pending ones never (they stay until they
+	// are delivered or given up).
 	EnqueueDeliveries(ctx context.Context, accountID, cursor string, ds []*Delivery) error
 
 	// ClaimDeliveries leases at most limit of the account's pending

@@ -184,6 +184,13 @@ func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
 }
 
 // dropDelivery removes a delivery and its queue entry (not its log entry).
+// pendingDelivery reports whether delivery id is still queued.
+func pendingDelivery(b *bolt.Bucket, id string) bool {
+	v := b.Bucket(whDeliveries).Get([]byte(id))
+	var r deliveryRecord
+	return v != nil && json.Unmarshal(v, &r) == nil && r.Due != 0
+}
+
 func dropDelivery(b *bolt.Bucket, id string) error {
 	dels := b.Bucket(whDeliveries)
 	v := dels.Get([]byte(id))
@@ -311,8 +318,18 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 			} else {
 				n++
 			}
-			for ; n > store.MaxDeliveryLog; n-- {
-				k, _ := lb.Cursor().First()
+			// The log keeps the newest MaxDeliveryLog deliveries; older
+			// finished ones go, but a pending one stays until it is
+			// delivered or given up: the log is not a reason to lose it.
+			var drop [][]byte
+			c := lb.Cursor()
+			for k, _ := c.First(); k != nil && n-len(drop) > store.MaxDeliveryLog; k, _ = c.Next() {
+				if pendingDelivery(b, string(k[8:])) {
+					continue
+				}
+				drop = append(drop, append([]byte(nil), k...))
+			}
+			for _, k := range drop {
 				if err := dropDelivery(b, string(k[8:])); err != nil {
 					return err
 				}
@@ -320,7 +337,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 					return err
 				}
 			}
-			logLen[d.WebhookID] = n
+			logLen[d.WebhookID] = n - len(drop)
 		}
 		return nil
 	}), "enqueue deliveries")

@@ -85,13 +85,18 @@ for i = 5, #ARGV, 5 do
     redis.call('ZADD', KEYS[2], due, id)
     local lk = ARGV[3] .. wh
     redis.call('ZADD', lk, created, id)
+    -- The log keeps the newest ARGV[4]; older finished deliveries go, a
+    -- pending one (still in the queue) stays until delivered or given up.
     local n = redis.call('ZCARD', lk) - tonumber(ARGV[4])
     if n > 0 then
-      for _, old in ipairs(redis.call('ZRANGE', lk, 0, n - 1)) do
-        redis.call('DEL', ARGV[2] .. old)
-        redis.call('ZREM', KEYS[2], old)
+      for _, old in ipairs(redis.call('ZRANGE', lk, 0, -1)) do
+        if n <= 0 then break end
+        if not redis.call('ZSCORE', KEYS[2], old) then
+          redis.call('DEL', ARGV[2] .. old)
+          redis.call('ZREM', lk, old)
+          n = n - 1
+        end
       end
-      redis.call('ZREMRANGEBYRANK', lk, 0, n - 1)
     end
   end
 end

@@ -289,14 +289,15 @@ func testDeliveryLogBound(t *testing.T, s store.Store) {
 	if err := ws.EnqueueDeliveries(ctx, acctA, "", ds); err != nil {
 		t.Fatal(err)
 	}
+	// Pending deliveries are never dropped for the log's bound.
 	log, err := ws.ListDeliveries(ctx, acctA, h.ID, 2*store.MaxDeliveryLog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(log) != store.MaxDeliveryLog || log[len(log)-1].ID != newDelivery(h, extra, at(0)).ID {
-		t.Fatalf("log holds %d deliveries, oldest %s; want %d from delivery %d on", len(log), log[len(log)-1].ID, store.MaxDeliveryLog, extra)
+	if len(log) != store.MaxDeliveryLog+extra {
+		t.Fatalf("log holds %d pending deliveries, want all %d", len(log), store.MaxDeliveryLog+extra)
 	}
-	claimed := 0
+	var claimed []*store.Delivery
 	for {
 		got, err := ws.ClaimDeliveries(ctx, acctA, at(1e6), time.Hour, "tok", 100)
 		if err != nil {
@@ -305,10 +306,27 @@ func testDeliveryLogBound(t *testing.T, s store.Store) {
 		if len(got) == 0 {
 			break
 		}
-		claimed += len(got)
+		claimed = append(claimed, got...)
 	}
-	if claimed != store.MaxDeliveryLog {
-		t.Fatalf("claimed %d deliveries, want %d (the dropped ones leave the queue)", claimed, store.MaxDeliveryLog)
+	if len(claimed) != store.MaxDeliveryLog+extra {
+		t.Fatalf("claimed %d deliveries, want all %d", len(claimed), store.MaxDeliveryLog+extra)
+	}
+	// Once finished, the oldest beyond the bound go with the next enqueue.
+	for _, d := range claimed {
+		d.Status = store.DeliverySucceeded
+		if err := ws.FinishDelivery(ctx, d, "tok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ws.EnqueueDeliveries(ctx, acctA, "", []*store.Delivery{newDelivery(h, store.MaxDeliveryLog+extra, at(2e6))}); err != nil {
+		t.Fatal(err)
+	}
+	log, err = ws.ListDeliveries(ctx, acctA, h.ID, 2*store.MaxDeliveryLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != store.MaxDeliveryLog {
+		t.Fatalf("log holds %d deliveries after they finished, want %d", len(log), store.MaxDeliveryLog)
 	}
 }
 
