@@ -144,6 +144,11 @@ type Point struct {
 	// the one being answered at the rcpt stage, the account's accepted
 	// ones at the data and message stages, none before.
 	Recipients []string
+	// Taken, when not nil, holds the counted rules this transaction has
+	// already taken a match of: such a rule applies again within the
+	// transaction (a second matching RCPT) without taking another, since
+	// count counts transactions. Match adds the rules it takes.
+	Taken map[string]bool
 }
 
 // Rules returns the account's rules, for Match. When they cannot be read,
@@ -185,7 +190,7 @@ func (in *Injector) Match(ctx context.Context, rules []*store.FaultRule, p Point
 		if r.Probability != nil && in.cfg.Rand() >= *r.Probability {
 			continue
 		}
-		if r.Count > 0 {
+		if r.Count > 0 && !p.Taken[r.ID] {
 			ok, err := in.store.ConsumeFault(ctx, p.AccountID, r.ID)
 			if err != nil {
 				in.cfg.Log.Warn("fault rule could not be consumed; not applied", "account", p.AccountID, "rule", r.ID, "err", err)
@@ -193,6 +198,9 @@ func (in *Injector) Match(ctx context.Context, rules []*store.FaultRule, p Point
 			}
 			if !ok {
 				continue // another transaction took the last match
+			}
+			if p.Taken != nil {
+				p.Taken[r.ID] = true
 			}
 		}
 		action := Action(r)

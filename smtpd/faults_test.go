@@ -88,3 +88,20 @@ func TestFaultDisconnectAtBDAT(t *testing.T) {
 		t.Fatalf("second BDAT: %d %s %v", code, msg, err)
 	}
 }
+
+// A counted rcpt rule counts transactions, not RCPTs: with count 1, both
+// matching RCPTs of one transaction are refused, and the next transaction
+// goes through (found by review: each RCPT took a match).
+func TestCountedRcptFaultCountsTransactions(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	addFault(t, e, map[string]any{"stage": "rcpt", "recipient": "@acme.test", "count": 1, "reply": map[string]any{"code": 450, "text": "Mailbox busy"}})
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO client.example", 250)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<a@acme.test>", 450)
+	cmd(t, tp, "RCPT TO:<b@acme.test>", 450)
+	cmd(t, tp, "RSET", 250)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<a@acme.test>", 250)
+}

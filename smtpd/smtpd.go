@@ -242,6 +242,10 @@ type session struct {
 	remote  string         // the client's address (behind a trusted proxy: the one it names)
 	tls     bool           // the connection is TLS (STARTTLS made a new session)
 	account *store.Account // set by a successful AUTH
+	// rcptTaken holds the counted fault rules the transaction's RCPTs
+	// took a match of (faults.Point.Taken); Mail starts it anew. Only
+	// Rcpt uses it, and go-smtp calls Rcpt one at a time.
+	rcptTaken map[string]bool
 	// authMech and authUser are the mechanism and user name of that AUTH.
 	authMech, authUser string
 	// mu guards the fields below: with BDAT, go-smtp runs Data in a
@@ -359,6 +363,7 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 		s.bdat = nil
 	}
 	s.from = from
+	s.rcptTaken = nil
 	s.rcpts = nil
 	s.size = 0
 	s.endTxLocked()
@@ -388,7 +393,10 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 	s.mu.Lock()
 	from := s.from
 	s.mu.Unlock()
-	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}}, nil); reply != nil {
+	if s.rcptTaken == nil {
+		s.rcptTaken = map[string]bool{}
+	}
+	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}, Taken: s.rcptTaken}, nil); reply != nil {
 		return reply
 	}
 	s.mu.Lock()

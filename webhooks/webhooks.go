@@ -502,7 +502,12 @@ func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 	if d.LastError == "" {
 		d.LastError = "receiver answered " + strconv.Itoa(status)
 	}
+	// RetryFor counts from the event (its id holds its time), not from when
+	// a backlog got round to queueing it.
 	end := d.CreatedAt.Add(s.cfg.RetryFor)
+	if id, err := eventhub.ParseID(d.EventID); err == nil && id.MS > 0 {
+		end = time.UnixMilli(id.MS).Add(s.cfg.RetryFor)
+	}
 	if !now.Before(end) {
 		d.Status = store.DeliveryFailed
 		s.finish(ctx, d)
