@@ -274,3 +274,33 @@ func TestNewBodiesKeepsInterfaces(t *testing.T) {
 		t.Error("store.Idempotency lost")
 	}
 }
+
+// BenchmarkGetBody reads an unparsed body through Bodies: parsing it on
+// every read (no cache) and from the cache.
+func BenchmarkGetBody(b *testing.B) {
+	for _, bm := range []struct {
+		name  string
+		cache int64
+	}{{"parse", -1}, {"cached", 0}} {
+		b.Run(bm.name, func(b *testing.B) {
+			st, err := boltstore.Open(filepath.Join(b.TempDir(), "mailsink.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			svc := New(st, time.Now, Config{})
+			bodies := NewBodies(st, BodiesConfig{CacheBytes: bm.cache})
+			ctx := context.Background()
+			got, err := svc.Deliver(ctx, attachmentMessage, Envelope{Recipients: []Recipient{rcpt("r@acme.test", acme)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bodies.GetBody(ctx, acme.ID, got[0].ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
