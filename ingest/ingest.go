@@ -85,13 +85,13 @@ type Recipient struct {
 
 // Deliver parses raw's header and stores one email per recipient, all
 // sharing one body that holds raw unparsed (store.Body.Unparsed: Bodies
-// parses it when it is first read); the recipients of one account are stored in one atomic
-// step, and when a later account's step fails the earlier ones are undone,
-// so that a failed delivery stores nothing (unless it has an idempotency
-// key, which lets its retry find what was stored). It returns the stored
-// emails in recipient order. It returns an
-// Invalid error when there is no recipient, more than Config.MaxRecipients,
-// or no valid sender, and the store's error when storing fails.
+// parses it when it is first read); the recipients of one account are
+// stored in one atomic step, and when a later account's step fails the
+// earlier ones are undone, so that a failed delivery stores nothing (unless
+// it has an idempotency key, which lets its retry find what was stored). It
+// returns the stored emails in recipient order. It returns an Invalid error
+// when there is no recipient, more than Config.MaxRecipients, or no valid
+// sender, and the store's error when storing fails.
 func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*store.Email, error) {
 	msg := s.parse(s.parseHeader, raw)
 	rcpts := env.Recipients
