@@ -137,6 +137,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		ParsePanics:     m.ParsePanics,
 		Log:             log.With("component", "ingest"),
 	})
+	// Ingest stores bodies unparsed; readers get them parsed on first read.
+	bodies := ingest.NewBodies(st, ingest.BodiesConfig{
+		ParsePanics: m.ParsePanics,
+		Log:         log.With("component", "bodies"),
+	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
 	if cfg.HTTP.AuthFailuresPerMinute > 0 && !cfg.HTTP.AuthLimitLoopback {
@@ -197,13 +202,13 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		Dashboard: web.New(web.Config{
-			Store: st, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
+			Store: bodies, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
 		}),
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
 		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
-	}, st, reg, ing, log.With("component", "http"), time.Now)
+	}, bodies, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
 	httpConfig := httpapi.ServerConfig{

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -38,6 +39,9 @@ type Optional struct {
 // Create stores one email from a create request. With a raw message, what
 // the request does not give is parsed from the raw; without one, a raw RFC
 // 5322 message is composed from the fields and stored as the body's raw.
+// A body whose text, HTML and headers the request does not give is what
+// parsing the raw gives, so only the raw's header is parsed and the body is
+// stored unparsed, as Deliver stores it.
 // It returns the store's error when storing fails.
 func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error) {
 	now := s.timestamp()
@@ -59,8 +63,16 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 			return nil, store.Errorf(store.TooLarge, "the message composed from the request is %d bytes, over the limit of %d", len(raw), max)
 		}
 	}
-	msg := s.parse(raw)
-	body := storeBody(&msg.Body)
+	var (
+		msg  *mailparse.Message
+		body *store.Body
+	)
+	if in.Text == nil && in.HTML == nil && in.Headers == nil {
+		msg, body = s.parse(s.parseHeader, raw), unparsedBody(raw)
+	} else {
+		msg = s.parse(s.parseRaw, raw)
+		body = storeBody(&msg.Body)
+	}
 	if in.Text != nil {
 		body.Text = in.Text.Value
 	}

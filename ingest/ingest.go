@@ -21,8 +21,10 @@ type Service struct {
 	store store.Store
 	now   func() time.Time
 	cfg   Config
-	// parseRaw is mailparse.Parse; tests make it panic.
-	parseRaw func(raw []byte) (*mailparse.Message, error)
+	// parseRaw is mailparse.Parse and parseHeader mailparse.ParseHeader;
+	// tests make them panic.
+	parseRaw    func(raw []byte) (*mailparse.Message, error)
+	parseHeader func(raw []byte) (*mailparse.Message, error)
 }
 
 // Config holds a Service's limits and instruments; the zero Config has no
@@ -51,7 +53,7 @@ type Config struct {
 
 // New returns a Service that stores into s and reads the time from now.
 func New(s store.Store, now func() time.Time, cfg Config) *Service {
-	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse}
+	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse, parseHeader: mailparse.ParseHeader}
 }
 
 // Envelope is who a message is from and to, as the transport said.
@@ -81,16 +83,17 @@ type Recipient struct {
 	Account *store.Account
 }
 
-// Deliver parses raw and stores one email per recipient, all sharing raw and
-// its parsed body; the recipients of one account are stored in one atomic
-// step, and when a later account's step fails the earlier ones are undone,
-// so that a failed delivery stores nothing (unless it has an idempotency
-// key, which lets its retry find what was stored). It returns the stored
-// emails in recipient order. It returns an
-// Invalid error when there is no recipient, more than Config.MaxRecipients,
-// or no valid sender, and the store's error when storing fails.
+// Deliver parses raw's header and stores one email per recipient, all
+// sharing one body that holds raw unparsed (store.Body.Unparsed: Bodies
+// parses it when it is first read); the recipients of one account are
+// stored in one atomic step, and when a later account's step fails the
+// earlier ones are undone, so that a failed delivery stores nothing (unless
+// it has an idempotency key, which lets its retry find what was stored). It
+// returns the stored emails in recipient order. It returns an Invalid error
+// when there is no recipient, more than Config.MaxRecipients, or no valid
+// sender, and the store's error when storing fails.
 func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*store.Email, error) {
-	msg := s.parse(raw)
+	msg := s.parse(s.parseHeader, raw)
 	rcpts := env.Recipients
 	if len(rcpts) == 0 && env.HeaderAccount != nil {
 		for _, addr := range headerRecipients(msg) {
@@ -111,7 +114,7 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		return nil, store.Errorf(store.Invalid, "no valid sender address: the envelope sender and the From header are empty or invalid")
 	}
 	now := s.timestamp()
-	body := storeBody(&msg.Body)
+	body := unparsedBody(raw)
 
 	var (
 		out    = make([]*store.Email, 0, len(rcpts))
@@ -169,20 +172,31 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 	return out, nil
 }
 
-// parse parses raw. Should the parser panic, the message is still stored
-// with what was parsed; the panic is logged (with the message's size, never
-// its content) and counted.
-func (s *Service) parse(raw []byte) *mailparse.Message {
-	msg, err := s.parseRaw(raw)
+// parse parses raw with parser. Should the parser panic, the message is
+// still stored with what was parsed; the panic is logged (with the
+// message's size, never its content) and counted.
+func (s *Service) parse(parser func([]byte) (*mailparse.Message, error), raw []byte) *mailparse.Message {
+	msg, err := parser(raw)
 	if errors.Is(err, mailparse.ErrPanic) {
-		if s.cfg.ParsePanics != nil {
-			s.cfg.ParsePanics.Inc()
-		}
-		if s.cfg.Log != nil {
-			s.cfg.Log.Error("the MIME parser panicked; the message is stored with what was parsed", "bytes", len(raw))
-		}
+		panicked(s.cfg.ParsePanics, s.cfg.Log, len(raw), "the message is stored with what was parsed")
 	}
 	return msg
+}
+
+// panicked counts and logs a panic of the MIME parser on a message of size
+// bytes; the log line says what became of the message.
+func panicked(counter prometheus.Counter, log *slog.Logger, size int, outcome string) {
+	if counter != nil {
+		counter.Inc()
+	}
+	if log != nil {
+		log.Error("the MIME parser panicked; "+outcome, "bytes", size)
+	}
+}
+
+// unparsedBody is the body of raw stored without parsing it.
+func unparsedBody(raw []byte) *store.Body {
+	return &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true}
 }
 
 // storeBody converts a parsed body into the store's form.

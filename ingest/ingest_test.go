@@ -27,7 +27,7 @@ var (
 )
 
 // newService returns a Service on a fresh embedded store whose clock reads
-// now.
+// now, and the store as readers see it (through Bodies).
 func newService(t *testing.T, cfg Config) (*Service, store.Store) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
@@ -35,7 +35,7 @@ func newService(t *testing.T, cfg Config) (*Service, store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return New(st, func() time.Time { return now }, cfg), st
+	return New(st, func() time.Time { return now }, cfg), NewBodies(st, BodiesConfig{})
 }
 
 // message joins header and body lines into a CRLF message.
@@ -384,10 +384,10 @@ func TestParsePanicsCounted(t *testing.T) {
 		t.Errorf("%v panics counted, log %q, for a message that parses", n, logs.String())
 	}
 
-	// A parser that panics halfway: mailparse.Parse recovers and says so.
-	svc.parseRaw = func(raw []byte) (*mailparse.Message, error) {
-		m, _ := mailparse.Parse(raw)
-		m.Body.Text = nil
+	// A parser that panics halfway: mailparse.ParseHeader recovers and
+	// says so.
+	svc.parseHeader = func(raw []byte) (*mailparse.Message, error) {
+		m, _ := mailparse.ParseHeader(raw)
 		return m, mailparse.ErrPanic
 	}
 	got, err := svc.Deliver(context.Background(), raw, env)

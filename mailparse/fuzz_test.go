@@ -113,6 +113,13 @@ func BenchmarkParse(b *testing.B) {
 				Parse(bm.raw)
 			}
 		})
+		b.Run(bm.name+"/header-only", func(b *testing.B) {
+			b.SetBytes(int64(len(bm.raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				ParseHeader(bm.raw)
+			}
+		})
 	}
 }
 

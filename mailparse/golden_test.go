@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,18 @@ func checkInvariants(t testing.TB, raw []byte) {
 	}
 	if pm.Body.Headers == nil || pm.Body.Attachments == nil {
 		t.Fatal("Headers or Attachments is nil")
+	}
+	hm, err := ParseHeader(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hm.Body.Text != nil || hm.Body.HTML != nil || hm.Body.Headers == nil || len(hm.Body.Headers) != 0 ||
+		hm.Body.Attachments == nil || len(hm.Body.Attachments) != 0 || len(hm.Body.Raw) != len(raw) {
+		t.Errorf("ParseHeader's Body is not empty with the raw: %+v", hm.Body)
+	}
+	hm.Body = pm.Body
+	if !reflect.DeepEqual(hm, pm) {
+		t.Errorf("ParseHeader and Parse disagree on the fields:\n%+v\n%+v", hm, pm)
 	}
 	if len(pm.Body.Attachments) != len(m.Body.Attachments) || len(pm.Body.Headers) != len(m.Body.Headers) {
 		t.Error("Parse and parse disagree")

@@ -78,6 +78,12 @@ func startsField(line []byte) bool {
 
 // parseFields fills m's fields and Headers from the top-level header h.
 func parseFields(m *Message, h message.Header) {
+	parseHeaders(m, h)
+	parseSummary(m, h)
+}
+
+// parseHeaders fills m.Body.Headers from the top-level header h.
+func parseHeaders(m *Message, h message.Header) {
 	var order []string
 	values := map[string][]string{}
 	for f := h.Fields(); f.Next(); {
@@ -90,6 +96,11 @@ func parseFields(m *Message, h message.Header) {
 	for _, key := range order {
 		m.Body.Headers[key] = strings.Join(values[key], ", ")
 	}
+}
+
+// parseSummary fills m's fields other than Body from the top-level header
+// h.
+func parseSummary(m *Message, h message.Header) {
 	if h.Has("Subject") {
 		s := decodeText(h.Get("Subject"))
 		m.Subject = &s

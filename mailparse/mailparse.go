@@ -105,6 +105,24 @@ func Parse(raw []byte) (m *Message, err error) {
 	return m, nil
 }
 
+// ParseHeader parses only raw's top-level header, for callers that need the
+// fields of a message but not its content: the result's MessageID, Subject,
+// From, To, Cc and Date are those Parse returns, Body.Raw is raw, and the
+// rest of Body is empty (no Text or HTML, Headers and Attachments empty but
+// not nil). Its cost does not grow with the body. Errors are those of
+// Parse.
+func ParseHeader(raw []byte) (m *Message, err error) {
+	m = newMessage(raw)
+	defer func() {
+		if recover() != nil {
+			err = ErrPanic
+		}
+	}()
+	hdr, _ := splitHeader(skipMboxLine(raw))
+	parseSummary(m, readHeader(hdr))
+	return m, nil
+}
+
 func newMessage(raw []byte) *Message {
 	return &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
 }

@@ -80,6 +80,11 @@ type Body struct {
 	// Transcript is the SMTP transaction that delivered the message; nil
 	// for messages that came another way.
 	Transcript *Transcript
+	// Unparsed is true when Raw was stored without being parsed: Text and
+	// HTML are nil and Headers and Attachments empty, and a reader gets
+	// them by parsing Raw (ingest.Bodies does, on first read). Backends
+	// store it with the body and return it as stored.
+	Unparsed bool
 }
 
 // ListQuery selects a page of one account's emails, newest first: by

@@ -19,6 +19,9 @@ const (
 	// before the raw source; format 1 bodies are still read.
 	bodyFormat    byte = 2
 	bodyFormatOne byte = 1
+	// bodyFormatUnparsed is format 2 for a body whose Raw was not parsed
+	// (store.Body.Unparsed).
+	bodyFormatUnparsed byte = 3
 )
 
 // errCorrupt is the cause of every decoding failure: the file holds bytes this
@@ -214,7 +217,11 @@ func encodeBody(b *store.Body) []byte {
 		size += len(k) + len(v) + 4
 	}
 	e := encoder{b: make([]byte, 0, size)}
-	e.byte(bodyFormat)
+	if b.Unparsed {
+		e.byte(bodyFormatUnparsed)
+	} else {
+		e.byte(bodyFormat)
+	}
 	e.optStr(b.Text)
 	e.optStr(b.HTML)
 	e.uvarint(uint64(len(b.Headers)))
@@ -245,10 +252,10 @@ func encodeBody(b *store.Body) []byte {
 func decodeBody(b []byte) (*store.Body, error) {
 	d := decoder{b: b}
 	format := d.byte()
-	if format != bodyFormat && format != bodyFormatOne {
+	if format != bodyFormat && format != bodyFormatOne && format != bodyFormatUnparsed {
 		return nil, errCorrupt
 	}
-	body := &store.Body{}
+	body := &store.Body{Unparsed: format == bodyFormatUnparsed}
 	body.Text = d.optStr()
 	body.HTML = d.optStr()
 	n := d.count()
@@ -266,7 +273,7 @@ func decodeBody(b []byte) (*store.Body, error) {
 		a.Filename = d.optStr()
 		a.Size = d.varint()
 	}
-	if format == bodyFormat {
+	if format != bodyFormatOne {
 		if t := d.view(); len(t) > 0 && d.err == nil {
 			body.Transcript = &store.Transcript{}
 			if err := json.Unmarshal(t, body.Transcript); err != nil {

@@ -185,6 +185,9 @@ type bodyRecord struct {
 	Headers     map[string]string  `json:"headers"`
 	Attachments []attachmentRecord `json:"att"`
 	Transcript  *store.Transcript  `json:"tx,omitempty"`
+	// Unparsed is store.Body.Unparsed; bodies written before it existed
+	// were all parsed.
+	Unparsed bool `json:"u,omitempty"`
 }
 
 type attachmentRecord struct {
@@ -198,7 +201,7 @@ type attachmentRecord struct {
 // encodeBody returns the bodyRecord of b as json.Marshal writes it, with
 // nil headers as {} and nil attachments as [].
 func encodeBody(b *store.Body) string {
-	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments)), Transcript: b.Transcript}
+	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments)), Transcript: b.Transcript, Unparsed: b.Unparsed}
 	if r.Headers == nil {
 		r.Headers = map[string]string{}
 	}
@@ -220,6 +223,7 @@ func decodeBody(raw, meta string) (*store.Body, error) {
 		Headers:     br.Headers,
 		Attachments: make([]store.Attachment, len(br.Attachments)),
 		Transcript:  br.Transcript,
+		Unparsed:    br.Unparsed,
 	}
 	if b.Headers == nil {
 		b.Headers = map[string]string{}

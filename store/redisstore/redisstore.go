@@ -14,7 +14,9 @@
 //	                             JSON; st, subj, notes, labels, upd, the
 //	                             fields an update may change, one each
 //	P{T}:b:<bodyid>      hash    raw: the raw source, byte-exact; meta: parsed
-//	                             text, HTML, headers and attachments as JSON;
+//	                             text, HTML, headers and attachments as JSON
+//	                             ("u": true and none of them when the raw was
+//	                             stored unparsed, store.Body.Unparsed);
 //	                             refs: how many emails share the body
 //	P{T}:all             zset    every email of the account
 //	P{T}:r:<recipient>   zset    emails by recipient, lower case

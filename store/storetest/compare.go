@@ -76,6 +76,9 @@ func diffBody(got, want *store.Body) string {
 			}
 		}
 	}
+	if got.Unparsed != want.Unparsed {
+		d.add("Unparsed", got.Unparsed, want.Unparsed)
+	}
 	if g, w := fmt.Sprintf("%+v", got.Transcript), fmt.Sprintf("%+v", want.Transcript); (got.Transcript == nil) != (want.Transcript == nil) ||
 		got.Transcript != nil && transcriptString(got.Transcript) != transcriptString(want.Transcript) {
 		d.add("Transcript", g, w)

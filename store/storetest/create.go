@@ -109,6 +109,12 @@ func testRoundTrip(t *testing.T, s store.Store) {
 			body:     &store.Body{Raw: []byte("x")},
 			wantBody: &store.Body{Raw: []byte("x"), Headers: map[string]string{}, Attachments: []store.Attachment{}},
 		},
+		{
+			name:  "a body stored unparsed says so",
+			email: newEmail(acctA, 5),
+			body: &store.Body{Raw: []byte("Subject: s\r\n\r\nbody"), Headers: map[string]string{}, Attachments: []store.Attachment{},
+				Transcript: &store.Transcript{}, Unparsed: true},
+		},
 	}
 	ctx := context.Background()
 	for _, tt := range tests {
