@@ -6,37 +6,21 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/apijson"
 	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 )
 
 // timeFormat is RFC 3339 in UTC with milliseconds (the README, "The API").
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+const timeFormat = apijson.TimeFormat
 
-func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+func formatTime(t time.Time) string { return apijson.Time(t) }
 
-type accountJSON struct {
-	ID   string `json:"id"`
-	Slug string `json:"slug"`
-	Name string `json:"name"`
-}
-
-// emailJSON is the API's email summary (OpenAPI: EmailSummary); every field is always present.
-type emailJSON struct {
-	ID         string       `json:"id"`
-	Account    *accountJSON `json:"account"`
-	MessageID  *string      `json:"messageId"`
-	Sender     string       `json:"sender"`
-	Recipient  string       `json:"recipient"`
-	Subject    *string      `json:"subject"`
-	Status     store.Status `json:"status"`
-	Notes      *string      `json:"notes"`
-	Labels     []string     `json:"labels"`
-	RawSize    int64        `json:"rawSize"`
-	ReceivedAt string       `json:"receivedAt"`
-	CreatedAt  string       `json:"createdAt"`
-	UpdatedAt  string       `json:"updatedAt"`
-}
+type (
+	accountJSON = apijson.Account
+	// emailJSON is the API's email summary (OpenAPI: EmailSummary).
+	emailJSON = apijson.Email
+)
 
 // detailJSON is the API's email detail (OpenAPI: EmailDetail): the summary plus body.
 type detailJSON struct {
@@ -61,27 +45,7 @@ type attachmentJSON struct {
 }
 
 func (a *API) emailJSON(e *store.Email) emailJSON {
-	out := emailJSON{
-		ID:         e.ID,
-		MessageID:  e.MessageID,
-		Sender:     e.Sender,
-		Recipient:  e.Recipient,
-		Subject:    e.Subject,
-		Status:     e.Status,
-		Notes:      e.Notes,
-		Labels:     e.Labels,
-		RawSize:    e.RawSize,
-		ReceivedAt: formatTime(e.ReceivedAt),
-		CreatedAt:  formatTime(e.CreatedAt),
-		UpdatedAt:  formatTime(e.UpdatedAt),
-	}
-	if out.Labels == nil {
-		out.Labels = []string{}
-	}
-	if acc := a.accounts.ByID(e.AccountID); acc != nil {
-		out.Account = &accountJSON{ID: acc.ID, Slug: acc.Slug, Name: acc.Name}
-	}
-	return out
+	return apijson.NewEmail(e, a.accounts.ByID(e.AccountID))
 }
 
 func bodyToJSON(b *store.Body) *bodyJSON {

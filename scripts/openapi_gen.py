@@ -126,7 +126,7 @@ schemas={
  "WebhookDeliveryListResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","items":ref("WebhookDelivery")}}},
  "WebhookPayload":{"type":"object","required":["type","timestamp","data"],"properties":{
    "type":ref("WebhookEventType"),"timestamp":dt,
-   "data":{"oneOf":[ref("EmailSummary"),{"type":"object","required":["id"],"properties":{"id":{"type":"string"},"account":ref("Account")}}],
+   "data":{"oneOf":[ref("EmailSummary"),{"type":"object","required":["id","account"],"properties":{"id":{"type":"string"},"account":{"oneOf":[ref("Account"),{"type":"null"}]}}}],
      "description":"The email summary after the change; for email.deleted only what is known: its id and account."}}},
  "EventData":{"type":"object","required":["type","emailId"],"properties":{
    "type":{"type":"string","enum":["email.created","email.updated","email.deleted"]},

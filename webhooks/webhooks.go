@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/apijson"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/eventhub"
@@ -346,45 +347,19 @@ type payload struct {
 	Data      any             `json:"data"`
 }
 
-// summary is an email as a delivery carries it: the API's email summary.
-type summary struct {
-	ID         string       `json:"id"`
-	Account    *accountJSON `json:"account"`
-	MessageID  *string      `json:"messageId"`
-	Sender     string       `json:"sender"`
-	Recipient  string       `json:"recipient"`
-	Subject    *string      `json:"subject"`
-	Status     store.Status `json:"status"`
-	Notes      *string      `json:"notes"`
-	Labels     []string     `json:"labels"`
-	RawSize    int64        `json:"rawSize"`
-	ReceivedAt string       `json:"receivedAt"`
-	CreatedAt  string       `json:"createdAt"`
-	UpdatedAt  string       `json:"updatedAt"`
-}
-
-// accountJSON names the account of an email in a delivery.
-type accountJSON struct {
-	ID   string `json:"id"`
-	Slug string `json:"slug,omitempty"`
-	Name string `json:"name,omitempty"`
-}
-
 // deleted is the data of an email.deleted delivery: what is known.
 type deleted struct {
-	ID      string       `json:"id"`
-	Account *accountJSON `json:"account"`
+	ID      string           `json:"id"`
+	Account *apijson.Account `json:"account"`
 }
 
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func (s *Service) account(id string) *accountJSON {
-	if s.accounts != nil {
-		if a := s.accounts(id); a != nil {
-			return &accountJSON{ID: a.ID, Slug: a.Slug, Name: a.Name}
-		}
+// account returns the account with id, as the API shows it (nil when it is
+// no longer configured).
+func (s *Service) account(id string) *store.Account {
+	if s.accounts == nil {
+		return nil
 	}
-	return &accountJSON{ID: id}
+	return s.accounts(id)
 }
 
 func (s *Service) newDelivery(h *store.Webhook, e store.Event, now time.Time) (*store.Delivery, error) {
@@ -392,19 +367,11 @@ func (s *Service) newDelivery(h *store.Webhook, e store.Event, now time.Time) (*
 	if id, err := eventhub.ParseID(e.ID); err == nil {
 		at = time.UnixMilli(id.MS).UTC()
 	}
-	p := payload{Type: e.Type, Timestamp: at.Format(timeFormat)}
+	p := payload{Type: e.Type, Timestamp: apijson.Time(at)}
 	if e.Email != nil {
-		m := e.Email
-		labels := m.Labels
-		if labels == nil {
-			labels = []string{}
-		}
-		p.Data = summary{ID: m.ID, Account: s.account(e.AccountID), MessageID: m.MessageID, Sender: m.Sender,
-			Recipient: m.Recipient, Subject: m.Subject, Status: m.Status, Notes: m.Notes, Labels: labels,
-			RawSize: m.RawSize, ReceivedAt: m.ReceivedAt.UTC().Format(timeFormat),
-			CreatedAt: m.CreatedAt.UTC().Format(timeFormat), UpdatedAt: m.UpdatedAt.UTC().Format(timeFormat)}
+		p.Data = apijson.NewEmail(e.Email, s.account(e.AccountID))
 	} else {
-		p.Data = deleted{ID: e.EmailID, Account: s.account(e.AccountID)}
+		p.Data = deleted{ID: e.EmailID, Account: apijson.NewAccount(s.account(e.AccountID))}
 	}
 	body, err := json.Marshal(p)
 	if err != nil {

@@ -285,7 +285,7 @@ export type WebhookPayload = {
   /** The email summary after the change; for email.deleted only what is known: its id and account. */
   data: EmailSummary | {
     id: string;
-    account?: Account;
+    account: Account | null;
   };
 };
 
