@@ -291,7 +291,9 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 		dels, queue, logs := b.Bucket(whDeliveries), b.Bucket(whQueue), b.Bucket(whLog)
 		logLen := map[string]int{} // by webhook, counted once per call
 		for _, d := range ds {
-			if dels.Get([]byte(d.ID)) != nil {
+			// A delivery already queued is not queued twice, and one of a
+			// webhook deleted meanwhile leaves no log behind.
+			if dels.Get([]byte(d.ID)) != nil || b.Bucket(whSubs).Get([]byte(d.WebhookID)) == nil {
 				continue
 			}
 			r := deliveryRecord{Delivery: *d, Due: d.NextAttemptAt.UnixMilli()}

@@ -61,7 +61,8 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 `)
 
-// KEYS[1] the cursor, KEYS[2] the queue. ARGV[1] the new cursor, ARGV[2]
+// KEYS[1] the cursor, KEYS[2] the queue, KEYS[3] the webhooks (a delivery of
+// a webhook deleted meanwhile is dropped, leaving no log behind). ARGV[1] the new cursor, ARGV[2]
 // the delivery key prefix, ARGV[3] the log key prefix, ARGV[4] the log's
 // bound, then per delivery: id, webhook id, JSON, due ms, created ms.
 var enqueueScript = redis.NewScript(`
@@ -80,7 +81,7 @@ end
 for i = 5, #ARGV, 5 do
   local id, wh, d, due, created = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local dk = ARGV[2] .. id
-  if redis.call('EXISTS', dk) == 0 then
+  if redis.call('EXISTS', dk) == 0 and redis.call('HEXISTS', KEYS[3], wh) == 1 then
     redis.call('HSET', dk, 'd', d)
     redis.call('ZADD', KEYS[2], due, id)
     local lk = ARGV[3] .. wh
@@ -261,7 +262,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 		}
 		args = append(args, d.ID, d.WebhookID, v, d.NextAttemptAt.UnixMilli(), d.CreatedAt.UnixMilli())
 	}
-	err := enqueueScript.Run(ctx, s.client, []string{k.webhookCursor(), k.deliveryQueue()}, args...).Err()
+	err := enqueueScript.Run(ctx, s.client, []string{k.webhookCursor(), k.deliveryQueue(), k.webhooks()}, args...).Err()
 	return classify(err)
 }
 

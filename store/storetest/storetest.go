@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"DeliveryLogBound", testDeliveryLogBound},
 		{"ConcurrentWebhookCap", testConcurrentWebhookCap},
+		{"DeliveryOfDeletedWebhook", testDeliveryOfDeletedWebhook},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -362,3 +362,28 @@ func testConcurrentWebhookCap(t *testing.T, s store.Store) {
 		t.Fatalf("%d creations succeeded and %d webhooks are stored, want 3 under a cap of 3", created, len(hooks))
 	}
 }
+
+// testDeliveryOfDeletedWebhook checks that a delivery enqueued after its
+// webhook was deleted (a fan-out round that listed it before) leaves no
+// queued delivery and no log behind.
+func testDeliveryOfDeletedWebhook(t *testing.T, s store.Store) {
+	ws := webhookStore(t, s)
+	ctx := context.Background()
+	h := newWebhook(acctA, 1)
+	if err := ws.CreateWebhook(ctx, h, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.DeleteWebhook(ctx, acctA, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.EnqueueDeliveries(ctx, acctA, "", []*store.Delivery{newDelivery(h, 1, at(1))}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ws.ClaimDeliveries(ctx, acctA, at(1e6), time.Hour, "tok", 10)
+	if err != nil || len(got) != 0 {
+		t.Errorf("claimed %d deliveries of a deleted webhook, %v; want none", len(got), err)
+	}
+	if log, err := ws.ListDeliveries(ctx, acctA, h.ID, 10); err == nil && len(log) != 0 {
+		t.Errorf("a deleted webhook has a log of %d deliveries", len(log))
+	}
+}
