@@ -39,29 +39,18 @@ func (a *API) inboundLimits() inbound.Limits {
 
 // inboundMailgun serves a Mailgun route's forward() (README, "Mailgun").
 func (a *API) inboundMailgun(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	body, release, ok := a.readProviderBody(w, r, mailgun)
-	if !ok {
-		return
-	}
-	defer release()
-	acc := accountOf(r)
-	key := a.accounts.Inbound(acc.ID).MailgunSigningKey
-	d, err := inbound.Mailgun(r.Header.Get("Content-Type"), body, key, a.now(), a.inboundLimits())
-	if err != nil {
-		a.providerError(w, r, mailgun, err)
-		return
-	}
-	if d.ID != "" {
+	a.serveProvider(w, r, mailgun, func(body []byte) (*inbound.Delivery, error) {
+		acc := accountOf(r)
+		key := a.accounts.Inbound(acc.ID).MailgunSigningKey
+		d, err := inbound.Mailgun(r.Header.Get("Content-Type"), body, key, a.now(), a.inboundLimits())
+		if err != nil || d.ID == "" {
+			return d, err
+		}
 		// A signature covers the timestamp and token, not the content: a
 		// token seen before is a retry only with the same content, in
 		// whichever account its recipients are.
-		if err := a.guardToken(r, acc, d); err != nil {
-			a.providerError(w, r, mailgun, err)
-			return
-		}
-	}
-	a.deliverProvider(w, r, mailgun, d, start)
+		return d, a.guardToken(r, acc, d)
+	})
 }
 
 // guardToken remembers a Mailgun token with its delivery's digest for as
@@ -87,39 +76,38 @@ func (a *API) guardToken(r *http.Request, acc *store.Account, d *inbound.Deliver
 
 // inboundSendGrid serves SendGrid's Inbound Parse (README, "SendGrid").
 func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	body, release, ok := a.readProviderBody(w, r, sendgrid)
-	if !ok {
-		return
-	}
-	defer release()
-	sig := inbound.SendGridSignature{
-		Signature: r.Header.Get(inbound.SendGridSignatureHeader),
-		Timestamp: r.Header.Get(inbound.SendGridTimestampHeader),
-	}
-	key := a.accounts.Inbound(accountOf(r).ID).SendGridKey
-	d, err := inbound.SendGrid(r.Header.Get("Content-Type"), body, key, sig, a.inboundLimits())
-	if err != nil {
-		a.providerError(w, r, sendgrid, err)
-		return
-	}
-	a.deliverProvider(w, r, sendgrid, d, start)
+	a.serveProvider(w, r, sendgrid, func(body []byte) (*inbound.Delivery, error) {
+		sig := inbound.SendGridSignature{
+			Signature: r.Header.Get(inbound.SendGridSignatureHeader),
+			Timestamp: r.Header.Get(inbound.SendGridTimestampHeader),
+		}
+		key := a.accounts.Inbound(accountOf(r).ID).SendGridKey
+		return inbound.SendGrid(r.Header.Get("Content-Type"), body, key, sig, a.inboundLimits())
+	})
 }
 
 // inboundPostmark serves Postmark's inbound webhook (README, "Postmark").
 func (a *API) inboundPostmark(w http.ResponseWriter, r *http.Request) {
+	a.serveProvider(w, r, postmark, func(body []byte) (*inbound.Delivery, error) {
+		return inbound.Postmark(body, a.inboundLimits())
+	})
+}
+
+// serveProvider reads a provider's request, turns its body into a delivery
+// with parse, and stores it, answering as that provider expects.
+func (a *API) serveProvider(w http.ResponseWriter, r *http.Request, p provider, parse func(body []byte) (*inbound.Delivery, error)) {
 	start := time.Now()
-	body, release, ok := a.readProviderBody(w, r, postmark)
+	body, release, ok := a.readProviderBody(w, r, p)
 	if !ok {
 		return
 	}
 	defer release()
-	d, err := inbound.Postmark(body, a.inboundLimits())
+	d, err := parse(body)
 	if err != nil {
-		a.providerError(w, r, postmark, err)
+		a.providerError(w, r, p, err)
 		return
 	}
-	a.deliverProvider(w, r, postmark, d, start)
+	a.deliverProvider(w, r, p, d, start)
 }
 
 // inboundSES serves SNS messages of an SES receipt rule's SNS action

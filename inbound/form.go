@@ -96,3 +96,23 @@ func mediaTypeOf(ct string) string {
 	mt, _, _ := mime.ParseMediaType(ct)
 	return strings.ToLower(mt)
 }
+
+// rawOrComposed is the message of a form that carries either the raw MIME
+// in the field raw (when the provider is set to send it) or the parsed
+// parts that parts reads, composed into MIME within lim.
+func (f *form) rawOrComposed(raw string, parts func(*form) (*Parts, error), lim Limits) ([]byte, error) {
+	if v, ok := f.formValue(raw); ok {
+		if strings.TrimSpace(v) == "" {
+			return nil, refuse(Malformed, "%s (the raw message) is empty", raw)
+		}
+		return []byte(v), nil
+	}
+	p, err := parts(f)
+	if err != nil {
+		return nil, err
+	}
+	if lim.MaxMessageBytes > 0 && p.Size() > lim.MaxMessageBytes {
+		return nil, refuse(Malformed, "the message is %d bytes, over the limit of %d", p.Size(), lim.MaxMessageBytes)
+	}
+	return Compose(p), nil
+}

@@ -44,21 +44,9 @@ func Mailgun(contentType string, body []byte, signingKey string, now time.Time, 
 		}
 		d.ID = "mailgun:" + token
 	}
-	if raw, ok := f.formValue("body-mime"); ok {
-		if strings.TrimSpace(raw) == "" {
-			return nil, refuse(Malformed, "body-mime is empty")
-		}
-		d.Raw = []byte(raw)
-		return d, nil
-	}
-	p, err := mailgunParts(f)
-	if err != nil {
+	if d.Raw, err = f.rawOrComposed("body-mime", mailgunParts, lim); err != nil {
 		return nil, err
 	}
-	if lim.MaxMessageBytes > 0 && p.Size() > lim.MaxMessageBytes {
-		return nil, refuse(Malformed, "the message is %d bytes, over the limit of %d", p.Size(), lim.MaxMessageBytes)
-	}
-	d.Raw = Compose(p)
 	return d, nil
 }
 

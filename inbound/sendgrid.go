@@ -47,21 +47,9 @@ func SendGrid(contentType string, body []byte, key *ecdsa.PublicKey, sig SendGri
 		}
 		d.Sender, d.Recipients = strings.TrimSpace(e.From), e.To
 	}
-	if raw, ok := f.formValue("email"); ok {
-		if strings.TrimSpace(raw) == "" {
-			return nil, refuse(Malformed, "email (the raw message) is empty")
-		}
-		d.Raw = []byte(raw)
-		return d, nil
-	}
-	p, err := sendGridParts(f)
-	if err != nil {
+	if d.Raw, err = f.rawOrComposed("email", sendGridParts, lim); err != nil {
 		return nil, err
 	}
-	if lim.MaxMessageBytes > 0 && p.Size() > lim.MaxMessageBytes {
-		return nil, refuse(Malformed, "the message is %d bytes, over the limit of %d", p.Size(), lim.MaxMessageBytes)
-	}
-	d.Raw = Compose(p)
 	return d, nil
 }
 
