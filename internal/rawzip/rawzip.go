@@ -1,0 +1,54 @@
+// Package rawzip compresses the raw sources the stores keep, in S2's block
+// format (github.com/klauspost/compress/s2): 3 µs per message of the test
+// corpus (1.4 KB on average), which the ingest path can afford, for a third
+// fewer bytes on the messages that compress (BenchmarkCompress: ratio
+// 0.66). zstd's fastest level saved 44% but cost 13 µs per message.
+//
+// The store records whether it compressed next to the bytes (a field name,
+// a format number), since a raw source may itself start with anything.
+package rawzip
+
+import (
+	"errors"
+
+	"github.com/klauspost/compress/s2"
+)
+
+// MaxSize is the largest raw source that is compressed. Bigger messages are
+// nearly always attachments that compress little, and they are read back
+// in pieces (downloads, parsing), which a compressed copy would have to
+// decode whole first.
+const MaxSize = 1 << 20
+
+// ErrCorrupt is returned when stored bytes do not decode to the size the
+// store recorded for them.
+var ErrCorrupt = errors.New("rawzip: stored source does not decode")
+
+// Compress returns the compressed form of raw, or nil and false when raw is
+// shorter than 64 bytes, larger than MaxSize, or compressing it saves less
+// than an eighth: the store then keeps raw as it is.
+func Compress(raw []byte) ([]byte, bool) {
+	if len(raw) < 64 || len(raw) > MaxSize {
+		return nil, false
+	}
+	frame := s2.Encode(make([]byte, s2.MaxEncodedLen(len(raw))), raw)
+	if len(frame) > len(raw)-len(raw)/8 {
+		return nil, false
+	}
+	return frame[:len(frame):len(frame)], true
+}
+
+// Decompress returns the raw source that Compress made into frame, which
+// must be exactly size bytes (the size the store recorded); anything else
+// is ErrCorrupt.
+func Decompress(frame []byte, size int) ([]byte, error) {
+	n, err := s2.DecodedLen(frame)
+	if err != nil || n != size || size > MaxSize {
+		return nil, ErrCorrupt
+	}
+	raw, err := s2.Decode(make([]byte, size), frame)
+	if err != nil || len(raw) != size {
+		return nil, ErrCorrupt
+	}
+	return raw, nil
+}

@@ -1,0 +1,162 @@
+package rawzip
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// corpus returns the mailparse test messages: real-world mail, broken
+// messages included.
+func corpus(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	msgs := map[string][]byte{}
+	root := filepath.Join("..", "..", "mailparse", "testdata")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".eml") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		msgs[path] = b
+		return err
+	})
+	if err != nil || len(msgs) == 0 {
+		tb.Fatalf("corpus: %d messages, %v", len(msgs), err)
+	}
+	return msgs
+}
+
+func TestRoundTripCorpus(t *testing.T) {
+	var in, out int
+	for name, raw := range corpus(t) {
+		frame, ok := Compress(raw)
+		if !ok {
+			continue
+		}
+		got, err := Decompress(frame, len(raw))
+		if err != nil || !bytes.Equal(got, raw) {
+			t.Fatalf("%s: round trip: %v", name, err)
+		}
+		in, out = in+len(raw), out+len(frame)
+	}
+	if out == 0 || out >= in {
+		t.Fatalf("corpus compressed %d -> %d bytes", in, out)
+	}
+	t.Logf("corpus messages that compressed: %d -> %d bytes", in, out)
+}
+
+func TestCompressDeclines(t *testing.T) {
+	random := make([]byte, 4096)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(r.Uint32())
+	}
+	for name, raw := range map[string][]byte{
+		"random bytes": random,
+		"tiny":         []byte("Subject: x\r\n\r\n"),
+		"over MaxSize": bytes.Repeat([]byte("a"), MaxSize+1),
+	} {
+		if got, ok := Compress(raw); ok || got != nil {
+			t.Errorf("%s: Compress = %d bytes, %v; want nil, false", name, len(got), ok)
+		}
+	}
+}
+
+func TestDecompressRefusesBadInput(t *testing.T) {
+	raw := []byte(strings.Repeat("To: someone@example.com\r\n", 40))
+	frame, ok := Compress(raw)
+	if !ok {
+		t.Fatal("repetitive header not compressed")
+	}
+	for name, tc := range map[string]struct {
+		frame []byte
+		size  int
+	}{
+		"wrong size":   {frame, len(raw) - 1},
+		"larger size":  {frame, len(raw) + 1},
+		"truncated":    {frame[:len(frame)/2], len(raw)},
+		"not zstd":     {raw, len(raw)},
+		"negative":     {frame, -1},
+		"over MaxSize": {frame, MaxSize + 1},
+	} {
+		if got, err := Decompress(tc.frame, tc.size); !errors.Is(err, ErrCorrupt) || got != nil {
+			t.Errorf("%s: Decompress = %q, %v; want nil, ErrCorrupt", name, got, err)
+		}
+	}
+}
+
+func FuzzRoundTrip(f *testing.F) {
+	for _, raw := range corpus(f) {
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		frame, ok := Compress(raw)
+		if !ok {
+			return
+		}
+		got, err := Decompress(frame, len(raw))
+		if err != nil || !bytes.Equal(got, raw) {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+func FuzzDecompress(f *testing.F) {
+	f.Add([]byte{10, 0x24, 'a', 'b', 'c'}, 10)
+	f.Fuzz(func(t *testing.T, frame []byte, size int) {
+		got, err := Decompress(frame, size)
+		if err == nil && len(got) != size {
+			t.Fatalf("decoded %d bytes, want %d", len(got), size)
+		}
+	})
+}
+
+// BenchmarkCompress reports the cost per message of the corpus and the
+// ratio it reaches (compressed bytes per raw byte, over the messages that
+// compress).
+func BenchmarkCompress(b *testing.B) {
+	var msgs [][]byte
+	var total int
+	for _, raw := range corpus(b) {
+		msgs = append(msgs, raw)
+		total += len(raw)
+	}
+	b.SetBytes(int64(total / len(msgs)))
+	b.ResetTimer()
+	var in, out int
+	for i := 0; b.Loop(); i++ {
+		raw := msgs[i%len(msgs)]
+		frame, ok := Compress(raw)
+		if ok {
+			in, out = in+len(raw), out+len(frame)
+		}
+	}
+	if in > 0 {
+		b.ReportMetric(float64(out)/float64(in), "ratio")
+	}
+}
+
+func BenchmarkDecompress(b *testing.B) {
+	type pair struct {
+		frame []byte
+		size  int
+	}
+	var frames []pair
+	for _, raw := range corpus(b) {
+		if frame, ok := Compress(raw); ok {
+			frames = append(frames, pair{frame, len(raw)})
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		p := frames[i%len(frames)]
+		if _, err := Decompress(p.frame, p.size); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
