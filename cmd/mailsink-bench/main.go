@@ -372,7 +372,7 @@ func fsyncProbe(ctx context.Context, rep *loadgen.Report, logf func(string, ...a
 	if err != nil {
 		return err
 	}
-	res.Path = os.TempDir() + " (where the embedded store's data directories are made)"
+	res.Path = os.TempDir()
 	rep.Fsync = res
 	logf("fsync ceiling: %s", res.Summary())
 	return nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,7 @@ type Footprint struct {
 	KeyBytes              int64 // sum of MEMORY USAGE key SAMPLES 0
 	// Embedded.
 	DirBefore, DirAfter int64  // bytes of every file in the data directory
+	DiskAfter           int64  // blocks allocated to them after compaction (du), in bytes
 	Compact             string // what `mailsink compact` printed
 	// Scenario is the ingest that stored the emails.
 	Scenario *Result
@@ -95,18 +97,25 @@ func MeasureFootprint(ctx context.Context, o ServerOptions, s Scenario, log func
 	if err != nil {
 		return f, fmt.Errorf("mailsink compact: %v: %s", err, out)
 	}
-	if f.DirAfter, err = dirSize(dir); err != nil {
+	if f.DirAfter, f.DiskAfter, err = dirUsage(dir); err != nil {
 		return f, err
 	}
-	log("footprint on embedded: %d emails of %d bytes: data directory %d B stopped, %d B after compaction (%.0f B per email); compact said %q",
-		f.Emails, f.RawBytes, f.DirBefore, f.DirAfter, f.PerEmail(), f.Compact)
+	log("footprint on embedded: %d emails of %d bytes: data directory %d B stopped, %d B after compaction (%.0f B per email; %d B allocated on disk); compact said %q",
+		f.Emails, f.RawBytes, f.DirBefore, f.DirAfter, f.PerEmail(), f.DiskAfter, f.Compact)
 	return f, nil
 }
 
 // dirSize adds up the sizes of the regular files under dir.
 func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	n, _, err := dirUsage(dir)
+	return n, err
+}
+
+// dirUsage adds up the sizes of the regular files under dir, and the disk
+// blocks allocated to them (a file grown by truncation, as bbolt grows
+// its file, may be sparse).
+func dirUsage(dir string) (size, allocated int64, err error) {
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -115,11 +124,14 @@ func dirSize(dir string) (int64, error) {
 			if err != nil {
 				return err
 			}
-			n += fi.Size()
+			size += fi.Size()
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				allocated += st.Blocks * 512
+			}
 		}
 		return nil
 	})
-	return n, err
+	return size, allocated, err
 }
 
 // prefixMemory returns how many keys start with prefix and the sum of their
@@ -205,11 +217,19 @@ func MeasureFsync(ctx context.Context, dir string, n, size int, limit time.Durat
 		res.Writes++
 	}
 	res.Elapsed = time.Since(start)
-	if out := commandOutput("df", "-T", dir); out != "" {
-		lines := strings.Split(out, "\n")
-		res.FS = strings.Join(strings.Fields(lines[len(lines)-1]), " ")
-	}
+	res.FS = filesystem(commandOutput("df", "-T", dir))
 	return res, nil
+}
+
+// filesystem returns "device, type, mounted on" from the output of
+// `df -T DIR`, or the output as it is when it is not df's table.
+func filesystem(df string) string {
+	lines := strings.Split(strings.TrimSpace(df), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(lines) < 2 || len(f) < 7 {
+		return df
+	}
+	return fmt.Sprintf("%s, %s, mounted on %s", f[0], f[1], f[len(f)-1])
 }
 
 // Summary is one line of the measurement.

@@ -141,6 +141,16 @@ func TestMeasureFsync(t *testing.T) {
 	}
 }
 
+func TestFilesystem(t *testing.T) {
+	df := "Filesystem     Type  1K-blocks     Used Available Use% Mounted on\n/dev/vda       ext4  264212084 14655468  80845796  16% /\n"
+	if got, want := filesystem(df), "/dev/vda, ext4, mounted on /"; got != want {
+		t.Errorf("filesystem(df) = %q, want %q", got, want)
+	}
+	if got := filesystem("(df: not found)"); got != "(df: not found)" {
+		t.Errorf("filesystem of an error = %q", got)
+	}
+}
+
 func TestDirSize(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(dir+"/a", make([]byte, 1000), 0o600)

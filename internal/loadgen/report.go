@@ -171,11 +171,12 @@ func (r *Report) Markdown() string {
 				fmt.Fprintf(&b, "| redis | %d × %d B | MEMORY USAGE of %d keys: %d B | %.0f B |\n", f.Emails, f.RawBytes, f.Keys, f.KeyBytes, float64(f.KeyBytes)/float64(f.Emails))
 			} else {
 				fmt.Fprintf(&b, "| embedded | %d × %d B | data directory when stopped: %d B | %.0f B |\n", f.Emails, f.RawBytes, f.DirBefore, float64(f.DirBefore)/float64(f.Emails))
-				fmt.Fprintf(&b, "| embedded | %d × %d B | after `mailsink compact` (%s): %d B | %.0f B |\n", f.Emails, f.RawBytes, f.Compact, f.DirAfter, f.PerEmail())
+				fmt.Fprintf(&b, "| embedded | %d × %d B | after `mailsink compact` (%s): %d B, %d B allocated on disk (du) | %.0f B (allocated: %.0f B) |\n",
+					f.Emails, f.RawBytes, f.Compact, f.DirAfter, f.DiskAfter, f.PerEmail(), float64(f.DiskAfter)/float64(f.Emails))
 			}
 		}
 		if r.Fsync != nil {
-			fmt.Fprintf(&b, "\nDisk: %s. One writer appending 4 KiB and calling fdatasync in a loop; the embedded store answers `250` only after its commit's fdatasync, so its commits per second are at most this (concurrent messages share a commit).\n", r.Fsync.Summary())
+			fmt.Fprintf(&b, "\nDisk: %s, the system's temporary directory, where the embedded store's data directories are made. One writer appending 4 KiB and calling fdatasync in a loop; the embedded store answers `250` only after its commit's fdatasync, so its commits per second are at most this (concurrent messages share a commit).\n", r.Fsync.Summary())
 		}
 		b.WriteString("\n")
 	}

@@ -120,6 +120,9 @@ type Runner struct {
 	emails int
 	seq    int
 	run    string
+	// listed is the messages of the last list scenario that stored any:
+	// a list scenario with nothing to store looks up their recipients.
+	listed *Messages
 }
 
 // NewRunner returns a Runner for t; srv may be nil.
@@ -157,7 +160,12 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		ingest.Messages = s.Messages
 		res.Scenario = s
 	}
+	if s.Kind == "list" && s.Messages == 0 && r.listed != nil {
+		m = r.listed
+		res.MessageBytes = m.Size()
+	}
 	if s.Kind == "list" && s.Messages > 0 {
+		r.listed = m
 		r.logf("%s: prefill %d emails (%d messages x %d recipients each, %d recipients)", s.Name, s.Emails(), s.Messages, s.PerMessage, s.Recipients)
 		in, err := Ingest(ctx, r.Target.SMTP, m, ingest)
 		if in != nil {
