@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -181,6 +182,10 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 
+	if c := r.ceilings(); c != "" {
+		b.WriteString(c)
+	}
+
 	b.WriteString("The targets of this run (issue 17):\n\n| target | verdict | evidence |\n|---|---|---|\n")
 	for _, t := range Goals() {
 		if t.Suite != r.Suite {
@@ -201,6 +206,35 @@ func (r *Report) Markdown() string {
 	b.WriteString("```\n")
 	if r.GoBench != "" {
 		fmt.Fprintf(&b, "\nGo micro-benchmarks (`go test -run '^$' -bench . -benchmem ./...`):\n\n```\n%s\n```\n", benchLines(r.GoBench))
+	}
+	return b.String()
+}
+
+// ceilings is the table of what the CPUs allow each ingest row: the CPU
+// per message of the server, redis-server and the load tool added up, and
+// the messages per second the machine's CPUs would carry at that cost.
+func (r *Report) ceilings() string {
+	cpus, _ := strconv.Atoi(strings.TrimSpace(r.Machine.NProc))
+	var b strings.Builder
+	for _, res := range r.Results {
+		if res.Ingest == nil || res.Query != nil || res.Ingest.Sent == 0 || res.After.CPU == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			fmt.Fprintf(&b, "CPU per message and the ceiling it sets (%d CPUs shared by the server, Redis and the load tool: %d s of CPU per second over the total per message):\n\n", cpus, cpus)
+			b.WriteString("| store | scenario | server | redis-server | load tool | total | ceiling | measured |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+		}
+		n := time.Duration(res.Ingest.Sent)
+		server, redis, tool := res.ServerCPU()/n, res.RedisCPU/n, res.ToolCPU/n
+		total := server + redis + tool
+		ceiling := "-"
+		if cpus > 0 && total > 0 {
+			ceiling = fmt.Sprintf("%.0f msg/s", float64(cpus)*float64(time.Second)/float64(total))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.0f msg/s |\n", res.Backend, res.Name, fmtDur(server), fmtDur(redis), fmtDur(tool), fmtDur(total), ceiling, res.Ingest.PerSecond())
+	}
+	if b.Len() > 0 {
+		b.WriteString("\nredis-server's CPU is every client's (the run must have Redis to itself); the load tool's is its own getrusage over the phase.\n\n")
 	}
 	return b.String()
 }

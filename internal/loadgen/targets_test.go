@@ -126,3 +126,13 @@ func TestLargeGoals(t *testing.T) {
 		}
 	}
 }
+
+func TestCeilings(t *testing.T) {
+	res := ingestResult(Ingest2KReuse, "redis", 1000, time.Second, 100*time.Millisecond, 50*time.Millisecond)
+	res.ToolCPU = 50 * time.Millisecond
+	r := &Report{Machine: Machine{NProc: "2\n"}, Results: []*Result{res}}
+	got := r.ceilings()
+	if want := "| redis | ingest-2k-reuse | 100µs | 50µs | 50µs | 200µs | 10000 msg/s | 1000 msg/s |"; !strings.Contains(got, want) {
+		t.Errorf("ceilings:\n%s\nwant the row %s", got, want)
+	}
+}
