@@ -104,20 +104,10 @@ func startInbucket(ctx context.Context, o PeerOptions) (*Server, error) {
 	s.cmd = exec.Command(o.Binary, "-logjson")
 	s.cmd.Dir = dir
 	s.cmd.Env = append(withoutEnvPrefix(os.Environ(), "INBUCKET_"), inbucketEnv(ports[0], ports[1], ports[2])...)
-	stderr, err := s.cmd.StderrPipe()
+	stderr, err := s.launch(s.cmd.StderrPipe)
 	if err != nil {
-		s.cleanup()
 		return nil, err
 	}
-	if err := s.cmd.Start(); err != nil {
-		s.cleanup()
-		return nil, err
-	}
-	s.PID = s.cmd.Process.Pid
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
 
 	listening := make(chan inbucketListeners, 1)
 	go func() {

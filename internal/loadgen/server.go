@@ -19,8 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Target is a mailsink to drive: its listeners, an API key of the account
-// the load lands in, and its process id when the load tool may read /proc.
+// Target is a mailsink (or a peer) to drive: its listeners, an API key of
+// the account the load lands in, and its process id when the load tool may
+// read /proc.
 type Target struct {
 	SMTP    string // host:port
 	HTTP    string // base URL, http://host:port
@@ -63,7 +64,8 @@ type ServerOptions struct {
 	KeepData bool
 }
 
-// Server is a mailsink process started by the load tool.
+// Server is a mailsink process started by the load tool, or a peer's
+// (StartPeer).
 type Server struct {
 	Target
 	cmd     *exec.Cmd
@@ -127,20 +129,10 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	if o.Log != nil {
 		s.cmd.Stderr = o.Log
 	}
-	stdout, err := s.cmd.StdoutPipe()
+	stdout, err := s.launch(s.cmd.StdoutPipe)
 	if err != nil {
-		s.cleanup()
 		return nil, err
 	}
-	if err := s.cmd.Start(); err != nil {
-		s.cleanup()
-		return nil, err
-	}
-	s.PID = s.cmd.Process.Pid
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
 
 	ready := make(chan error, 1)
 	var once sync.Once
@@ -180,6 +172,25 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// launch starts s.cmd with the output pipe its banner is read from, and
+// waits for the process in the background (s.exited).
+func (s *Server) launch(pipe func() (io.ReadCloser, error)) (io.ReadCloser, error) {
+	out, err := pipe()
+	if err == nil {
+		err = s.cmd.Start()
+	}
+	if err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	s.PID = s.cmd.Process.Pid
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+	return out, nil
 }
 
 // Stop ends the server with SIGTERM (SIGKILL after 15s) and deletes what it

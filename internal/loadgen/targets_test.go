@@ -23,6 +23,16 @@ func goal(t *testing.T, text string) Goal {
 	return Goal{}
 }
 
+// checkGoal checks the verdict of the goal named text on r, and that its
+// evidence holds evidenceHas.
+func checkGoal(t *testing.T, r *Report, text, verdict, evidenceHas string) {
+	t.Helper()
+	v, ev := goal(t, text).Check(r)
+	if v != verdict || !strings.Contains(ev, evidenceHas) {
+		t.Errorf("%s: got %q, %q; want %q with %q", text, v, ev, verdict, evidenceHas)
+	}
+}
+
 func TestVersusPeer(t *testing.T) {
 	redisRow := "2 KB over 8 reused connections, Redis: >= 1.1 × Inbucket's msg/s"
 	embeddedRow := "2 KB over 8 reused connections, embedded (durable): >= 0.8 × Inbucket's msg/s"
@@ -46,10 +56,7 @@ func TestVersusPeer(t *testing.T) {
 		// Without the binary: never a verdict, say how to get one.
 		{&Report{Results: withPeer.Results[1:3]}, redisRow, NoPeer, "mailsink redis 8800 msg/s"},
 	} {
-		v, ev := goal(t, tc.text).Check(tc.report)
-		if v != tc.verdict || !strings.Contains(ev, tc.evidenceHas) {
-			t.Errorf("%s: got %q, %q; want %q with %q", tc.text, v, ev, tc.verdict, tc.evidenceHas)
-		}
+		checkGoal(t, tc.report, tc.text, tc.verdict, tc.evidenceHas)
 	}
 	if !strings.Contains(NoPeer, EnvInbucket) {
 		t.Errorf("%q does not name %s", NoPeer, EnvInbucket)
@@ -71,10 +78,7 @@ func TestCPUAndFootprintGoals(t *testing.T) {
 		{"Redis memory per email <= its raw size + 2 KB", Met, "4096 B per email (raw + 2048 B)"},
 		{"embedded store's files per email after `mailsink compact` <= its raw size + 1 KB", NotMet, "3073 B per email"},
 	} {
-		v, ev := goal(t, tc.text).Check(r)
-		if v != tc.verdict || !strings.Contains(ev, tc.evidenceHas) {
-			t.Errorf("%s: got %q, %q; want %q with %q", tc.text, v, ev, tc.verdict, tc.evidenceHas)
-		}
+		checkGoal(t, r, tc.text, tc.verdict, tc.evidenceHas)
 	}
 	if v, _ := goal(t, "fsync ceiling of the disk under the embedded store's data directory: measured and stated").Check(r); v != NotMeasured {
 		t.Errorf("fsync without a probe: %q", v)
@@ -104,10 +108,7 @@ func TestLargeGoals(t *testing.T) {
 		{"mailsink RSS <= 100 MB with 1,000,000 emails in Redis", Met, "VmRSS 50.0 MiB"},
 		{"list by recipient p99 <= 1 ms, 1,000,000 emails in one account, >= 10,000 lookups, under ingest load (embedded)", NotMeasured, "no list-1m-under-ingest run on embedded"},
 	} {
-		v, ev := goal(t, tc.text).Check(r)
-		if v != tc.verdict || !strings.Contains(ev, tc.evidenceHas) {
-			t.Errorf("%s: got %q, %q; want %q with %q", tc.text, v, ev, tc.verdict, tc.evidenceHas)
-		}
+		checkGoal(t, r, tc.text, tc.verdict, tc.evidenceHas)
 	}
 	// A trial with a small account gives no verdict on the 1,000,000 targets.
 	small := &Report{Results: []*Result{{Scenario: Scenario{Name: List1M, Kind: "list"}, Backend: "redis", AccountEmails: 20_000,
