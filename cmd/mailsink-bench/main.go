@@ -11,6 +11,11 @@
 // loopback ports, with the embedded store in a temporary directory or with
 // Redis under a key prefix of its own that it deletes afterwards), unless
 // -smtp names a running one.
+//
+// With -peer inbucket -peer-bin PATH it drives Inbucket instead, started on
+// free loopback ports with its memory store; the suite runs Inbucket's rows
+// in the same run when -peer-bin or MAILSINK_BENCH_INBUCKET names its
+// binary, and marks issue 17's targets (docs/benchmarks.md).
 package main
 
 import (
