@@ -231,7 +231,11 @@ func (r *Report) ceilings() string {
 		if cpus > 0 && total > 0 {
 			ceiling = fmt.Sprintf("%.0f msg/s", float64(cpus)*float64(time.Second)/float64(total))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.0f msg/s |\n", res.Backend, res.Name, fmtDur(server), fmtDur(redis), fmtDur(tool), fmtDur(total), ceiling, res.Ingest.PerSecond())
+		redisCol := "-"
+		if redis > 0 {
+			redisCol = fmtDur(redis)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.0f msg/s |\n", res.Backend, res.Name, fmtDur(server), redisCol, fmtDur(tool), fmtDur(total), ceiling, res.Ingest.PerSecond())
 	}
 	if b.Len() > 0 {
 		b.WriteString("\nredis-server's CPU is every client's (the run must have Redis to itself); the load tool's is its own getrusage over the phase.\n\n")
