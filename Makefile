@@ -6,6 +6,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
+BENCH_FLAGS ?=
 
 .PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down failover-test clean
 
@@ -58,19 +59,22 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 ## bench: Go micro-benchmarks, then the load tool's standard suite against a mailsink it starts on the
-## embedded store and on Redis (127.0.0.1:6379, own key prefix); results go into $(BENCH_DOC)
+## embedded store and on Redis (127.0.0.1:6379, own key prefix), and against Inbucket in the same run when
+## MAILSINK_BENCH_INBUCKET names its binary (docs/benchmarks.md says how to build it); results and issue 17's
+## targets go into $(BENCH_DOC). BENCH_FLAGS adds suite flags (e.g. -scale 0.05 for a short trial).
 bench:
 	@mkdir -p bin
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS) > bin/gobench.txt 2>&1; st=$$?; cat bin/gobench.txt; exit $$st
-	$(GO) run ./cmd/mailsink-bench suite -doc $(BENCH_DOC) -gobench bin/gobench.txt -command 'make bench'
+	$(GO) run ./cmd/mailsink-bench suite -doc $(BENCH_DOC) -gobench bin/gobench.txt -command 'make bench' $(BENCH_FLAGS)
 
 ## bench-go: only the Go micro-benchmarks of the parser and the stores
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## bench-large: opt-in, long: 1,000,000 emails in one account on each store, list latency and RSS there
+## bench-large: opt-in: 1,000,000 emails in one account on each store, list latency idle and under an SMTP
+## ingest, and RSS there
 bench-large:
-	$(GO) run ./cmd/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large'
+	$(GO) run ./cmd/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large' $(BENCH_FLAGS)
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:

@@ -37,11 +37,14 @@ func (l Latencies) Max() time.Duration {
 	return slices.Max(l)
 }
 
-// Client calls mailsink's /v1 API with an API key.
+// Client calls mailsink's /v1 API with an API key, or a peer's list API.
 type Client struct {
 	Base string
 	Key  string
 	HTTP *http.Client
+	// API is APIMailsink or a peer's flavour (APIInbucket), whose list
+	// answers hold the whole mailbox: limit and offset are then ignored.
+	API string
 }
 
 // NewClient returns a Client that keeps up to conns connections open.
@@ -63,23 +66,33 @@ func (c *Client) list(ctx context.Context, recipient string, limit, offset int) 
 	if err != nil {
 		return nil, err
 	}
-	return decodeList(body)
+	return c.decodeList(body)
 }
 
 // fetchList calls GET /v1/emails with the given filters and returns the
 // answer's body, unread.
 func (c *Client) fetchList(ctx context.Context, recipient string, limit, offset int) ([]byte, error) {
-	q := url.Values{}
-	q.Set("recipient", recipient)
-	q.Set("limit", strconv.Itoa(limit))
-	if offset > 0 {
-		q.Set("offset", strconv.Itoa(offset))
+	var (
+		req *http.Request
+		err error
+	)
+	if c.API == APIInbucket {
+		req, err = inbucketListRequest(ctx, c.Base, recipient)
+	} else {
+		q := url.Values{}
+		q.Set("recipient", recipient)
+		q.Set("limit", strconv.Itoa(limit))
+		if offset > 0 {
+			q.Set("offset", strconv.Itoa(offset))
+		}
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/emails?"+q.Encode(), nil)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/emails?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Key)
+	if c.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Key)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return nil, err
@@ -96,7 +109,10 @@ func (c *Client) fetchList(ctx context.Context, recipient string, limit, offset 
 }
 
 // decodeList reads the items of a list answer.
-func decodeList(body []byte) ([]listItem, error) {
+func (c *Client) decodeList(body []byte) ([]listItem, error) {
+	if c.API == APIInbucket {
+		return decodeInbucketList(body)
+	}
 	var page struct {
 		Items []listItem `json:"items"`
 	}
@@ -178,7 +194,7 @@ func (c *Client) Verify(ctx context.Context, m *Messages, messages int) (*Verify
 
 func (c *Client) verifyRecipient(ctx context.Context, addr, prefix string, want map[int]bool) (found, unexpected, dups, reqs int, err error) {
 	seen := make(map[int]bool, len(want))
-	maxPages := len(want)/100 + 2
+	maxPages := len(want)/100 + 2 // Inbucket: one answer holds the mailbox
 	for page := 0; page < maxPages; page++ {
 		items, err := c.list(ctx, addr, 100, page*100)
 		reqs++
@@ -201,7 +217,7 @@ func (c *Client) verifyRecipient(ctx context.Context, addr, prefix string, want 
 				found++
 			}
 		}
-		if len(items) < 100 {
+		if len(items) < 100 || c.API == APIInbucket {
 			return found, unexpected, dups, reqs, nil
 		}
 	}
@@ -264,7 +280,7 @@ func (c *Client) ListLatency(ctx context.Context, m *Messages, o QueryOptions) (
 					return
 				}
 				lat[w] = append(lat[w], time.Since(t0))
-				got, err := decodeList(body)
+				got, err := c.decodeList(body)
 				if err != nil {
 					errs[w] = err
 					return

@@ -24,6 +24,7 @@ func TestScenarios(t *testing.T) {
 			r := NewRunner(Target{SMTP: env.SMTP, HTTP: env.BaseURL, APIKey: testenv.AcmeKey, PID: os.Getpid(), Backend: b.Name}, nil, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			loaded := 0
 			for _, s := range []Scenario{
 				{Name: "reuse", Kind: "ingest", Messages: 60, Connections: 3, Reuse: true, Size: 2048, Shape: ShapePlain, Recipients: 7, PerMessage: 1, Verify: true},
 				{Name: "pipelined", Kind: "ingest", Messages: 40, Connections: 2, Reuse: true, Pipeline: true, Size: 2048, Shape: ShapePlain, Recipients: 5, PerMessage: 3, Verify: true},
@@ -31,6 +32,10 @@ func TestScenarios(t *testing.T) {
 				{Name: "newconn", Kind: "ingest", Messages: 20, Connections: 2, Size: 2048, Shape: ShapePlain, Recipients: 3, PerMessage: 2, Verify: true},
 				{Name: "attachment", Kind: "ingest", Messages: 10, Connections: 2, Reuse: true, Size: 100 << 10, Shape: ShapeAttachment, Recipients: 2, PerMessage: 1, Verify: true},
 				{Name: "list", Kind: "list", AccountSize: 400, Connections: 4, Reuse: true, Size: 1024, Shape: ShapePlain, Recipients: 10, PerMessage: 5, Queries: 30, QueryConns: 2},
+				// Nothing left to store: the same recipients, looked up
+				// during a paced SMTP ingest.
+				{Name: "list-under-ingest", Kind: "list", AccountSize: 400, Connections: 4, Reuse: true, Size: 1024, Shape: ShapePlain, Recipients: 10, PerMessage: 5,
+					Queries: 30, QueryConns: 1, LoadConns: 2, LoadRate: 300},
 			} {
 				res, err := r.Run(ctx, s)
 				if err != nil {
@@ -43,13 +48,21 @@ func TestScenarios(t *testing.T) {
 				} else if res.Query.Requests != s.Queries || res.Query.Items == 0 {
 					t.Errorf("%s: %d requests listed %d emails; want %d requests", s.Name, res.Query.Requests, res.Query.Items, s.Queries)
 				}
+				if s.LoadConns > 0 {
+					if res.Ingest != nil || res.Load == nil || res.Load.Sent == 0 || res.Load.Failed != 0 {
+						t.Errorf("%s: prefill %+v, load %+v; want no prefill and a load that stored messages", s.Name, res.Ingest, res.Load)
+					} else {
+						loaded = res.Load.Sent
+					}
+				}
 				if res.After.CPU < res.Before.CPU || res.After.RSS == 0 {
 					t.Errorf("%s: /proc samples before %+v after %+v", s.Name, res.Before, res.After)
 				}
 			}
-			// The list scenario's prefill tops the account up to its size.
-			if got := r.emails; got != 400 {
-				t.Errorf("runner counted %d emails in the account, want 400", got)
+			// The list scenario's prefill tops the account up to its size;
+			// the load during the second adds its messages.
+			if got := r.emails; got != 400+loaded {
+				t.Errorf("runner counted %d emails in the account, want 400 + %d", got, loaded)
 			}
 		})
 	}

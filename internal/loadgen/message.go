@@ -86,17 +86,106 @@ func (m *Messages) header(i int, dst []byte) []byte {
 	return b.Bytes()
 }
 
-// plainBody is a text/plain part of n bytes: headers, blank line, lines of
-// text.
+// plainBody is a text/plain part of n bytes: headers, blank line, then
+// prose of pseudo-random words (see prose), so that compressing the stored
+// message is not flattered by repeated lines.
 func plainBody(n int) []byte {
 	var b bytes.Buffer
 	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n\r\n")
-	const line = "The quick brown fox jumps over the lazy dog; a load test line.\r\n"
-	for b.Len()+len(line) <= n {
-		b.WriteString(line)
-	}
-	b.WriteString(strings.Repeat("x", max(n-b.Len()-2, 0)) + "\r\n")
+	text := prose(max(n-b.Len()-2, 0))
+	b.Write(text)
+	b.WriteString("\r\n")
 	return b.Bytes()
+}
+
+// Vocabulary and text of prose: fixed seeds, so every run sends the same
+// bytes.
+const (
+	vocabularySize = 4000
+	vocabularySeed = 17
+	proseSeed      = 2026
+)
+
+// vocabulary returns vocabularySize distinct words of one to three
+// syllables, made from seeded random syllables, shorter ones first (the
+// common words of a language are short).
+func vocabulary() []string {
+	onsets := []string{"", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "y", "z",
+		"br", "ch", "cl", "cr", "dr", "fl", "fr", "gr", "pl", "pr", "sh", "sl", "sp", "st", "th", "tr", "wh"}
+	vowels := []string{"a", "e", "i", "o", "u", "ai", "ea", "ee", "ie", "oo", "ou", "y"}
+	codas := []string{"", "", "", "n", "r", "s", "t", "l", "m", "nd", "ng", "st", "ck", "rt", "ll", "x"}
+	r := rand.New(rand.NewPCG(vocabularySeed, 1))
+	seen := map[string]bool{}
+	words := make([]string, 0, vocabularySize)
+	for len(words) < vocabularySize {
+		syllables := 1
+		switch {
+		case len(words) >= 2500:
+			syllables = 2 + r.IntN(2)
+		case len(words) >= 500:
+			syllables = 1 + r.IntN(2)
+		}
+		var w strings.Builder
+		for range syllables {
+			w.WriteString(onsets[r.IntN(len(onsets))])
+			w.WriteString(vowels[r.IntN(len(vowels))])
+			w.WriteString(codas[r.IntN(len(codas))])
+		}
+		if s := w.String(); len(s) > 1 && !seen[s] {
+			seen[s] = true
+			words = append(words, s)
+		}
+	}
+	return words
+}
+
+// prose returns n bytes of text like a written message: sentences of 4 to
+// 22 words drawn from the vocabulary with Zipf frequencies (the few common
+// words most of the time, as in English), commas now and then, paragraphs
+// of 3 to 6 sentences, lines wrapped before 76 characters with CRLF.
+func prose(n int) []byte {
+	words := vocabulary()
+	r := rand.New(rand.NewPCG(proseSeed, 3))
+	zipf := rand.NewZipf(r, 1.1, 2, uint64(len(words)-1))
+	var out, line bytes.Buffer
+	flush := func() {
+		out.Write(line.Bytes())
+		out.WriteString("\r\n")
+		line.Reset()
+	}
+	for out.Len()+line.Len() < n {
+		for range 3 + r.IntN(4) {
+			count := 4 + r.IntN(19)
+			for i := range count {
+				w := words[zipf.Uint64()]
+				if i == 0 {
+					w = strings.ToUpper(w[:1]) + w[1:]
+				}
+				switch {
+				case i == count-1:
+					w += "."
+				case i > 2 && r.IntN(9) == 0:
+					w += ","
+				}
+				if line.Len()+1+len(w) > 75 {
+					flush()
+				}
+				if line.Len() > 0 {
+					line.WriteByte(' ')
+				}
+				line.WriteString(w)
+			}
+		}
+		flush()
+		out.WriteString("\r\n")
+	}
+	out.Write(line.Bytes())
+	b := out.Bytes()
+	if len(b) > n {
+		b = b[:n]
+	}
+	// A cut line must not end in a bare CR or leave trailing space.
+	return bytes.TrimRight(b, "\r ")
 }
 
 // attachmentBody is a multipart/mixed part of about n bytes with a base64

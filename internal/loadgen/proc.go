@@ -135,3 +135,6 @@ func BusyShare(a, b MachineSample) (busy, steal float64) {
 	}
 	return float64(b.Busy-a.Busy) / total, float64(b.Steal-a.Steal) / total
 }
+
+// fdatasync flushes f's data (and the size, for an append) to the disk.
+func fdatasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

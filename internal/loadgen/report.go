@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -58,6 +59,15 @@ type Report struct {
 	Started  time.Time
 	Elapsed  time.Duration
 	Notes    []string
+	// Suite is SuiteStandard or SuiteLarge: which targets it marks.
+	Suite string
+	// PeerBinary is the Inbucket binary the run was given ("" if none) and
+	// PeerVersion what its -version printed.
+	PeerBinary, PeerVersion string
+	// Footprints are the per-email store measurements, Fsync the disk's
+	// fsync ceiling (standard suite).
+	Footprints []*Footprint
+	Fsync      *FsyncResult
 }
 
 // Markdown renders the report.
@@ -71,22 +81,35 @@ func (r *Report) Markdown() string {
 	if r.Machine.Redis != "" {
 		fmt.Fprintf(&b, "Redis: %s.\n\n", r.Machine.Redis)
 	}
+	if r.PeerBinary != "" {
+		fmt.Fprintf(&b, "Peer: Inbucket %s (`%s=%s`), memory store, started by the tool on free loopback ports in the same run.\n\n", r.PeerVersion, EnvInbucket, r.PeerBinary)
+	} else if r.Suite == SuiteStandard {
+		fmt.Fprintf(&b, "Peer: Inbucket not run (`%s` not set); the comparisons with it are not measured.\n\n", EnvInbucket)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "%s\n\n", n)
 	}
 
-	b.WriteString("| store | scenario | load | msg/s | p50 | p99 | mailsink CPU per op (total / ops) | mailsink RSS after (anon; peak VmHWM; anon peak sampled) | redis-server CPU (all clients) | load tool CPU | machine busy (stolen) |\n")
+	b.WriteString("| store | scenario | load | msg/s | p50 | p99 | server CPU per op (total / ops) | server RSS after (anon; peak VmHWM; anon peak sampled) | redis-server CPU (all clients) | load tool CPU | machine busy (stolen) |\n")
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, res := range r.Results {
 		var load, rate, p50, p99 string
 		switch {
 		case res.Query != nil:
 			q := res.Query
-			load = fmt.Sprintf("%d × `GET /v1/emails?recipient=X&limit=25`, %d client, %d emails in the account (%d recipients)",
-				q.Requests, res.QueryConns, res.AccountEmails, res.Recipients)
+			req := "`GET /v1/emails?recipient=X&limit=25`"
+			if res.Backend == PeerInbucket {
+				req = "`GET /api/v1/mailbox/X` (the whole mailbox)"
+			}
+			load = fmt.Sprintf("%d × %s, %d client, %.1f emails per answer, %d emails in the store (%d recipients)",
+				q.Requests, req, res.QueryConns, float64(q.Items)/float64(max(q.Requests, 1)), res.AccountEmails, res.Recipients)
 			if in := res.Ingest; in != nil {
 				load += fmt.Sprintf("; prefill over SMTP: %d messages × %d RCPTs in %s (%.0f emails/s)",
 					in.Sent, res.PerMessage, in.Elapsed.Round(100*time.Millisecond), in.PerSecond()*float64(res.PerMessage))
+			}
+			if l := res.Load; l != nil {
+				load += fmt.Sprintf("; **during an SMTP ingest** of 2 KB messages paced at %.0f msg/s over %d connections: %d stored (%.0f msg/s achieved), %d failed; the server CPU column counts both",
+					res.LoadRate, res.LoadConns, l.Sent, l.PerSecond(), l.Failed)
 			}
 			rate = fmt.Sprintf("%.0f req/s", float64(q.Requests)/q.Elapsed.Seconds())
 			p50, p99 = fmtDur(q.Latency.Percentile(50)), fmtDur(q.Latency.Percentile(99))
@@ -135,11 +158,41 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 
-	b.WriteString("The targets this run measures:\n\n| target | verdict | evidence |\n|---|---|---|\n")
-	for _, t := range targets {
-		if v, ev := t.check(r.Results); v != "not measured" {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", t.text, v, ev)
+	if len(r.Footprints) > 0 || r.Fsync != nil {
+		b.WriteString("Storage per email, each store on a mailsink of its own (`footprint-2k`: 2 KB plain messages, one recipient each, 8 reused connections; " +
+			"Redis: `used_memory` from `INFO memory` right before and right after the ingest, and the sum of `MEMORY USAGE key SAMPLES 0` over the server's key prefix; " +
+			"embedded: mailsink stopped, every file of the data directory added up, then `mailsink compact` with `MAILSINK_DATA_DIR` set and added up again):\n\n")
+		b.WriteString("| store | emails × raw bytes | measure | per email |\n|---|---|---|---:|\n")
+		for _, f := range r.Footprints {
+			if f.Emails == 0 {
+				continue
+			}
+			if f.Backend == "redis" {
+				fmt.Fprintf(&b, "| redis | %d × %d B | used_memory %d -> %d B | %.0f B |\n", f.Emails, f.RawBytes, f.UsedBefore, f.UsedAfter, f.PerEmail())
+				fmt.Fprintf(&b, "| redis | %d × %d B | MEMORY USAGE of %d keys: %d B | %.0f B |\n", f.Emails, f.RawBytes, f.Keys, f.KeyBytes, float64(f.KeyBytes)/float64(f.Emails))
+			} else {
+				fmt.Fprintf(&b, "| embedded | %d × %d B | data directory when stopped: %d B | %.0f B |\n", f.Emails, f.RawBytes, f.DirBefore, float64(f.DirBefore)/float64(f.Emails))
+				fmt.Fprintf(&b, "| embedded | %d × %d B | after `mailsink compact` (%s): %d B, %d B allocated on disk (du) | %.0f B (allocated: %.0f B) |\n",
+					f.Emails, f.RawBytes, f.Compact, f.DirAfter, f.DiskAfter, f.PerEmail(), float64(f.DiskAfter)/float64(f.Emails))
+			}
 		}
+		if r.Fsync != nil {
+			fmt.Fprintf(&b, "\nDisk: %s, the system's temporary directory, where the embedded store's data directories are made. One writer appending 4 KiB and calling fdatasync in a loop; the embedded store answers `250` only after its commit's fdatasync, so its commits per second are at most this (concurrent messages share a commit).\n", r.Fsync.Summary())
+		}
+		b.WriteString("\n")
+	}
+
+	if c := r.ceilings(); c != "" {
+		b.WriteString(c)
+	}
+
+	b.WriteString("The targets of this run (issue 17):\n\n| target | verdict | evidence |\n|---|---|---|\n")
+	for _, t := range Goals() {
+		if t.Suite != r.Suite {
+			continue
+		}
+		v, ev := t.Check(r)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Text, v, ev)
 	}
 	b.WriteString("\nEach scenario alone (the suite runs them in this order on one server per store; a list scenario's prefill tops the account up to its size, so it also holds the emails of the scenarios before it):\n\n```sh\n")
 	seen := map[string]bool{}
@@ -153,6 +206,39 @@ func (r *Report) Markdown() string {
 	b.WriteString("```\n")
 	if r.GoBench != "" {
 		fmt.Fprintf(&b, "\nGo micro-benchmarks (`go test -run '^$' -bench . -benchmem ./...`):\n\n```\n%s\n```\n", benchLines(r.GoBench))
+	}
+	return b.String()
+}
+
+// ceilings is the table of what the CPUs allow each ingest row: the CPU
+// per message of the server, redis-server and the load tool added up, and
+// the messages per second the machine's CPUs would carry at that cost.
+func (r *Report) ceilings() string {
+	cpus, _ := strconv.Atoi(strings.TrimSpace(r.Machine.NProc))
+	var b strings.Builder
+	for _, res := range r.Results {
+		if res.Ingest == nil || res.Query != nil || res.Ingest.Sent == 0 || res.After.CPU == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			fmt.Fprintf(&b, "CPU per message and the ceiling it sets (%d CPUs shared by the server, Redis and the load tool: %d s of CPU per second over the total per message):\n\n", cpus, cpus)
+			b.WriteString("| store | scenario | server | redis-server | load tool | total | ceiling | measured |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+		}
+		n := time.Duration(res.Ingest.Sent)
+		server, redis, tool := res.ServerCPU()/n, res.RedisCPU/n, res.ToolCPU/n
+		total := server + redis + tool
+		ceiling := "-"
+		if cpus > 0 && total > 0 {
+			ceiling = fmt.Sprintf("%.0f msg/s", float64(cpus)*float64(time.Second)/float64(total))
+		}
+		redisCol := "-"
+		if redis > 0 {
+			redisCol = fmtDur(redis)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.0f msg/s |\n", res.Backend, res.Name, fmtDur(server), redisCol, fmtDur(tool), fmtDur(total), ceiling, res.Ingest.PerSecond())
+	}
+	if b.Len() > 0 {
+		b.WriteString("\nredis-server's CPU is every client's (the run must have Redis to itself); the load tool's is its own getrusage over the phase.\n\n")
 	}
 	return b.String()
 }

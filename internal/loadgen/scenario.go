@@ -38,6 +38,11 @@ type Scenario struct {
 	AccountSize int
 	Queries     int // list requests ("list" only)
 	QueryConns  int // concurrent list clients ("list" only)
+	// LoadConns, when above 0 ("list" only), runs an SMTP ingest of 2 KB
+	// messages over that many connections while the list requests run, at
+	// LoadRate messages per second in all (0: as fast as it goes).
+	LoadConns int
+	LoadRate  float64
 	// CPUProfile, when set, is a file to write the server's CPU profile of
 	// the timed phase to (the server must have the pprof listener).
 	CPUProfile string
@@ -57,6 +62,8 @@ type Result struct {
 	Ingest        *IngestResult
 	Verify        *VerifyResult
 	Query         *QueryResult
+	// Load is the ingest that ran during the list requests (LoadConns).
+	Load *IngestResult
 	// Server process during the timed phase (ingest, or the queries of a
 	// list scenario); zero when the PID is unknown.
 	Before, After ProcSample
@@ -69,6 +76,9 @@ type Result struct {
 	RedisCPU time.Duration
 	// RedisMemory is Redis's used_memory after the scenario.
 	RedisMemory int64
+	// RedisUsedBefore and RedisUsedAfter are Redis's used_memory right
+	// before and right after the timed phase (before verification).
+	RedisUsedBefore, RedisUsedAfter int64
 	// RedisCommands is how many commands Redis processed during the timed
 	// phase, from every client: far more than the phase's own operations
 	// means other work shared the Redis.
@@ -110,6 +120,9 @@ type Runner struct {
 	emails int
 	seq    int
 	run    string
+	// listed is the messages of the last list scenario that stored any:
+	// a list scenario with nothing to store looks up their recipients.
+	listed *Messages
 }
 
 // NewRunner returns a Runner for t; srv may be nil.
@@ -138,14 +151,21 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	}
 	res := &Result{Scenario: s, Backend: r.Target.Backend, MessageBytes: m.Size()}
 	client := NewClient(r.Target.HTTP, r.Target.APIKey, max(s.QueryConns, 4))
+	client.API = r.Target.API
+	defer client.HTTP.CloseIdleConnections()
 	ingest := IngestOptions{Messages: s.Messages, Connections: s.Connections, Reuse: s.Reuse, Pipeline: s.Pipeline, GoSMTP: s.GoSMTP}
 
-	if s.Kind == "list" {
-		if s.AccountSize > 0 {
-			s.Messages = max((s.AccountSize-r.emails+s.PerMessage-1)/s.PerMessage, 1)
-			ingest.Messages = s.Messages
-			res.Scenario = s
-		}
+	if s.Kind == "list" && s.AccountSize > 0 {
+		s.Messages = max((s.AccountSize-r.emails+s.PerMessage-1)/s.PerMessage, 0)
+		ingest.Messages = s.Messages
+		res.Scenario = s
+	}
+	if s.Kind == "list" && s.Messages == 0 && r.listed != nil {
+		m = r.listed
+		res.MessageBytes = m.Size()
+	}
+	if s.Kind == "list" && s.Messages > 0 {
+		r.listed = m
 		r.logf("%s: prefill %d emails (%d messages x %d recipients each, %d recipients)", s.Name, s.Emails(), s.Messages, s.PerMessage, s.Recipients)
 		in, err := Ingest(ctx, r.Target.SMTP, m, ingest)
 		if in != nil {
@@ -163,6 +183,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		return res, err
 	}
 	redisBefore, cmdsBefore := r.redisCPU(ctx), r.redisCommands(ctx)
+	res.RedisUsedBefore = r.redisUsedMemory(ctx)
 	if res.Before, err = r.proc(); err != nil {
 		return res, err
 	}
@@ -178,11 +199,20 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		}
 	case "list":
 		r.logf("%s: %d list requests over %d clients, account holds %d emails", s.Name, s.Queries, s.QueryConns, r.emails)
+		stopLoad := r.startLoad(ctx, s, token)
 		res.Query, err = client.ListLatency(ctx, m, QueryOptions{Queries: s.Queries, Concurrency: s.QueryConns})
+		var lerr error
+		if res.Load, lerr = stopLoad(); res.Load != nil {
+			r.emails += res.Load.Sent
+		}
+		if err == nil {
+			err = lerr
+		}
 	default:
 		err = fmt.Errorf("unknown scenario kind %q", s.Kind)
 	}
 	res.AccountEmails = r.emails
+	res.RedisUsedAfter = r.redisUsedMemory(ctx)
 	stopSampling()
 	after, perr := r.proc()
 	res.After = after
@@ -303,6 +333,55 @@ func (r *Runner) redisCPU(ctx context.Context) time.Duration {
 	user, _ := strconv.ParseFloat(info["used_cpu_user"], 64)
 	sys, _ := strconv.ParseFloat(info["used_cpu_sys"], 64)
 	return time.Duration((user + sys) * float64(time.Second))
+}
+
+// redisUsedMemory returns Redis's used_memory, or 0.
+func (r *Runner) redisUsedMemory(ctx context.Context) int64 {
+	if r.Server == nil {
+		return 0
+	}
+	info, err := r.Server.RedisInfo(ctx, "memory")
+	if err != nil || info == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(info["used_memory"], 10, 64)
+	return n
+}
+
+// startLoad starts the ingest s asks to run during its list requests
+// (LoadConns), of 2 KB messages to 100 recipients of their own, and returns
+// the function that stops it and returns what it did; without LoadConns
+// that function returns nil.
+func (r *Runner) startLoad(ctx context.Context, s Scenario, token string) func() (*IngestResult, error) {
+	if s.LoadConns <= 0 {
+		return func() (*IngestResult, error) { return nil, nil }
+	}
+	m, err := NewMessages(token+"-load", 100, 1, 2048, ShapePlain)
+	if err != nil {
+		return func() (*IngestResult, error) { return nil, err }
+	}
+	stop := make(chan struct{})
+	type outcome struct {
+		res *IngestResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := Ingest(ctx, r.Target.SMTP, m, IngestOptions{Messages: 1 << 30, Connections: s.LoadConns, Reuse: true, Rate: s.LoadRate, Stop: stop})
+		done <- outcome{res, err}
+	}()
+	r.logf("%s: ingest load of %d connections at %.0f msg/s (0: flat out) runs during the requests", s.Name, s.LoadConns, s.LoadRate)
+	return func() (*IngestResult, error) {
+		close(stop)
+		o := <-done
+		if o.res != nil {
+			r.logf("%s: ingest load stored %d messages (%d failed) in %s: %.0f msg/s", s.Name, o.res.Sent, o.res.Failed, o.res.Elapsed.Round(time.Millisecond), o.res.PerSecond())
+			if o.err == nil && o.res.Failed > 0 {
+				o.err = fmt.Errorf("ingest load: %d messages failed: %v", o.res.Failed, o.res.FirstErrs)
+			}
+		}
+		return o.res, o.err
+	}
 }
 
 // redisCommands returns Redis's total_commands_processed, or 0.

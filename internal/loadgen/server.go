@@ -19,15 +19,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Target is a mailsink to drive: its listeners, an API key of the account
-// the load lands in, and its process id when the load tool may read /proc.
+// Target is a mailsink (or a peer) to drive: its listeners, an API key of
+// the account the load lands in, and its process id when the load tool may
+// read /proc.
 type Target struct {
 	SMTP    string // host:port
 	HTTP    string // base URL, http://host:port
 	APIKey  string
 	PID     int    // 0 when unknown: server CPU and RSS are not measured
 	PProf   string // base URL of the debug listener, when there is one
-	Backend string // "embedded" or "redis", for reports
+	Backend string // "embedded", "redis" or a peer's name, for reports
+	// API is the flavour of list API the target serves: APIMailsink or a
+	// peer's (APIInbucket).
+	API string
 }
 
 // Build compiles ./cmd/mailsink of the module at root into dir and returns
@@ -55,9 +59,13 @@ type ServerOptions struct {
 	PProf bool
 	// Log receives the server's stderr; nil discards it.
 	Log io.Writer
+	// KeepData keeps the embedded store's data directory when the server
+	// stops, for DataDir and RemoveData.
+	KeepData bool
 }
 
-// Server is a mailsink process started by the load tool.
+// Server is a mailsink process started by the load tool, or a peer's
+// (StartPeer).
 type Server struct {
 	Target
 	cmd     *exec.Cmd
@@ -66,6 +74,8 @@ type Server struct {
 	prefix  string
 	exited  chan struct{}
 	waitErr error
+	// keepData leaves dataDir in place on Stop.
+	keepData bool
 }
 
 // StartServer runs `mailsink serve` on free loopback ports with a random API
@@ -76,7 +86,7 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{exited: make(chan struct{})}
+	s := &Server{exited: make(chan struct{}), keepData: o.KeepData}
 	s.APIKey = "bench-" + key
 	env := []string{
 		"MAILSINK_HTTP_ADDR=127.0.0.1:0",
@@ -115,24 +125,14 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	}
 
 	s.cmd = exec.Command(o.Binary, "serve")
-	s.cmd.Env = append(withoutMailsinkEnv(os.Environ()), env...)
+	s.cmd.Env = append(withoutEnvPrefix(os.Environ(), "MAILSINK_"), env...)
 	if o.Log != nil {
 		s.cmd.Stderr = o.Log
 	}
-	stdout, err := s.cmd.StdoutPipe()
+	stdout, err := s.launch(s.cmd.StdoutPipe)
 	if err != nil {
-		s.cleanup()
 		return nil, err
 	}
-	if err := s.cmd.Start(); err != nil {
-		s.cleanup()
-		return nil, err
-	}
-	s.PID = s.cmd.Process.Pid
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
 
 	ready := make(chan error, 1)
 	var once sync.Once
@@ -174,6 +174,25 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	return s, nil
 }
 
+// launch starts s.cmd with the output pipe its banner is read from, and
+// waits for the process in the background (s.exited).
+func (s *Server) launch(pipe func() (io.ReadCloser, error)) (io.ReadCloser, error) {
+	out, err := pipe()
+	if err == nil {
+		err = s.cmd.Start()
+	}
+	if err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	s.PID = s.cmd.Process.Pid
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+	return out, nil
+}
+
 // Stop ends the server with SIGTERM (SIGKILL after 15s) and deletes what it
 // stored: the temporary data directory, or every Redis key under its prefix
 // (with SCAN and DEL, never FLUSHDB).
@@ -186,16 +205,40 @@ func (s *Server) Stop() error {
 		case <-time.After(15 * time.Second):
 			s.cmd.Process.Kill()
 			<-s.exited
-			errs = append(errs, errors.New("mailsink did not stop within 15s of SIGTERM; killed"))
+			errs = append(errs, fmt.Errorf("%s did not stop within 15s of SIGTERM; killed", s.name()))
 		}
 	}
 	errs = append(errs, s.cleanup())
 	return errors.Join(errs...)
 }
 
+// name is what the server is, for messages.
+func (s *Server) name() string {
+	if s.API != APIMailsink {
+		return s.Backend
+	}
+	return "mailsink"
+}
+
+// DataDir returns the embedded store's data directory ("" on Redis).
+func (s *Server) DataDir() string {
+	if s.API != APIMailsink {
+		return ""
+	}
+	return s.dataDir
+}
+
+// RemoveData deletes a data directory Stop kept (KeepData).
+func (s *Server) RemoveData() error {
+	if s.dataDir == "" {
+		return nil
+	}
+	return os.RemoveAll(s.dataDir)
+}
+
 func (s *Server) cleanup() error {
 	var err error
-	if s.dataDir != "" {
+	if s.dataDir != "" && !s.keepData {
 		err = os.RemoveAll(s.dataDir)
 	}
 	if s.redis != nil {
@@ -251,10 +294,10 @@ func DeletePrefix(ctx context.Context, c *redis.Client, prefix string) (int, err
 	}
 }
 
-func withoutMailsinkEnv(env []string) []string {
+func withoutEnvPrefix(env []string, prefix string) []string {
 	out := env[:0:0]
 	for _, e := range env {
-		if !strings.HasPrefix(e, "MAILSINK_") {
+		if !strings.HasPrefix(e, prefix) {
 			out = append(out, e)
 		}
 	}

@@ -25,6 +25,12 @@ type IngestOptions struct {
 	GoSMTP bool
 	// MaxErrors stops the run after this many failed messages; 0 means 100.
 	MaxErrors int64
+	// Rate, when above 0, paces the load: message i is sent no sooner than
+	// i/Rate seconds after the start (messages per second in all).
+	Rate float64
+	// Stop, when closed, ends the load: messages not yet begun are neither
+	// sent nor counted, and that is not an error.
+	Stop <-chan struct{}
 }
 
 // IngestResult is what one SMTP load measured on the client side.
@@ -88,7 +94,7 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 			buf := make([]byte, 0, m.Size()+256)
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
-				if i >= o.Messages {
+				if i >= o.Messages || !pace(ctx, o, start, i) {
 					return
 				}
 				t0 := time.Now()
@@ -135,6 +141,35 @@ func Ingest(ctx context.Context, addr string, m *Messages, o IngestOptions) (*In
 		return res, fmt.Errorf("stopped after %d of %d messages: %w", res.Sent+res.Failed, o.Messages, err)
 	}
 	return res, nil
+}
+
+// pace waits until message i is due (o.Rate) and reports whether to send
+// it: false once o.Stop is closed or ctx is done.
+func pace(ctx context.Context, o IngestOptions, start time.Time, i int) bool {
+	var due <-chan time.Time
+	if o.Rate > 0 {
+		if d := time.Until(start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			due = t.C
+		}
+	}
+	if due == nil {
+		select {
+		case <-o.Stop:
+			return false
+		default:
+			return true
+		}
+	}
+	select {
+	case <-o.Stop:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-due:
+		return true
+	}
 }
 
 func connect(ctx context.Context, addr string, o IngestOptions) (smtpConn, error) {
