@@ -72,7 +72,7 @@ func fixtureBodies() []*store.Body {
 	}
 	return []*store.Body{
 		{
-			Raw: []byte("Subject: subject 01\r\nContent-Type: text/html\r\n\r\n<p>hi \xff</p>\r\n"),
+			Raw:  []byte("Subject: subject 01\r\nContent-Type: text/html\r\n\r\n<p>hi \xff</p>\r\n"),
 			Text: ptr("hi"), HTML: ptr("<p>hi</p>"), Headers: map[string]string{"subject": "subject 01", "content-type": "text/html"},
 			Attachments: []store.Attachment{{ContentType: ptr("application/pdf"), Filename: ptr("a.pdf"), Size: 12}},
 			Transcript:  tr,
@@ -197,6 +197,11 @@ func TestReadFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var version string
+	_ = s.db.View(func(tx *bolt.Tx) error { version = string(tx.Bucket(bucketMeta).Get([]byte("version"))); return nil })
+	if version != schemaVersion {
+		t.Errorf("schema version after Open: %q, want %q", version, schemaVersion)
+	}
 	check(s)
 	// Seven events were committed (five emails created, one deleted, one
 	// updated): the next create is number 8.
@@ -227,6 +232,17 @@ func TestReadFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openTemp(t, path)
+	err = s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBodies).ForEach(func(k, v []byte) error {
+			if v[0] != bodyFormat {
+				t.Errorf("body %x after Compact: format %d, want %d", k, v[0], bodyFormat)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n, err := s.BodyCount(ctx); err != nil || n != 2 {
 		t.Errorf("BodyCount after deletes = %d, %v; want 2", n, err)
 	}
