@@ -115,7 +115,7 @@ type bucketUse struct {
 
 // spaceByBucket opens the file at path read-only and returns its buckets'
 // page counts and bytes in use.
-func spaceByBucket(t testing.TB, path string) []bucketUse {
+func spaceByBucket(t testing.TB, path string) ([]bucketUse, int) {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
@@ -123,6 +123,7 @@ func spaceByBucket(t testing.TB, path string) []bucketUse {
 	}
 	defer db.Close()
 	var out []bucketUse
+	page := db.Info().PageSize
 	err = db.View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			st := b.Stats()
@@ -138,7 +139,7 @@ func spaceByBucket(t testing.TB, path string) []bucketUse {
 		t.Fatal(err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
+	return out, page
 }
 
 func fileSize(t testing.TB, path string) int64 {
@@ -155,8 +156,8 @@ func spaceReport(t testing.TB, label, path string, n int, raw int64) {
 	t.Helper()
 	size := fileSize(t, path)
 	t.Logf("%s: file %d bytes, %.0f B per email (raw %.0f B per email)", label, size, float64(size)/float64(n), float64(raw)/float64(n))
-	const page = 4096
-	for _, u := range spaceByBucket(t, path) {
+	buckets, page := spaceByBucket(t, path)
+	for _, u := range buckets {
 		pages := u.leaf + u.branch + u.overflow
 		t.Logf("  %-9s keys %7d  leaf %6d branch %4d overflow %6d  in use %10d B  pages %8d B = %6.0f B/email (in use %6.0f)",
 			u.name, u.keys, u.leaf, u.branch, u.overflow, u.inuse, pages*page,
@@ -201,4 +202,30 @@ func TestSpaceReport(t *testing.T) {
 	}
 	t.Logf("Compact: %d -> %d bytes", b, a)
 	spaceReport(t, "after compaction", path, n, raw)
+}
+
+// TestSpaceBudget checks the budget for the embedded store: after
+// compaction the file holds at most the raw sources plus 1 KB per email
+// (and a few pages of its own), for 2 KB and 1.1 KB text messages stored
+// as SMTP ingest stores them.
+func TestSpaceBudget(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{2048, 1100} {
+		path := filepath.Join(t.TempDir(), "mailsink.db")
+		s := openTemp(t, path)
+		const n = 1000
+		raw := fillLikeSMTP(t, s, "6f1d5a8e-3c1b-4f7e-9a2d-5b8c0e4d7f10", n, 32, size)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, after, err := Compact(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		budget := raw + n*1024 + 16*4096
+		t.Logf("%d emails of %d bytes: %d bytes after Compact, %d per email; budget %d", n, raw/n, after, after/n, budget)
+		if after > budget {
+			t.Errorf("%d emails of %d bytes take %d bytes after Compact, over the budget of %d", n, raw/n, after, budget)
+		}
+	}
 }
