@@ -192,6 +192,10 @@ func TestSpaceReport(t *testing.T) {
 	t.Logf("%d emails in %d commits: %.2f emails per commit, %.1f page writes per commit (%d pages allocated), write time %.0f µs per commit",
 		n, commits, float64(n)/float64(commits), float64(diff.TxStats.GetWrite())/float64(commits),
 		diff.TxStats.GetPageCount(), float64(diff.TxStats.GetWriteTime().Microseconds())/float64(commits))
+	t.Logf("per commit: %.1f nodes, %.1f spilled, %.1f split, %.1f rebalanced, %.1f pages allocated",
+		float64(diff.TxStats.GetNodeCount())/float64(commits), float64(diff.TxStats.GetSpill())/float64(commits),
+		float64(diff.TxStats.GetSplit())/float64(commits), float64(diff.TxStats.GetRebalance())/float64(commits),
+		float64(diff.TxStats.GetPageCount())/float64(commits))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
