@@ -29,8 +29,9 @@ import (
 )
 
 // schemaVersion is written to a new file and checked on open; a file of
-// version 1, which had no stats bucket, is upgraded (see keys.go).
-const schemaVersion = "2"
+// an older version is upgraded (see keys.go), one of a newer version is
+// refused.
+const schemaVersion = "3"
 
 // Store is a store.Store kept in one bbolt file. It is safe for concurrent
 // use.
@@ -105,8 +106,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 				return err
 			}
 			return meta.Put([]byte("version"), []byte(schemaVersion))
+		case string(v) == "2":
+			// Version 3 reads every record of version 2 as it is.
+			return meta.Put([]byte("version"), []byte(schemaVersion))
 		case string(v) != schemaVersion:
-			return internalf("open %s: schema version %q, this build reads %q", path, v, schemaVersion)
+			return internalf("open %s: the file has schema version %q and this build reads versions 1 to %s: "+
+				"it was written by a newer mailsink", path, v, schemaVersion)
 		}
 		return nil
 	})
@@ -208,8 +213,8 @@ func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
 
 // apply writes the body, the emails and their indexes in tx.
 func (op *createOp) apply(tx *bolt.Tx) error {
-	eb, ib := tx.Bucket(bucketEmails), tx.Bucket(bucketIndex)
-	bodies, refs := tx.Bucket(bucketBodies), tx.Bucket(bucketRefs)
+	eb, ib := writeBucket(tx, bucketEmails), writeBucket(tx, bucketIndex)
+	bodies := writeBucket(tx, bucketBodies)
 	for i, e := range op.emails {
 		if eb.Get(op.keys[i]) != nil {
 			return store.Errorf(store.Conflict, "email %s already exists", e.ID)
@@ -223,8 +228,11 @@ func (op *createOp) apply(tx *bolt.Tx) error {
 	if err := bodies.Put(bk, op.body); err != nil {
 		return err
 	}
-	if err := refs.Put(bk, binary.AppendUvarint(nil, uint64(len(op.emails)))); err != nil {
-		return err
+	if len(op.emails) > 1 {
+		refs := writeBucket(tx, bucketRefs)
+		if err := refs.Put(bk, binary.AppendUvarint(nil, uint64(len(op.emails)))); err != nil {
+			return err
+		}
 	}
 	for i, e := range op.emails {
 		r := emailRecord{Email: *e, BodyID: seq}
@@ -320,11 +328,12 @@ func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body,
 }
 
 func getRecord(tx *bolt.Tx, accountID, id string) (*emailRecord, error) {
-	v := tx.Bucket(bucketEmails).Get(emailKey(accountID, id))
+	k := emailKey(accountID, id)
+	v := tx.Bucket(bucketEmails).Get(k)
 	if v == nil {
 		return nil, store.ErrNotFound
 	}
-	return decodeEmail(v)
+	return decodeEmail(k, v)
 }
 
 // ListEmails implements store.Store. It returns Invalid when the query has no
@@ -465,7 +474,7 @@ entries:
 		if v == nil {
 			return internalf("list: index entry %x has no email", k)
 		}
-		r, err := decodeEmail(v)
+		r, err := decodeEmail(key, v)
 		if err != nil {
 			return err
 		}
@@ -549,7 +558,7 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	var event uint64
 	fn := func(tx *bolt.Tx) error {
 		result = nil
-		eb := tx.Bucket(bucketEmails)
+		eb := writeBucket(tx, bucketEmails)
 		v := eb.Get(key)
 		if v == nil {
 			// Not an error for the transaction: returning one would make
@@ -557,14 +566,14 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 			// sharing it.
 			return nil
 		}
-		r, err := decodeEmail(v)
+		r, err := decodeEmail(key, v)
 		if err != nil {
 			return err
 		}
 		old := r.Status
 		apply(&r.Email, u)
 		if r.Status != old {
-			ib := tx.Bucket(bucketIndex)
+			ib := writeBucket(tx, bucketIndex)
 			if err := ib.Delete(statusKey(&r.Email, old)); err != nil {
 				return err
 			}
@@ -625,19 +634,19 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	var event uint64
 	fn := func(tx *bolt.Tx) error {
 		found = false
-		eb := tx.Bucket(bucketEmails)
+		eb := writeBucket(tx, bucketEmails)
 		v := eb.Get(key)
 		if v == nil {
 			return nil // see UpdateEmail
 		}
-		r, err := decodeEmail(v)
+		r, err := decodeEmail(key, v)
 		if err != nil {
 			return err
 		}
 		if err := eb.Delete(key); err != nil {
 			return err
 		}
-		ib := tx.Bucket(bucketIndex)
+		ib := writeBucket(tx, bucketIndex)
 		for _, k := range indexKeys(&r.Email) {
 			if err := ib.Delete(k); err != nil {
 				return err
@@ -664,19 +673,43 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 }
 
 // release drops one reference to a body and deletes it with the last one.
+// A body has a reference count only while more than one email shares it.
 func release(tx *bolt.Tx, bodyID uint64) error {
-	refs, bk := tx.Bucket(bucketRefs), bodyKey(bodyID)
-	n, size := binary.Uvarint(refs.Get(bk))
-	if size <= 0 {
-		return internalf("body %d has no reference count", bodyID)
+	refs, bk := writeBucket(tx, bucketRefs), bodyKey(bodyID)
+	if v := refs.Get(bk); v != nil {
+		n, size := binary.Uvarint(v)
+		switch {
+		case size <= 0 || n == 0:
+			return internalf("body %d has reference count %x", bodyID, v)
+		case n > 2:
+			return refs.Put(bk, binary.AppendUvarint(nil, n-1))
+		case n == 2:
+			return refs.Delete(bk)
+		}
+		if err := refs.Delete(bk); err != nil {
+			return err
+		}
 	}
-	if n > 1 {
-		return refs.Put(bk, binary.AppendUvarint(nil, n-1))
+	bodies := writeBucket(tx, bucketBodies)
+	if bodies.Get(bk) == nil {
+		return internalf("body %d is missing", bodyID)
 	}
-	if err := refs.Delete(bk); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketBodies).Delete(bk)
+	return bodies.Delete(bk)
+}
+
+// fillPercent is how full bbolt fills a page it splits, in the buckets that
+// hold emails: their keys arrive in order (a body's sequence number, an
+// email's time-ordered id, an index entry's time after its prefix), so
+// pages are only ever appended to, and bbolt's default of one half would
+// leave every page half empty.
+const fillPercent = 0.95
+
+// writeBucket returns the bucket name of tx, set to fill its pages to
+// fillPercent. FillPercent is not stored: every write transaction sets it.
+func writeBucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	b := tx.Bucket(name)
+	b.FillPercent = fillPercent
+	return b
 }
 
 // BodyCount returns the number of stored bodies. The conformance suite uses

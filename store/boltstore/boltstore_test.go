@@ -1,10 +1,12 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,8 +222,9 @@ func TestAccountPrefixes(t *testing.T) {
 
 func TestCorruptRecord(t *testing.T) {
 	t.Parallel()
-	for _, b := range [][]byte{nil, {emailFormat}, {emailFormat, 0xff}, {2}} {
-		if _, err := decodeEmail(b); !errors.Is(err, errCorrupt) {
+	key := emailKey("acct", "id")
+	for _, b := range [][]byte{nil, {emailFormat}, {emailFormat, 0xff}, {2}, {emailFormatOne}, {9}} {
+		if _, err := decodeEmail(key, b); !errors.Is(err, errCorrupt) {
 			t.Errorf("decodeEmail(%x): got %v, want errCorrupt", b, err)
 		}
 		if _, err := decodeBody(b); !errors.Is(err, errCorrupt) {
@@ -230,9 +233,27 @@ func TestCorruptRecord(t *testing.T) {
 	}
 	full := encodeEmail(&emailRecord{Email: *testEmail("id", "r@example.com", 1)})
 	for i := range full {
-		if _, err := decodeEmail(full[:i]); err == nil {
+		if _, err := decodeEmail(key, full[:i]); err == nil {
 			t.Errorf("decodeEmail of %d of %d bytes: got nil error", i, len(full))
 		}
+	}
+	for _, k := range [][]byte{nil, {0x80}, {5, 'a'}} {
+		if _, err := decodeEmail(k, full); !errors.Is(err, errCorrupt) {
+			t.Errorf("decodeEmail under key %x: got %v, want errCorrupt", k, err)
+		}
+	}
+	body := encodeBody(&store.Body{Raw: bytes.Repeat([]byte("compressible "), 100), Transcript: &store.Transcript{}})
+	for i := range body {
+		if _, err := decodeBody(body[:i]); err == nil {
+			t.Errorf("decodeBody of %d of %d bytes: got nil error", i, len(body))
+		}
+	}
+	bad := append([]byte{bodyFormat, 0x80}, body[2:]...)
+	if _, err := decodeBody(bad); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeBody with an unknown flag: got %v, want errCorrupt", err)
+	}
+	if _, err := decodeBody([]byte{bodyFormat + 1, 0}); !errors.Is(err, errCorrupt) {
+		t.Errorf("decodeBody of format %d: got %v, want errCorrupt", bodyFormat+1, err)
 	}
 }
 
@@ -296,7 +317,7 @@ func TestUpgradeStats(t *testing.T) {
 		}
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put([]byte("version"), []byte("3"))
+		return tx.Bucket(bucketMeta).Put([]byte("version"), []byte("4"))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -304,8 +325,13 @@ func TestUpgradeStats(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := Open(path); err == nil {
-		s.Close()
-		t.Error("Open of a version 3 file: got nil error")
+	if s, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer mailsink") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Open of a version 4 file: got %v, want an error that names a newer mailsink", err)
+	}
+	if _, _, err := Compact(path); err == nil || !strings.Contains(err.Error(), "newer mailsink") {
+		t.Errorf("Compact of a version 4 file: got %v, want an error that names a newer mailsink", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -14,14 +15,30 @@ import (
 // size as a JSON string. Every record starts with a format version byte so that
 // a later release can read what an earlier one wrote.
 const (
-	emailFormat byte = 1
+	// emailFormatOne held the id and account, which format 2 takes from
+	// the record's key, and all three times in full; format 2 keeps
+	// CreatedAt and UpdatedAt as offsets from ReceivedAt. Format 1
+	// records are still read.
+	emailFormatOne byte = 1
+	emailFormat    byte = 2
 	// bodyFormat 2 added the SMTP transcript (JSON, empty for none)
 	// before the raw source; format 1 bodies are still read.
-	bodyFormat    byte = 2
+	bodyFormat2   byte = 2
 	bodyFormatOne byte = 1
 	// bodyFormatUnparsed is format 2 for a body whose Raw was not parsed
 	// (store.Body.Unparsed).
 	bodyFormatUnparsed byte = 3
+	// bodyFormat 4, written since schema version 3, starts with a flags
+	// byte (bodyUnparsed, bodyCompressed); the parsed fields follow only
+	// for a parsed body, the transcript is binary (encodeTranscript), and
+	// a compressed raw source is its size then its internal/rawzip frame.
+	bodyFormat byte = 4
+)
+
+// Flags of a format 4 body.
+const (
+	bodyUnparsed   byte = 1 << 0
+	bodyCompressed byte = 1 << 1
 )
 
 // errCorrupt is the cause of every decoding failure: the file holds bytes this
@@ -150,11 +167,9 @@ type emailRecord struct {
 }
 
 func encodeEmail(r *emailRecord) []byte {
-	e := encoder{b: make([]byte, 0, 160+len(r.Sender)+len(r.Recipient))}
+	e := encoder{b: make([]byte, 0, 96+len(r.Sender)+len(r.Recipient))}
 	e.byte(emailFormat)
 	e.uvarint(r.BodyID)
-	e.str(r.ID)
-	e.str(r.AccountID)
 	e.optStr(r.MessageID)
 	e.str(r.Sender)
 	e.str(r.Recipient)
@@ -166,17 +181,58 @@ func encodeEmail(r *emailRecord) []byte {
 		e.str(l)
 	}
 	e.varint(r.RawSize)
-	e.time(r.ReceivedAt)
-	e.time(r.CreatedAt)
-	e.time(r.UpdatedAt)
+	received := r.ReceivedAt.UnixMilli()
+	e.varint(received)
+	e.varint(r.CreatedAt.UnixMilli() - received)
+	e.varint(r.UpdatedAt.UnixMilli() - received)
 	return e.b
 }
 
-// decodeEmail returns a record that shares no memory with b: its strings
-// are substrings of one copy of b.
-func decodeEmail(b []byte) (*emailRecord, error) {
-	d := decoder{b: b, s: string(b)}
+// decodeEmail decodes the record v stored under the email key k. The
+// record shares no memory with k or v: its strings are substrings of one
+// copy of both.
+func decodeEmail(k, v []byte) (*emailRecord, error) {
+	if len(v) > 0 && v[0] == emailFormatOne {
+		return decodeEmailOne(v)
+	}
+	n, size := binary.Uvarint(k)
+	if size <= 0 || n > uint64(len(k)-size) {
+		return nil, errCorrupt
+	}
+	s := string(k) + string(v)
+	d := decoder{b: v, s: s}
 	if d.byte() != emailFormat {
+		return nil, errCorrupt
+	}
+	r := &emailRecord{}
+	r.AccountID = s[size : size+int(n)]
+	r.ID = s[size+int(n) : len(k)]
+	r.BodyID = d.uvarint()
+	r.MessageID = d.optStr()
+	r.Sender = d.str()
+	r.Recipient = d.str()
+	r.Subject = d.optStr()
+	r.Status = store.Status(d.str())
+	r.Notes = d.optStr()
+	r.Labels = make([]string, d.count())
+	for i := range r.Labels {
+		r.Labels[i] = d.str()
+	}
+	r.RawSize = d.varint()
+	received := d.varint()
+	r.ReceivedAt = time.UnixMilli(received).UTC()
+	r.CreatedAt = time.UnixMilli(received + d.varint()).UTC()
+	r.UpdatedAt = time.UnixMilli(received + d.varint()).UTC()
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeEmailOne decodes a format 1 record, which holds its id and account.
+func decodeEmailOne(b []byte) (*emailRecord, error) {
+	d := decoder{b: b, s: string(b)}
+	if d.byte() != emailFormatOne {
 		return nil, errCorrupt
 	}
 	r := &emailRecord{}
@@ -203,25 +259,57 @@ func decodeEmail(b []byte) (*emailRecord, error) {
 	return r, nil
 }
 
-// encodeBody puts the raw source last so that its length is the only part of
-// the record that grows with the message.
+// encodeBody returns b in body format 4. The raw source is last so that
+// its length is the only part of the record that grows with the message;
+// it is compressed when internal/rawzip finds that it pays.
 func encodeBody(b *store.Body) []byte {
-	size := 64 + len(b.Raw) + 512
-	if b.Text != nil {
-		size += len(*b.Text)
+	frame, compressed := rawzip.Compress(b.Raw)
+	size := 64 + 512 + len(b.Raw)
+	if compressed {
+		size = 64 + 512 + len(frame)
 	}
-	if b.HTML != nil {
-		size += len(*b.HTML)
+	var flags byte
+	if b.Unparsed {
+		flags |= bodyUnparsed
+	} else {
+		size += parsedSize(b)
 	}
-	for k, v := range b.Headers {
-		size += len(k) + len(v) + 4
+	if compressed {
+		flags |= bodyCompressed
 	}
 	e := encoder{b: make([]byte, 0, size)}
-	if b.Unparsed {
-		e.byte(bodyFormatUnparsed)
-	} else {
-		e.byte(bodyFormat)
+	e.byte(bodyFormat)
+	e.byte(flags)
+	if !b.Unparsed {
+		encodeParsed(&e, b)
 	}
+	encodeTranscript(&e, b.Transcript)
+	if compressed {
+		e.uvarint(uint64(len(b.Raw)))
+		e.bytes(frame)
+	} else {
+		e.bytes(b.Raw)
+	}
+	return e.b
+}
+
+func parsedSize(b *store.Body) int {
+	n := 0
+	if b.Text != nil {
+		n += len(*b.Text)
+	}
+	if b.HTML != nil {
+		n += len(*b.HTML)
+	}
+	for k, v := range b.Headers {
+		n += len(k) + len(v) + 4
+	}
+	return n
+}
+
+// encodeParsed writes the parsed fields of b, as body formats 1 to 4 hold
+// them.
+func encodeParsed(e *encoder, b *store.Body) {
 	e.optStr(b.Text)
 	e.optStr(b.HTML)
 	e.uvarint(uint64(len(b.Headers)))
@@ -237,25 +325,9 @@ func encodeBody(b *store.Body) []byte {
 		e.optStr(a.Filename)
 		e.varint(a.Size)
 	}
-	var transcript []byte
-	if b.Transcript != nil {
-		// A Transcript is plain strings and slices: it always marshals.
-		transcript, _ = json.Marshal(b.Transcript)
-	}
-	e.bytes(transcript)
-	e.bytes(b.Raw)
-	return e.b
 }
 
-// decodeBody returns a body that shares no memory with b. Headers and
-// Attachments are never nil.
-func decodeBody(b []byte) (*store.Body, error) {
-	d := decoder{b: b}
-	format := d.byte()
-	if format != bodyFormat && format != bodyFormatOne && format != bodyFormatUnparsed {
-		return nil, errCorrupt
-	}
-	body := &store.Body{Unparsed: format == bodyFormatUnparsed}
+func decodeParsed(d *decoder, body *store.Body) {
 	body.Text = d.optStr()
 	body.HTML = d.optStr()
 	n := d.count()
@@ -273,6 +345,114 @@ func decodeBody(b []byte) (*store.Body, error) {
 		a.Filename = d.optStr()
 		a.Size = d.varint()
 	}
+}
+
+// encodeTranscript writes t field by field: 0 for none, else 1 and the
+// fields. A slice is its length plus one, 0 for nil, so that a decoded
+// transcript equals the one stored as its JSON did.
+func encodeTranscript(e *encoder, t *store.Transcript) {
+	if t == nil {
+		e.byte(0)
+		return
+	}
+	e.byte(1)
+	e.str(t.ClientAddress)
+	e.str(t.Helo)
+	e.str(t.TLSVersion)
+	e.str(t.TLSCipher)
+	e.str(t.AuthMechanism)
+	e.str(t.AuthIdentity)
+	encodeCommand(e, &t.Mail)
+	encodeLen(e, t.Rcpts == nil, len(t.Rcpts))
+	for i := range t.Rcpts {
+		encodeCommand(e, &t.Rcpts[i])
+	}
+	e.uvarint(uint64(t.RcptsOmitted))
+	e.str(t.Data)
+}
+
+func encodeLen(e *encoder, isNil bool, n int) {
+	if isNil {
+		e.uvarint(0)
+		return
+	}
+	e.uvarint(uint64(n) + 1)
+}
+
+// encodeCommand writes c without its AccountID, which is not stored (it
+// is not in the transcript's JSON either).
+func encodeCommand(e *encoder, c *store.TranscriptCommand) {
+	e.str(c.Address)
+	encodeLen(e, c.Params == nil, len(c.Params))
+	for _, p := range c.Params {
+		e.str(p)
+	}
+	e.str(c.Reply)
+}
+
+func decodeTranscript(d *decoder) *store.Transcript {
+	switch d.byte() {
+	case 0:
+		return nil
+	case 1:
+	default:
+		d.fail()
+		return nil
+	}
+	t := &store.Transcript{}
+	t.ClientAddress = d.str()
+	t.Helo = d.str()
+	t.TLSVersion = d.str()
+	t.TLSCipher = d.str()
+	t.AuthMechanism = d.str()
+	t.AuthIdentity = d.str()
+	decodeCommand(d, &t.Mail)
+	if n, ok := decodeLen(d); ok {
+		t.Rcpts = make([]store.TranscriptCommand, n)
+		for i := range t.Rcpts {
+			decodeCommand(d, &t.Rcpts[i])
+		}
+	}
+	t.RcptsOmitted = int(d.uvarint())
+	t.Data = d.str()
+	return t
+}
+
+// decodeLen reads what encodeLen wrote: the length, and false for nil.
+func decodeLen(d *decoder) (int, bool) {
+	n := d.count()
+	if n == 0 {
+		return 0, false
+	}
+	return n - 1, true
+}
+
+func decodeCommand(d *decoder, c *store.TranscriptCommand) {
+	c.Address = d.str()
+	if n, ok := decodeLen(d); ok {
+		c.Params = make([]string, n)
+		for i := range c.Params {
+			c.Params[i] = d.str()
+		}
+	}
+	c.Reply = d.str()
+}
+
+// decodeBody returns a body that shares no memory with b. Headers and
+// Attachments are never nil. It reads every body format from 1 to 4.
+func decodeBody(b []byte) (*store.Body, error) {
+	d := decoder{b: b}
+	format := d.byte()
+	body := &store.Body{}
+	switch format {
+	case bodyFormat:
+		return decodeBodyFour(&d)
+	case bodyFormatOne, bodyFormat2, bodyFormatUnparsed:
+	default:
+		return nil, errCorrupt
+	}
+	body.Unparsed = format == bodyFormatUnparsed
+	decodeParsed(&d, body)
 	if format != bodyFormatOne {
 		if t := d.view(); len(t) > 0 && d.err == nil {
 			body.Transcript = &store.Transcript{}
@@ -282,6 +462,38 @@ func decodeBody(b []byte) (*store.Body, error) {
 		}
 	}
 	body.Raw = append([]byte{}, d.view()...)
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+func decodeBodyFour(d *decoder) (*store.Body, error) {
+	flags := d.byte()
+	if flags&^(bodyUnparsed|bodyCompressed) != 0 {
+		return nil, errCorrupt
+	}
+	body := &store.Body{Unparsed: flags&bodyUnparsed != 0}
+	if body.Unparsed {
+		body.Headers, body.Attachments = map[string]string{}, []store.Attachment{}
+	} else {
+		decodeParsed(d, body)
+	}
+	body.Transcript = decodeTranscript(d)
+	if flags&bodyCompressed != 0 {
+		size := d.uvarint()
+		frame := d.view()
+		if d.err != nil || size > rawzip.MaxSize {
+			return nil, errCorrupt
+		}
+		raw, err := rawzip.Decompress(frame, int(size))
+		if err != nil {
+			return nil, errCorrupt
+		}
+		body.Raw = raw
+	} else {
+		body.Raw = append([]byte{}, d.view()...)
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}

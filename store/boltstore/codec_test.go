@@ -2,17 +2,68 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"testing"
+	"time"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
+
+// encodeBodyTwo is the body encoder of schema version 2, kept to check
+// that bodies written by it still decode: format 2, or 3 when unparsed,
+// with the transcript as JSON.
+func encodeBodyTwo(b *store.Body) []byte {
+	e := encoder{}
+	if b.Unparsed {
+		e.byte(bodyFormatUnparsed)
+	} else {
+		e.byte(bodyFormat2)
+	}
+	encodeParsed(&e, b)
+	var transcript []byte
+	if b.Transcript != nil {
+		transcript, _ = json.Marshal(b.Transcript)
+	}
+	e.bytes(transcript)
+	e.bytes(b.Raw)
+	return e.b
+}
+
+// encodeEmailOne is the email encoder of schema version 2 (format 1).
+func encodeEmailOne(r *emailRecord) []byte {
+	e := encoder{}
+	e.byte(emailFormatOne)
+	e.uvarint(r.BodyID)
+	e.str(r.ID)
+	e.str(r.AccountID)
+	e.optStr(r.MessageID)
+	e.str(r.Sender)
+	e.str(r.Recipient)
+	e.optStr(r.Subject)
+	e.str(string(r.Status))
+	e.optStr(r.Notes)
+	e.uvarint(uint64(len(r.Labels)))
+	for _, l := range r.Labels {
+		e.str(l)
+	}
+	e.varint(r.RawSize)
+	e.time(r.ReceivedAt)
+	e.time(r.CreatedAt)
+	e.time(r.UpdatedAt)
+	return e.b
+}
 
 // TestDecodeBodyFormatOne checks that a body written before the transcript
 // existed (format 1: no transcript field) still decodes.
 func TestDecodeBodyFormatOne(t *testing.T) {
+	t.Parallel()
 	text := "hi"
 	b := &store.Body{Raw: []byte("raw source"), Text: &text, Headers: map[string]string{"subject": "s"}, Attachments: []store.Attachment{{Size: 3}}}
-	v2 := encodeBody(b)
+	v2 := encodeBodyTwo(b)
 	// Format 2 writes an empty transcript as one zero length byte just
 	// before the raw source's length and bytes.
 	tail := len(v2) - len(b.Raw) - 1
@@ -27,5 +78,105 @@ func TestDecodeBodyFormatOne(t *testing.T) {
 	}
 	if !bytes.Equal(got.Raw, b.Raw) || *got.Text != text || got.Attachments[0].Size != 3 || got.Transcript != nil {
 		t.Errorf("format 1: got %+v", got)
+	}
+}
+
+// randomBody returns a body with each field set or not, nil or empty.
+func randomBody(r *rand.Rand) *store.Body {
+	b := &store.Body{Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: r.IntN(2) == 0}
+	switch r.IntN(5) {
+	case 0:
+		b.Raw = []byte{}
+	case 1:
+		b.Raw = make([]byte, r.IntN(5000))
+		for i := range b.Raw {
+			b.Raw[i] = byte(r.Uint32())
+		}
+	case 2:
+		b.Raw = make([]byte, rawzip.MaxSize+1+r.IntN(10))
+	default:
+		b.Raw = realisticMessage(r, r.IntN(100), 64+r.IntN(4000), "to@example.com")
+	}
+	if !b.Unparsed {
+		if r.IntN(2) == 0 {
+			b.Text = ptr(fmt.Sprint("text ", r.Int()))
+		}
+		if r.IntN(2) == 0 {
+			b.HTML = ptr("")
+		}
+		for i := range r.IntN(3) {
+			b.Headers[fmt.Sprint("h", i)] = fmt.Sprint(r.Int())
+		}
+		for range r.IntN(3) {
+			b.Attachments = append(b.Attachments, store.Attachment{Filename: ptr("f"), ContentID: ptr(""), Size: r.Int64N(1e6)})
+		}
+	}
+	if r.IntN(3) > 0 {
+		t := &store.Transcript{ClientAddress: "127.0.0.1:1", Helo: "h", AuthIdentity: fmt.Sprint(r.Int()),
+			Mail: store.TranscriptCommand{Address: "a@b", Reply: "250"}, RcptsOmitted: r.IntN(3), Data: "250 ok"}
+		if r.IntN(2) == 0 {
+			t.Mail.Params = []string{}
+		}
+		if r.IntN(3) > 0 {
+			t.Rcpts = []store.TranscriptCommand{}
+			for range r.IntN(3) {
+				t.Rcpts = append(t.Rcpts, store.TranscriptCommand{Address: "r@b", Params: []string{"NOTIFY=NEVER"}, Reply: "250 r"})
+			}
+		}
+		b.Transcript = t
+	}
+	return b
+}
+
+// TestBodyFormats encodes random bodies in the current format and in
+// schema 2's, and checks that both decode to the body given.
+func TestBodyFormats(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	compressed := 0
+	for i := range 500 {
+		b := randomBody(r)
+		want := *b
+		v := encodeBody(b)
+		if v[1]&bodyCompressed != 0 {
+			compressed++
+			if old := encodeBodyTwo(b); len(v) >= len(old) {
+				t.Errorf("body %d: %d bytes compressed, %d in schema 2's format", i, len(v), len(old))
+			}
+		}
+		for name, enc := range map[string][]byte{"format 4": v, "schema 2": encodeBodyTwo(b)} {
+			got, err := decodeBody(enc)
+			if err != nil {
+				t.Fatalf("body %d, %s: %v", i, name, err)
+			}
+			if !reflect.DeepEqual(got, &want) {
+				t.Fatalf("body %d, %s:\ngot  %+v\nwant %+v", i, name, got, &want)
+			}
+		}
+	}
+	if compressed < 100 {
+		t.Errorf("%d of 500 bodies compressed, want at least 100", compressed)
+	}
+}
+
+// TestEmailFormats checks that an email record reads back from the current
+// format and from format 1.
+func TestEmailFormats(t *testing.T) {
+	t.Parallel()
+	at := time.UnixMilli(-5).UTC()
+	for _, e := range []*store.Email{
+		testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000001", "r@example.com", 1_767_225_600_000),
+		{ID: "x", AccountID: string(make([]byte, 200)), Status: store.StatusArchived, Labels: []string{"a", ""},
+			MessageID: ptr(""), Subject: ptr("s"), Notes: ptr("n"), RawSize: 1 << 40,
+			ReceivedAt: at, CreatedAt: at.Add(-time.Hour), UpdatedAt: at.Add(time.Hour)},
+	} {
+		r := &emailRecord{Email: *e, BodyID: 1 << 50}
+		k := emailKey(e.AccountID, e.ID)
+		for name, v := range map[string][]byte{"format 2": encodeEmail(r), "format 1": encodeEmailOne(r)} {
+			got, err := decodeEmail(k, v)
+			if err != nil || !reflect.DeepEqual(got, r) {
+				t.Errorf("%s: got %+v, %v; want %+v", name, got, err, r)
+			}
+		}
 	}
 }

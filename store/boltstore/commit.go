@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -25,6 +26,9 @@ type writeCall struct {
 type committer struct {
 	db      *bolt.DB
 	batches *batch.Batcher[*writeCall]
+	// commits counts the transactions committed, for the tests that
+	// measure the pages written per commit.
+	commits atomic.Int64
 }
 
 func newCommitter(db *bolt.DB, maxBatch int) *committer {
@@ -61,6 +65,9 @@ func (c *committer) commit(calls []*writeCall) {
 			return nil
 		})
 		if failed < 0 {
+			if err == nil {
+				c.commits.Add(1)
+			}
 			// Committed, or the commit itself failed: the same for all.
 			for _, call := range calls {
 				call.err = err

@@ -10,10 +10,10 @@ import (
 // uvarint(len(accountID)) | accountID, so no account id (whatever bytes it
 // holds) is a prefix of another's keys.
 //
-//	emails   account | id                                  -> email record (no body)
+//	emails   account | id                                  -> email record (no body, no id or account)
 //	index    account | kind | [value] | time | id          -> empty
 //	bodies   bodyID (8 bytes, big-endian)                  -> body record
-//	bodyrefs bodyID                                        -> uvarint count of emails sharing it
+//	bodyrefs bodyID                                        -> uvarint count of emails sharing it, when more than one
 //	stats    account                                       -> varint email count | varint sum of RawSize
 //	meta     "version"                                     -> schema version
 //
@@ -21,7 +21,11 @@ import (
 // so it is always exact; an account without emails has none. Schema version
 // 2 added the stats bucket: Open rebuilds it once from the emails of a
 // version 1 file, and a build that reads only version 1 refuses the file, so
-// an older build can never write emails the totals do not count.
+// an older build can never write emails the totals do not count. Version 3
+// added email format 2, body format 4 (compressed raw sources, codec.go)
+// and bodies without a reference count (one email); it reads every record
+// of version 2 as it is, and Compact rewrites them in the new formats. A
+// build that reads only version 2 refuses a version 3 file.
 //
 // Index kinds are 'a' (every email of the account, no value), 'r' recipient,
 // 's' sender and 't' status; value is uvarint(len) | bytes, addresses lower

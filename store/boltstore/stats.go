@@ -77,7 +77,7 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip i
 			if v == nil {
 				return internalf("oldest: index entry %x has no email", k)
 			}
-			r, err := decodeEmail(v)
+			r, err := decodeEmail(key, v)
 			if err != nil {
 				return err
 			}
@@ -141,8 +141,8 @@ func rebuildStats(tx *bolt.Tx) error {
 	}
 	type totals struct{ emails, rawBytes int64 }
 	all := map[string]*totals{}
-	err := tx.Bucket(bucketEmails).ForEach(func(_, v []byte) error {
-		r, err := decodeEmail(v)
+	err := tx.Bucket(bucketEmails).ForEach(func(k, v []byte) error {
+		r, err := decodeEmail(k, v)
 		if err != nil {
 			return err
 		}
