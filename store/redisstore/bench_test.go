@@ -154,6 +154,7 @@ func loadAccount(b *testing.B, s *Store, account string, n int) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
 			pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -193,10 +194,7 @@ func BenchmarkDecodePage(b *testing.B) {
 			e.Labels = []string{"bench", "ünïcode"}
 		}
 		vals := newRecord(e, e.ID, "body-1").values()
-		v = append(v, e.ID)
-		for _, s := range vals {
-			v = append(v, s)
-		}
+		v = append(v, e.ID, packRecord(vals, e.RawSize))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
