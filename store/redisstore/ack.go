@@ -88,9 +88,11 @@ type createCall struct {
 	keys      []string
 	args      []any
 	bodyID    string
-	body      []byte // the body's value (encodeBodyValue), written before the script
-	ids       []string
-	events    [][]byte // email.created payloads, in the order of ids
+	// The body, written before the script: its value (encodeBodyValue),
+	// or for a large body (largeBody) its raw source and parsed content.
+	body, raw, meta []byte
+	ids             []string
+	events          [][]byte // email.created payloads, in the order of ids
 }
 
 // deadlineArg returns the create script's deadline for ctx, in Unix
@@ -157,7 +159,8 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 	return 0, store.Errorf(store.Internal, "create script answered %T", res)
 }
 
-// sendCreate writes c's body (SET with bodyTTL) and runs the create script
+// sendCreate writes c's body (SET with bodyTTL, or for a large body HSET
+// and PEXPIRE) and runs the create script
 // in one pipeline on client, followed by WAIT for the replicas when wait is
 // set; the script and the body go to the same node, since the body key
 // carries the account's hash tag. When the node does not know the script
@@ -167,7 +170,13 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createCall, wait bool) (any, int64, error) {
 	for loaded := false; ; loaded = true {
 		pipe := client.Pipeline()
-		set := pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
+		var set redis.Cmder
+		if c.raw != nil {
+			set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
+			pipe.PExpire(ctx, c.keys[1], bodyTTL)
+		} else {
+			set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
+		}
 		run := pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
 		var acks *redis.Cmd
 		if wait {

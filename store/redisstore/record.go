@@ -136,19 +136,24 @@ func packRecord(vals []string, size int64) string {
 
 // decodePacked decodes a record of the records hash (packRecord).
 func decodePacked(v string) (*record, error) {
+	var r record
+	if err := r.decodePacked(v); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// decodePacked sets r from a record of the records hash (packRecord).
+func (r *record) decodePacked(v string) error {
 	var parts [6]string // the values of fields; the size is not needed
 	for i := range parts {
 		j := strings.Index(v, recordSep)
 		if j < 0 {
-			return nil, store.Errorf(store.Internal, "email record has %d parts, want %d", i+1, len(parts)+1)
+			return store.Errorf(store.Internal, "email record has %d parts, want %d", i+1, len(parts)+1)
 		}
 		parts[i], v = v[:j], v[j+len(recordSep):]
 	}
-	var r record
-	if err := r.decodeStrings(parts[:]); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return r.decodeStrings(parts[:])
 }
 
 // decodeFields decodes the values of fields, as HMGET returns them.
@@ -263,14 +268,21 @@ type compactBody struct {
 // A body of the current layout is one string: its parsed content as JSON
 // (compactBody), recordSep, then the raw source, either bodyPlain and the
 // bytes as they are, or bodyZipped, the raw size in decimal, recordSep and
-// the rawzip frame of the bytes.
+// the rawzip frame of the bytes. A body of largeBody bytes or more is a
+// hash instead, "raw" the bytes and "meta" the JSON.
 const (
 	bodyPlain  = 'r'
 	bodyZipped = 'z'
 )
 
-// encodeBodyValue returns the body value of b (see bodyPlain).
-func encodeBodyValue(b *store.Body) []byte {
+// largeBody is the raw size from which a body is stored as a hash of its
+// raw source and its parsed content, like the bodies of the older layout,
+// instead of a string: one string would be a copy of the raw source in
+// mailsink's memory, and rawzip does not compress sources that large.
+const largeBody = rawzip.MaxSize
+
+// encodeBodyMeta returns the parsed content of b as stored (compactBody).
+func encodeBodyMeta(b *store.Body) []byte {
 	r := compactBody{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Transcript: b.Transcript, Unparsed: b.Unparsed}
 	if len(b.Attachments) > 0 {
 		r.Attachments = make([]attachmentRecord, len(b.Attachments))
@@ -279,6 +291,12 @@ func encodeBodyValue(b *store.Body) []byte {
 		}
 	}
 	meta, _ := json.Marshal(&r)
+	return meta
+}
+
+// encodeBodyValue returns the body value of b (see bodyPlain).
+func encodeBodyValue(b *store.Body) []byte {
+	meta := encodeBodyMeta(b)
 	frame, zipped := rawzip.Compress(b.Raw)
 	n := len(meta) + len(recordSep) + 1
 	if zipped {

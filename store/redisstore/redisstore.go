@@ -20,7 +20,10 @@
 //	                             was stored unparsed, store.Body.Unparsed),
 //	                             "\n", then the raw source, byte-exact or
 //	                             compressed with S2 (internal/rawzip)
-//	                             when that saves an eighth (encodeBodyValue)
+//	                             when that saves an eighth (encodeBodyValue);
+//	                             from 1 MiB of raw source on, a hash of raw
+//	                             and meta (the JSON) instead, so that
+//	                             mailsink never copies a large source
 //	P{T}:br              hash    by body id, how many emails share a body,
 //	                             for the bodies more than one email shares
 //	                             (one CreateEmails call for several
@@ -330,7 +333,12 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 	args := make([]any, 0, 6+5*len(emails))
 	args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
 	events := make([]any, 0, len(emails))
-	c := &createCall{accountID: accountID, account: k, bodyID: bodyID, body: encodeBodyValue(body)}
+	c := &createCall{accountID: accountID, account: k, bodyID: bodyID}
+	if len(body.Raw) >= largeBody {
+		c.raw, c.meta = body.Raw, encodeBodyMeta(body)
+	} else {
+		c.body = encodeBodyValue(body)
+	}
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {
@@ -543,9 +551,10 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 		return nil, store.Errorf(store.Internal, "%s script answered %d values", script, len(v))
 	}
 	out := make([]*store.Email, 0, len(v)/itemLen)
+	var r record
 	for i := 0; i < len(v); i += itemLen {
-		r, err := decodeItem(v[i+1])
-		if err != nil {
+		r = record{}
+		if err := r.decodeItem(v[i+1]); err != nil {
 			return nil, err
 		}
 		out = append(out, r.email())
@@ -553,13 +562,13 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 	return out, nil
 }
 
-// decodeItem decodes a record of a list script's answer.
-func decodeItem(v any) (*record, error) {
+// decodeItem sets r from a record of a list script's answer.
+func (r *record) decodeItem(v any) error {
 	packed, ok := v.(string)
 	if !ok {
-		return nil, store.Errorf(store.Internal, "email record is %T", v)
+		return store.Errorf(store.Internal, "email record is %T", v)
 	}
-	return decodePacked(packed)
+	return r.decodePacked(packed)
 }
 
 // countAll is the skip that makes the scan script count every match of a
@@ -612,8 +621,8 @@ func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, l
 			skip -= skipped
 		}
 		for i := 5; i < len(v); i += itemLen {
-			r, err := decodeItem(v[i+1])
-			if err != nil {
+			r := &record{}
+			if err := r.decodeItem(v[i+1]); err != nil {
 				return 0, err
 			}
 			if f.subject != "" {

@@ -370,14 +370,20 @@ return 1
 // layout. ARGV[1] the account's body key prefix, ARGV[2] the email's id.
 //
 // It returns {the body value (encodeBodyValue)} for an email of the
-// current layout, {raw, parsed-content JSON} for one of the older layout,
-// or nil when the email does not exist.
+// current layout, {raw, parsed-content JSON} for one of the older layout
+// or a large body (a hash), or nil when the email does not exist.
 var bodyScript = redis.NewScript(`
 local v = redis.call('HGET', KEYS[1], ARGV[2])
 if v then
   local b = string.match(v, '^{"b":"([^"]*)"')
   if not b then return redis.error_reply('ERR email record names no body') end
-  local body = redis.call('GET', ARGV[1] .. b)
+  local key = ARGV[1] .. b
+  local body = redis.pcall('GET', key)
+  if type(body) == 'table' and body.err then
+    local o = redis.call('HMGET', key, 'raw', 'meta')
+    if not o[1] or not o[2] then return false end
+    return o
+  end
   if not body then return false end
   return {body}
 end
