@@ -35,9 +35,10 @@ end
 `
 
 // recordFns defines split(record), which returns the parts of a record of
-// the records hash: the 6 values of fields and the size added to the stats,
-// and ofBody(record, bodyID), which reports whether the record's fixed part
-// names the body: it starts {"b":"<bodyID>", as record.values writes it.
+// the records hash: the 6 values of fields and the size added to the stats;
+// part(record, k), which returns its k-th part alone; and ofBody(record,
+// bodyID), which reports whether the record's fixed part names the body:
+// it starts {"b":"<bodyID>", as record.values writes it.
 const recordFns = `
 local function split(v)
   local t, i = {}, 1
@@ -50,6 +51,15 @@ local function split(v)
     t[#t + 1] = string.sub(v, i, j - 1)
     i = j + 1
   end
+end
+local function part(v, k)
+  local i = 1
+  for _ = 2, k do
+    i = string.find(v, '\n', i, true) + 1
+  end
+  local j = string.find(v, '\n', i, true)
+  if j then return string.sub(v, i, j - 1) end
+  return string.sub(v, i)
 end
 local function ofBody(v, bodyID)
   local p = '{"b":"' .. bodyID .. '"'
@@ -581,14 +591,14 @@ for i = 1, #items, 2 do
       break
     end
   end
-  local v, f = nil, nil
+  local v = nil
   if ok and (label ~= '' or needle ~= '') then
     v = load(ARGV[11], ARGV[1], id)
-    if v then f = split(v) else ok = false end
+    if not v then ok = false end
   end
   if ok and label ~= '' then
     ok = false
-    local labels = cjson.decode(f[5])
+    local labels = cjson.decode(part(v, 5))
     if type(labels) == 'table' then
       for _, l in ipairs(labels) do
         if l == label then
@@ -599,7 +609,7 @@ for i = 1, #items, 2 do
     end
   end
   if ok and needle ~= '' then
-    local subj = cjson.decode(f[3])
+    local subj = cjson.decode(part(v, 3))
     if subj == cjson.null then
       ok = false
     elseif not string.find(subj, '[\128-\255]') and not string.find(string.lower(subj), needle, 1, true) then
