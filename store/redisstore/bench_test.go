@@ -193,12 +193,11 @@ func BenchmarkDecodePage(b *testing.B) {
 		if i%2 == 0 {
 			e.Labels = []string{"bench", "ünïcode"}
 		}
-		vals := newRecord(e, e.ID, "body-1").values()
-		v = append(v, e.ID, packRecord(vals, e.RawSize))
+		v = append(v, e.ID, packRecord(newRecord(e, e.ID, "body-1").storedValues(), e.RawSize))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeItems(v, "page"); err != nil {
+		if _, err := decodeItems(v, "page", acct); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -140,13 +141,22 @@ func TestRecordRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(stored.email(), e) {
 			t.Fatalf("stored %+v, read back %+v", e, stored.email())
 		}
-		packed := packRecord(vals, e.RawSize)
+		kept := newRecord(e, e.ID, "body").storedValues()
+		packed := packRecord(kept, e.RawSize)
 		if strings.Count(packed, recordSep) != len(fields) {
 			t.Fatalf("record %q has %d separators, want %d", packed, strings.Count(packed, recordSep), len(fields))
 		}
-		fromRecord, err := decodePacked(packed)
+		if f, ok := fastFixed(kept[0]); !ok || f.ID != "" || f.AccountID != "" || f.Body != "body" {
+			t.Fatalf("the record's fixed part %s: fast path %v, %+v; want it taken, without id and account", kept[0], ok, f)
+		}
+		fromRecord, err := decodePacked(packed, e.ID, e.AccountID)
 		if err != nil || !reflect.DeepEqual(fromRecord.email(), e) || fromRecord.Body != "body" {
 			t.Fatalf("record of %+v reads back as %+v, %v", e, fromRecord, err)
+		}
+		// An update's event carries the record's values (updateScript).
+		updated, _ := json.Marshal(map[string]any{"type": store.EmailUpdated, "accountId": e.AccountID, "emailId": e.ID, "fields": kept})
+		if ev, ok := decodeEvent("2-0", string(updated)); !ok || !reflect.DeepEqual(ev.Email, e) {
+			t.Fatalf("the update event %s decodes to %+v, %v; want the email %+v", updated, ev.Email, ok, e)
 		}
 		payload := string(createdPayload(e.AccountID, e.ID, vals))
 		ev, ok := decodeEvent("1-0", payload)

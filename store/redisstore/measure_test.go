@@ -106,7 +106,7 @@ func TestMeasureMemory(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
 				body := smtpBody(i, 2048, random)
-				e := testEmail("measure-account", fmt.Sprintf("r%d.run@bench.test", i%100), "sender@bench.test", 1700000000000+int64(i))
+				e := testEmail(acct, fmt.Sprintf("r%d.run@bench.test", i%100), "sender@bench.test", 1700000000000+int64(i))
 				e.RawSize = int64(len(body.Raw))
 				e.Subject = ptr(fmt.Sprintf("bench run m%d", i))
 				if err := s.CreateEmails(ctx, body, []*store.Email{e}); err != nil {

@@ -31,9 +31,11 @@ var fields = []string{fieldFixed, fieldStatus, fieldSubject, fieldNotes, fieldLa
 // Timestamps are Unix milliseconds, the precision store.Email promises.
 type fixed struct {
 	// Body is the id of the body key; bodyScript reads it with cjson.
-	Body       string  `json:"b"`
-	ID         string  `json:"id"`
-	AccountID  string  `json:"acc"`
+	Body string `json:"b"`
+	// ID and AccountID are left out of records (storedValues): the
+	// record's hash field and key name them.
+	ID         string  `json:"id,omitempty"`
+	AccountID  string  `json:"acc,omitempty"`
 	MessageID  *string `json:"mid"`
 	Sender     string  `json:"from"`
 	Recipient  string  `json:"to"`
@@ -103,6 +105,17 @@ func (r *record) values() []string {
 		marshal(r.Labels), formatInt(r.UpdatedAt)}
 }
 
+// storedValues returns the values of r as its record in the records hash
+// keeps them: values, with the fixed part without the id and the account,
+// which the record's hash field and key name.
+func (r *record) storedValues() []string {
+	f := r.fixed
+	f.ID, f.AccountID = "", ""
+	vals := r.values()
+	vals[0] = marshal(&f)
+	return vals
+}
+
 // marshal returns v as json.Marshal writes it. It cannot fail: what is
 // stored is made of strings, integers, slices and maps with string keys.
 func marshal(v any) string {
@@ -134,16 +147,19 @@ func packRecord(vals []string, size int64) string {
 	return string(strconv.AppendInt(b, size, 10))
 }
 
-// decodePacked decodes a record of the records hash (packRecord).
-func decodePacked(v string) (*record, error) {
+// decodePacked decodes the record of email id of account accountID from
+// the records hash (packRecord).
+func decodePacked(v, id, accountID string) (*record, error) {
 	var r record
 	if err := r.decodePacked(v); err != nil {
 		return nil, err
 	}
+	r.ID, r.AccountID = id, accountID
 	return &r, nil
 }
 
-// decodePacked sets r from a record of the records hash (packRecord).
+// decodePacked sets r from a record of the records hash (packRecord), all
+// but the id and the account (storedValues).
 func (r *record) decodePacked(v string) error {
 	var parts [6]string // the values of fields; the size is not needed
 	for i := range parts {

@@ -66,16 +66,18 @@
 // and then for its own key. A hash whose values pass Redis's
 // hash-max-listpack-value (64 bytes by default) is a hash table, about
 // 900 bytes for an email's seven fields and 3.4 KB for a 2 KB body with
-// its three; a record in the records hash costs about 460 bytes and a body
-// string its value and about 100 bytes. The create script never sees the
+// its three; a record in the records hash costs about 340 bytes (it leaves
+// out the email's id and account, which its hash field and key name) and a
+// body string its value and about 100 bytes. The create script never sees the
 // raw source: CreateEmails writes the body with SET just before the script,
 // in the same pipeline (createScript).
 //
 // A replica of a release before the records hash looks for emails only in
 // their own keys: while it shares a Redis with this one it does not see the
 // emails this one stores (its lists skip them, its gets and deletes answer
-// NotFound; its counts and stats include them), while this one reads
-// everything it stores. Replace every replica sharing a Redis at once, or
+// NotFound; its counts and stats include them; their update events reach
+// its subscribers without the email's id and account), while this one
+// reads everything it stores. Replace every replica sharing a Redis at once, or
 // accept that window.
 //
 // A query with at most one of the recipient, sender and status filters and
@@ -361,7 +363,7 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 		r := newRecord(e, id, bodyID)
 		vals := r.values()
 		keys = append(keys, k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
-		args = append(args, id, r.score(), formatInt(e.RawSize), packRecord(vals, e.RawSize))
+		args = append(args, id, r.score(), formatInt(e.RawSize), packRecord(r.storedValues(), e.RawSize))
 		ev := createdPayload(accountID, id, vals)
 		events = append(events, ev)
 		c.ids = append(c.ids, id)
@@ -379,7 +381,7 @@ func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Emai
 	k, id := s.account(accountID), store.NormalizeID(id)
 	packed, err := s.client.HGet(ctx, k.records(), id).Result()
 	if err == nil {
-		r, err := decodePacked(packed)
+		r, err := decodePacked(packed, id, accountID)
 		if err != nil {
 			return nil, err
 		}
@@ -462,7 +464,7 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 		if err != nil {
 			return nil, classify(err)
 		}
-		return decodeItems(v, "page")
+		return decodeItems(v, "page", q.AccountID)
 	}
 	out := make([]*store.Email, 0, q.Limit)
 	if _, err := s.scan(ctx, k, f, q.Offset, q.Limit, func(r *record) { out = append(out, r.email()) }); err != nil {
@@ -497,6 +499,7 @@ func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, erro
 
 // filter is a ListQuery in the terms of the scripts.
 type filter struct {
+	account string
 	indexes []string // the index of each filter that has one, or "all"
 	since   string   // the exclusive lower score bound, or "-inf"
 	subject string   // lower case
@@ -511,7 +514,7 @@ func (s *Store) filter(ctx context.Context, k accountKeys, q store.ListQuery) (f
 	if q.Status != "" && !q.Status.Valid() {
 		return filter{}, store.Errorf(store.Invalid, "unknown status %q", q.Status)
 	}
-	f := filter{since: "-inf", subject: strings.ToLower(q.Subject), label: q.Label}
+	f := filter{account: q.AccountID, since: "-inf", subject: strings.ToLower(q.Subject), label: q.Label}
 	if q.Recipient != "" {
 		f.indexes = append(f.indexes, k.recipient(q.Recipient))
 	}
@@ -544,9 +547,9 @@ func (s *Store) filter(ctx context.Context, k accountKeys, q store.ListQuery) (f
 	return f, nil
 }
 
-// decodeItems decodes the answer of a script that returns emails as
-// {id1, the record of id1, id2, ...}.
-func decodeItems(v []any, script string) ([]*store.Email, error) {
+// decodeItems decodes the answer of a script that returns emails of
+// accountID as {id1, the record of id1, id2, ...}.
+func decodeItems(v []any, script, accountID string) ([]*store.Email, error) {
 	if len(v)%itemLen != 0 {
 		return nil, store.Errorf(store.Internal, "%s script answered %d values", script, len(v))
 	}
@@ -554,7 +557,7 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 	var r record
 	for i := 0; i < len(v); i += itemLen {
 		r = record{}
-		if err := r.decodeItem(v[i+1]); err != nil {
+		if err := r.decodeItem(v[i], v[i+1], accountID); err != nil {
 			return nil, err
 		}
 		out = append(out, r.email())
@@ -562,13 +565,18 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 	return out, nil
 }
 
-// decodeItem sets r from a record of a list script's answer.
-func (r *record) decodeItem(v any) error {
-	packed, ok := v.(string)
-	if !ok {
-		return store.Errorf(store.Internal, "email record is %T", v)
+// decodeItem sets r from an id and its record in a list script's answer.
+func (r *record) decodeItem(id, v any, accountID string) error {
+	packed, ok1 := v.(string)
+	s, ok2 := id.(string)
+	if !ok1 || !ok2 {
+		return store.Errorf(store.Internal, "email record is %T, %T", id, v)
 	}
-	return r.decodePacked(packed)
+	if err := r.decodePacked(packed); err != nil {
+		return err
+	}
+	r.ID, r.AccountID = s, accountID
+	return nil
 }
 
 // countAll is the skip that makes the scan script count every match of a
@@ -622,7 +630,7 @@ func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, l
 		}
 		for i := 5; i < len(v); i += itemLen {
 			r := &record{}
-			if err := r.decodeItem(v[i+1]); err != nil {
+			if err := r.decodeItem(v[i], v[i+1], f.account); err != nil {
 				return 0, err
 			}
 			if f.subject != "" {
@@ -692,6 +700,9 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		return nil, classify(err)
 	}
 	r, err := decodeFields(v)
+	if err == nil {
+		r.ID, r.AccountID = id, accountID
+	}
 	if err != nil {
 		return nil, err
 	}

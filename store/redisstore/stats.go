@@ -52,5 +52,5 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip i
 	if err != nil {
 		return nil, classify(err)
 	}
-	return decodeItems(v, "oldest")
+	return decodeItems(v, "oldest", accountID)
 }
