@@ -63,6 +63,9 @@ const (
 	// publishTimeout bounds the publication of an acknowledged create's
 	// events.
 	publishTimeout = time.Second
+	// bodyTTL is how long a body written for a create stays when the create
+	// script does not make it permanent: it never ran, or wrote nothing.
+	bodyTTL = time.Hour
 )
 
 // errRefused is the create script's answer when its deadline has passed or
@@ -85,8 +88,11 @@ type createCall struct {
 	keys      []string
 	args      []any
 	bodyID    string
-	ids       []string
-	events    [][]byte // email.created payloads, in the order of ids
+	// The body, written before the script: its value (encodeBodyValue),
+	// or for a large body (largeBody) its raw source and parsed content.
+	body, raw, meta []byte
+	ids             []string
+	events          [][]byte // email.created payloads, in the order of ids
 }
 
 // deadlineArg returns the create script's deadline for ctx, in Unix
@@ -117,7 +123,7 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 		if s.ackReplicas > 0 {
 			res, err = s.createAcked(ctx, c)
 		} else {
-			res, err = createScript.Run(ctx, s.client, c.keys, c.args...).Result()
+			res, _, err = s.sendCreate(ctx, s.client, c, false)
 		}
 		if err == nil || !retryable(err) {
 			break
@@ -153,37 +159,75 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 	return 0, store.Errorf(store.Internal, "create script answered %T", res)
 }
 
-// createAcked sends the create script and WAIT in one pipeline to the
-// master of the account's slot and, once enough replicas confirmed,
+// sendCreate writes c's body (SET with bodyTTL, or for a large body HSET
+// and PEXPIRE) and runs the create script
+// in one pipeline on client, followed by WAIT for the replicas when wait is
+// set; the script and the body go to the same node, since the body key
+// carries the account's hash tag. When the node does not know the script
+// (NOSCRIPT: nothing was written but a body that expires), it loads it and
+// sends the pipeline again. It returns the script's answer and, with wait,
+// how many replicas confirmed.
+func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createCall, wait bool) (any, int64, error) {
+	for loaded := false; ; loaded = true {
+		pipe := client.Pipeline()
+		var set redis.Cmder
+		if c.raw != nil {
+			set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
+			pipe.PExpire(ctx, c.keys[1], bodyTTL)
+		} else {
+			set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
+		}
+		run := pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
+		var acks *redis.Cmd
+		if wait {
+			// Pipeliner has no Wait method; the command is the same.
+			acks = pipe.Do(ctx, "WAIT", s.ackReplicas, s.ackTimeout.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx)
+		if err := run.Err(); err != nil {
+			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := createScript.Load(ctx, client).Err(); err != nil {
+					return nil, 0, err
+				}
+				continue
+			}
+			return nil, 0, err
+		}
+		res := run.Val()
+		if v, ok := res.(int64); ok && v == -1 && set.Err() != nil {
+			// The script found no body: say why.
+			return nil, 0, set.Err()
+		}
+		if !wait {
+			return res, 0, nil
+		}
+		if _, ok := res.([]any); !ok {
+			return res, 0, nil // refused or a conflict: nothing was written, nothing to wait for
+		}
+		if err := acks.Err(); err != nil {
+			return nil, 0, err
+		}
+		got, _ := acks.Int64()
+		return res, got, nil
+	}
+}
+
+// createAcked sends the body, the create script and WAIT in one pipeline
+// to the master of the account's slot and, once enough replicas confirmed,
 // publishes the emails' events.
 func (s *Store) createAcked(ctx context.Context, c *createCall) (any, error) {
 	node, err := s.masterFor(ctx, c.keys[0])
 	if err != nil {
 		return nil, err
 	}
-	pipe := node.Pipeline()
-	run := pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
-	// Pipeliner has no Wait method; the command is the same.
-	wait := pipe.Do(ctx, "WAIT", s.ackReplicas, s.ackTimeout.Milliseconds())
-	_, err = pipe.Exec(ctx)
-	if err != nil && redis.HasErrorPrefix(run.Err(), "NOSCRIPT") {
-		// WAIT ran after a script that did not: nothing was written.
-		if err := createScript.Load(ctx, node).Err(); err != nil {
-			return nil, err
-		}
-		return s.createAcked(ctx, c)
-	}
-	if err := run.Err(); err != nil {
+	res, got, err := s.sendCreate(ctx, node, c, true)
+	if err != nil {
 		return nil, err
 	}
-	res := run.Val()
 	if _, ok := res.([]any); !ok {
-		return res, nil // refused or a conflict: nothing was written, nothing to wait for
+		return res, nil
 	}
-	if err := wait.Err(); err != nil {
-		return nil, err
-	}
-	if got, _ := wait.Int64(); got < int64(s.ackReplicas) {
+	if got < int64(s.ackReplicas) {
 		return nil, &ackError{want: s.ackReplicas, got: got}
 	}
 	s.publishCreated(ctx, node, c.accountID, res.([]any), c.events)

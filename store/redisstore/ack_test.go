@@ -111,6 +111,9 @@ func TestFenceRemovesLandedCreate(t *testing.T) {
 		if _, err := s.GetEmail(ctx, acct, e1.ID); !store.IsCode(err, store.NotFound) {
 			t.Errorf("GetEmail after the late landing: %v, want NotFound", err)
 		}
+		if n, err := s.BodyCount(ctx); err != nil || n != 1 {
+			t.Errorf("BodyCount after the late landing = %d, %v; want 1", n, err)
+		}
 	})
 }
 
@@ -132,6 +135,11 @@ func TestCreateRetryOfOwnWrite(t *testing.T) {
 		}
 		if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 1 {
 			t.Errorf("AccountStats = %d, %v; want 1", n, err)
+		}
+		// The retry sent the body again, with its expiry: the script
+		// made it permanent again.
+		if ttl, err := s.client.TTL(ctx, call.keys[1]).Result(); err != nil || ttl != -1 {
+			t.Errorf("TTL of the body after the retry = %v, %v; want -1 (none)", ttl, err)
 		}
 	})
 }

@@ -154,6 +154,7 @@ func loadAccount(b *testing.B, s *Store, account string, n int) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
 			pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -192,15 +193,11 @@ func BenchmarkDecodePage(b *testing.B) {
 		if i%2 == 0 {
 			e.Labels = []string{"bench", "ünïcode"}
 		}
-		vals := newRecord(e, e.ID, "body-1").values()
-		v = append(v, e.ID)
-		for _, s := range vals {
-			v = append(v, s)
-		}
+		v = append(v, e.ID, packRecord(newRecord(e, e.ID, "body-1").storedValues(), e.RawSize))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeItems(v, "page"); err != nil {
+		if _, err := decodeItems(v, "page", acct); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -199,10 +199,15 @@ func fastFixed(s string) (fixed, bool) {
 	var f fixed
 	p.lit(`{"b":`)
 	f.Body = p.str()
-	p.lit(`,"id":`)
-	f.ID = p.str()
-	p.lit(`,"acc":`)
-	f.AccountID = p.str()
+	// Records of the records hash leave the id and the account out.
+	if strings.HasPrefix(p.s, `,"id":`) {
+		p.lit(`,"id":`)
+		f.ID = p.str()
+	}
+	if strings.HasPrefix(p.s, `,"acc":`) {
+		p.lit(`,"acc":`)
+		f.AccountID = p.str()
+	}
 	p.lit(`,"mid":`)
 	f.MessageID = p.optStr()
 	p.lit(`,"from":`)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -140,6 +141,23 @@ func TestRecordRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(stored.email(), e) {
 			t.Fatalf("stored %+v, read back %+v", e, stored.email())
 		}
+		kept := newRecord(e, e.ID, "body").storedValues()
+		packed := packRecord(kept, e.RawSize)
+		if strings.Count(packed, recordSep) != len(fields) {
+			t.Fatalf("record %q has %d separators, want %d", packed, strings.Count(packed, recordSep), len(fields))
+		}
+		if f, ok := fastFixed(kept[0]); !ok || f.ID != "" || f.AccountID != "" || f.Body != "body" {
+			t.Fatalf("the record's fixed part %s: fast path %v, %+v; want it taken, without id and account", kept[0], ok, f)
+		}
+		fromRecord, err := decodePacked(packed, e.ID, e.AccountID)
+		if err != nil || !reflect.DeepEqual(fromRecord.email(), e) || fromRecord.Body != "body" {
+			t.Fatalf("record of %+v reads back as %+v, %v", e, fromRecord, err)
+		}
+		// An update's event carries the record's values (updateScript).
+		updated, _ := json.Marshal(map[string]any{"type": store.EmailUpdated, "accountId": e.AccountID, "emailId": e.ID, "fields": kept})
+		if ev, ok := decodeEvent("2-0", string(updated)); !ok || !reflect.DeepEqual(ev.Email, e) {
+			t.Fatalf("the update event %s decodes to %+v, %v; want the email %+v", updated, ev.Email, ok, e)
+		}
 		payload := string(createdPayload(e.AccountID, e.ID, vals))
 		ev, ok := decodeEvent("1-0", payload)
 		if !ok {
@@ -150,6 +168,55 @@ func TestRecordRoundTrip(t *testing.T) {
 		}
 		if acc, ok := accountOf(payload); ok && acc != e.AccountID {
 			t.Fatalf("accountOf = %q, want %q", acc, e.AccountID)
+		}
+	}
+}
+
+// TestBodyValueRoundTrip stores random bodies, compressible or not, parsed
+// or not, in the body string and reads them back as GetBody does.
+func TestBodyValueRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 10))
+	var zipped, plain int
+	for i := range 500 {
+		var raw string
+		switch i % 3 {
+		case 0:
+			raw = strings.Repeat("a line of text\r\n", r.IntN(200))
+		case 1:
+			raw = randomText(r)
+		default:
+			raw = strings.Repeat(validText(r)+"\n", r.IntN(50))
+		}
+		b := &store.Body{Raw: []byte(raw), Headers: map[string]string{}, Attachments: []store.Attachment{}}
+		if r.IntN(2) == 0 {
+			b.Unparsed = true
+			b.Transcript = &store.Transcript{Helo: validText(r), Mail: store.TranscriptCommand{Address: validText(r), Params: []string{}},
+				Rcpts: []store.TranscriptCommand{}, Data: "250 ok"}
+		} else {
+			b.Text, b.HTML = ptr(validText(r)), ptr("<p>\n"+validText(r))
+			b.Headers = map[string]string{"subject": validText(r)}
+			b.Attachments = []store.Attachment{{Filename: ptr(validText(r)), Size: r.Int64N(1 << 30)}}
+		}
+		v := encodeBodyValue(b)
+		meta, rest, _ := strings.Cut(string(v), recordSep)
+		switch rest[0] {
+		case bodyZipped:
+			zipped++
+		case bodyPlain:
+			plain++
+		}
+		got, err := decodeBodyValue(string(v))
+		if err != nil || !reflect.DeepEqual(got, b) {
+			t.Fatalf("body %+v (meta %s) reads back as %+v, %v", b, meta, got, err)
+		}
+	}
+	if zipped == 0 || plain == 0 {
+		t.Errorf("%d bodies compressed, %d not: want both", zipped, plain)
+	}
+	for _, bad := range []string{"", "{}", "{}\n", "{}\nx", "{}\nz12\nnot s2", "{}\nz\n", "not json\nrraw"} {
+		if b, err := decodeBodyValue(bad); !store.IsCode(err, store.Internal) {
+			t.Errorf("decodeBodyValue(%q) = %+v, %v; want an Internal error", bad, b, err)
 		}
 	}
 }

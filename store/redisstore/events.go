@@ -229,6 +229,13 @@ func decodeEvent(id, payload string) (store.Event, bool) {
 		if err != nil {
 			return store.Event{}, false
 		}
+		// Records of the records hash leave these out (storedValues).
+		if r.ID == "" {
+			r.ID = w.EmailID
+		}
+		if r.AccountID == "" {
+			r.AccountID = w.AccountID
+		}
 		w.Email = r.email()
 	}
 	w.ID = id

@@ -17,11 +17,19 @@ func (s *Store) account(accountID string) accountKeys {
 	return accountKeys{base: s.prefix + "{" + accountTag(accountID) + "}:"}
 }
 
-// emailPrefix is the part of an email's metadata key before its id; the Lua
-// scripts that load pages append ids to it.
+// records is the hash of the account's email records, by email id.
+func (k accountKeys) records() string { return k.base + "em" }
+
+// emailPrefix is the part of an email's metadata key of the older layout
+// before its id; the Lua scripts that load pages append ids to it.
 func (k accountKeys) emailPrefix() string { return k.base + "e:" }
 
+// email is the metadata key of an email of the older layout.
 func (k accountKeys) email(id string) string { return k.base + "e:" + id }
+
+// bodyRefs is the hash of how many emails share each body of the current
+// layout that more than one email shares, by body id.
+func (k accountKeys) bodyRefs() string { return k.base + "br" }
 
 func (k accountKeys) body(bodyID string) string { return k.base + "b:" + bodyID }
 

@@ -3,8 +3,10 @@ package redisstore
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -29,9 +31,11 @@ var fields = []string{fieldFixed, fieldStatus, fieldSubject, fieldNotes, fieldLa
 // Timestamps are Unix milliseconds, the precision store.Email promises.
 type fixed struct {
 	// Body is the id of the body key; bodyScript reads it with cjson.
-	Body       string  `json:"b"`
-	ID         string  `json:"id"`
-	AccountID  string  `json:"acc"`
+	Body string `json:"b"`
+	// ID and AccountID are left out of records (storedValues): the
+	// record's hash field and key name them.
+	ID         string  `json:"id,omitempty"`
+	AccountID  string  `json:"acc,omitempty"`
 	MessageID  *string `json:"mid"`
 	Sender     string  `json:"from"`
 	Recipient  string  `json:"to"`
@@ -101,11 +105,71 @@ func (r *record) values() []string {
 		marshal(r.Labels), formatInt(r.UpdatedAt)}
 }
 
+// storedValues returns the values of r as its record in the records hash
+// keeps them: values, with the fixed part without the id and the account,
+// which the record's hash field and key name.
+func (r *record) storedValues() []string {
+	f := r.fixed
+	f.ID, f.AccountID = "", ""
+	vals := r.values()
+	vals[0] = marshal(&f)
+	return vals
+}
+
 // marshal returns v as json.Marshal writes it. It cannot fail: what is
 // stored is made of strings, integers, slices and maps with string keys.
 func marshal(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// An email's record in the account's records hash (accountKeys.records) is
+// its field values joined by recordSep, in the order of fields, followed by
+// the raw size the email added to the account's stats ("sb" of the older
+// layout). None of the values can hold the separator: JSON as json.Marshal
+// writes it escapes control characters, and the status and the integers
+// are plain. The scripts split and join records with plain string
+// functions, without decoding JSON.
+const recordSep = "\n"
+
+// packRecord returns the record of the email whose field values are vals
+// (record.values) and whose raw size added to the stats is size.
+func packRecord(vals []string, size int64) string {
+	n := len(vals) + 20
+	for _, v := range vals {
+		n += len(v)
+	}
+	b := make([]byte, 0, n)
+	for _, v := range vals {
+		b = append(b, v...)
+		b = append(b, recordSep...)
+	}
+	return string(strconv.AppendInt(b, size, 10))
+}
+
+// decodePacked decodes the record of email id of account accountID from
+// the records hash (packRecord).
+func decodePacked(v, id, accountID string) (*record, error) {
+	var r record
+	if err := r.decodePacked(v); err != nil {
+		return nil, err
+	}
+	r.ID, r.AccountID = id, accountID
+	return &r, nil
+}
+
+// decodePacked sets r from a record of the records hash (packRecord), all
+// but the id and the account (storedValues).
+func (r *record) decodePacked(v string) error {
+	var parts [6]string // the values of fields; the size is not needed
+	for i := range parts {
+		j := strings.Index(v, recordSep)
+		if j < 0 {
+			return store.Errorf(store.Internal, "email record has %d parts, want %d", i+1, len(parts)+1)
+		}
+		parts[i], v = v[:j], v[j+len(recordSep):]
+	}
+	return r.decodeStrings(parts[:])
 }
 
 // decodeFields decodes the values of fields, as HMGET returns them.
@@ -130,6 +194,11 @@ func (r *record) decode(v []any) error {
 		}
 		s[i] = str
 	}
+	return r.decodeStrings(s[:])
+}
+
+// decodeStrings sets r from the values of fields.
+func (r *record) decodeStrings(s []string) error {
 	var ok bool
 	if r.fixed, ok = fastFixed(s[0]); !ok {
 		r.fixed = fixed{}
@@ -177,8 +246,10 @@ func (r *record) score() string { return formatInt(r.ReceivedAt) }
 
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// bodyRecord is the JSON form of a body's parsed content, stored next to the
-// raw source in the body hash.
+// bodyRecord is the JSON form of a body's parsed content as the older
+// layout stored it next to the raw source in the body hash, every field
+// written; compactBody, the current form, has the same names, and
+// decodeBody reads both.
 type bodyRecord struct {
 	Text        *string            `json:"text"`
 	HTML        *string            `json:"html"`
@@ -198,26 +269,101 @@ type attachmentRecord struct {
 	Size        int64   `json:"size"`
 }
 
-// encodeBody returns the bodyRecord of b as json.Marshal writes it, with
-// nil headers as {} and nil attachments as [].
-func encodeBody(b *store.Body) string {
-	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments)), Transcript: b.Transcript, Unparsed: b.Unparsed}
-	if r.Headers == nil {
-		r.Headers = map[string]string{}
+// compactBody is bodyRecord as the current layout stores it: fields that
+// are null or empty are left out (decodeBody reads them back as
+// encodeBody's form has them).
+type compactBody struct {
+	Text        *string            `json:"text,omitempty"`
+	HTML        *string            `json:"html,omitempty"`
+	Headers     map[string]string  `json:"headers,omitempty"`
+	Attachments []attachmentRecord `json:"att,omitempty"`
+	Transcript  *store.Transcript  `json:"tx,omitempty"`
+	Unparsed    bool               `json:"u,omitempty"`
+}
+
+// A body of the current layout is one string: its parsed content as JSON
+// (compactBody), recordSep, then the raw source, either bodyPlain and the
+// bytes as they are, or bodyZipped, the raw size in decimal, recordSep and
+// the rawzip frame of the bytes. A body of largeBody bytes or more is a
+// hash instead, "raw" the bytes and "meta" the JSON.
+const (
+	bodyPlain  = 'r'
+	bodyZipped = 'z'
+)
+
+// largeBody is the raw size from which a body is stored as a hash of its
+// raw source and its parsed content, like the bodies of the older layout,
+// instead of a string: one string would be a copy of the raw source in
+// mailsink's memory, and rawzip does not compress sources that large.
+const largeBody = rawzip.MaxSize
+
+// encodeBodyMeta returns the parsed content of b as stored (compactBody).
+func encodeBodyMeta(b *store.Body) []byte {
+	r := compactBody{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Transcript: b.Transcript, Unparsed: b.Unparsed}
+	if len(b.Attachments) > 0 {
+		r.Attachments = make([]attachmentRecord, len(b.Attachments))
+		for i, a := range b.Attachments {
+			r.Attachments[i] = attachmentRecord(a)
+		}
 	}
-	for i, a := range b.Attachments {
-		r.Attachments[i] = attachmentRecord(a)
+	meta, _ := json.Marshal(&r)
+	return meta
+}
+
+// encodeBodyValue returns the body value of b (see bodyPlain).
+func encodeBodyValue(b *store.Body) []byte {
+	meta := encodeBodyMeta(b)
+	frame, zipped := rawzip.Compress(b.Raw)
+	n := len(meta) + len(recordSep) + 1
+	if zipped {
+		n += 20 + len(frame)
+	} else {
+		n += len(b.Raw)
 	}
-	return marshal(&r)
+	out := make([]byte, 0, n)
+	out = append(append(out, meta...), recordSep...)
+	if !zipped {
+		return append(append(out, bodyPlain), b.Raw...)
+	}
+	out = strconv.AppendInt(append(out, bodyZipped), int64(len(b.Raw)), 10)
+	return append(append(out, recordSep...), frame...)
+}
+
+// decodeBodyValue decodes a body value (encodeBodyValue).
+func decodeBodyValue(v string) (*store.Body, error) {
+	meta, rest, ok := strings.Cut(v, recordSep)
+	if !ok || rest == "" {
+		return nil, store.Errorf(store.Internal, "decode body: no raw source")
+	}
+	switch rest[0] {
+	case bodyPlain:
+		return decodeBody(rest[1:], meta)
+	case bodyZipped:
+		size, frame, ok := strings.Cut(rest[1:], recordSep)
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil {
+			return nil, store.Errorf(store.Internal, "decode body: bad raw size")
+		}
+		raw, err := rawzip.Decompress([]byte(frame), n)
+		if err != nil {
+			return nil, store.Wrap(store.Internal, err, "decode body")
+		}
+		return decodeBodyBytes(raw, meta)
+	}
+	return nil, store.Errorf(store.Internal, "decode body: unknown raw form %q", rest[0])
 }
 
 func decodeBody(raw, meta string) (*store.Body, error) {
+	return decodeBodyBytes([]byte(raw), meta)
+}
+
+func decodeBodyBytes(raw []byte, meta string) (*store.Body, error) {
 	var br bodyRecord
 	if err := json.Unmarshal([]byte(meta), &br); err != nil {
 		return nil, store.Wrap(store.Internal, err, "decode body")
 	}
 	b := &store.Body{
-		Raw:         []byte(raw),
+		Raw:         raw,
 		Text:        br.Text,
 		HTML:        br.HTML,
 		Headers:     br.Headers,

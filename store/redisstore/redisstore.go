@@ -9,24 +9,34 @@
 // account id (escaped as "~" and hex when it holds characters other than
 // letters, digits, '.', '_' and '-'):
 //
-//	P{T}:e:<id>          hash    the email's metadata: m, what never changes
-//	                             (ids, addresses, sizes, times) as compact
-//	                             JSON; st, subj, notes, labels, upd, the
-//	                             fields an update may change, one each
-//	P{T}:b:<bodyid>      hash    raw: the raw source, byte-exact; meta: parsed
-//	                             text, HTML, headers and attachments as JSON
-//	                             ("u": true and none of them when the raw was
-//	                             stored unparsed, store.Body.Unparsed);
-//	                             refs: how many emails share the body
+//	P{T}:em              hash    the account's emails, one record per
+//	                             email id: the values of m, st, subj,
+//	                             notes, labels and upd (below) and the raw
+//	                             size added to the stats, joined by "\n"
+//	                             (record.go, packRecord)
+//	P{T}:b:<bodyid>      string  a body: its parsed content as JSON (text,
+//	                             HTML, headers and attachments, null and
+//	                             empty ones left out; "u": true when the raw
+//	                             was stored unparsed, store.Body.Unparsed),
+//	                             "\n", then the raw source, byte-exact or
+//	                             compressed with S2 (internal/rawzip)
+//	                             when that saves an eighth (encodeBodyValue);
+//	                             from 1 MiB of raw source on, a hash of raw
+//	                             and meta (the JSON) instead, so that
+//	                             mailsink never copies a large source
+//	P{T}:br              hash    by body id, how many emails share a body,
+//	                             for the bodies more than one email shares
+//	                             (one CreateEmails call for several
+//	                             recipients of one account)
 //	P{T}:all             zset    every email of the account
 //	P{T}:r:<recipient>   zset    emails by recipient, lower case
 //	P{T}:s:<sender>      zset    emails by sender, lower case
 //	P{T}:st:<status>     zset    emails by status
 //	P{T}:stats           hash    bytes: the sum of the raw sizes of the
 //	                             account's emails (their count is ZCARD of
-//	                             all); an email's metadata hash holds in sb
-//	                             the size it added, so a delete subtracts
-//	                             exactly that
+//	                             all); an email's record holds the size
+//	                             it added, so a delete subtracts exactly
+//	                             that
 //	P{T}:ev              stream  the account's recent events (about 1,000),
 //	                             for resumption; each is also published on
 //	                             the channel P + "events", or in a cluster
@@ -41,9 +51,34 @@
 // milliseconds. Redis orders equal scores by member, so reading an index
 // backwards gives list order, ReceivedAt then id descending, and a page is a
 // rank range whose cost does not depend on the size of the account. Listing
-// reads metadata only, never bodies. A body written by CreateEmails for
-// several recipients is stored once and removed with the last email that
-// refers to it.
+// reads records only, never bodies: a page is one ZREVRANGE and one HMGET
+// of the records hash. A body written by CreateEmails for several
+// recipients is stored once and removed with the last email that refers
+// to it.
+//
+// The layout above is the second one. The first kept each email in a hash
+// of its own, P{T}:e:<id> (m: what never changes, as compact JSON; st,
+// subj, notes, labels, upd: the fields an update may change; sb: the size
+// added to the stats), and each body in a hash P{T}:b:<bodyid> (raw, meta:
+// the parsed content as JSON, refs). Emails of that layout are read,
+// updated (in place) and deleted like the others, and listed in the same
+// pages: every script that reads an email looks in the records hash first
+// and then for its own key. A hash whose values pass Redis's
+// hash-max-listpack-value (64 bytes by default) is a hash table, about
+// 900 bytes for an email's seven fields and 3.4 KB for a 2 KB body with
+// its three; a record in the records hash costs about 340 bytes (it leaves
+// out the email's id and account, which its hash field and key name) and a
+// body string its value and about 100 bytes. The create script never sees the
+// raw source: CreateEmails writes the body with SET just before the script,
+// in the same pipeline (createScript).
+//
+// A replica of a release before the records hash looks for emails only in
+// their own keys: while it shares a Redis with this one it does not see the
+// emails this one stores (its lists skip them, its gets and deletes answer
+// NotFound; its counts and stats include them; their update events reach
+// its subscribers without the email's id and account), while this one
+// reads everything it stores. Replace every replica sharing a Redis at once, or
+// accept that window.
 //
 // A query with at most one of the recipient, sender and status filters and
 // no subject or label filter is answered from one index (Since is a score
@@ -101,8 +136,8 @@ const (
 	// deleted and created again with the same id.
 	casAttempts = 16
 	// itemLen is the number of values per email in a list script's answer:
-	// the id and the metadata fields.
-	itemLen = 1 + 6
+	// the id and the record.
+	itemLen = 2
 )
 
 // Options configure a Store.
@@ -295,12 +330,17 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 	accountID := emails[0].AccountID
 	bodyID := store.NewID()
 	k := s.account(accountID)
-	keys := make([]string, 0, 3+4*len(emails))
-	keys = append(keys, k.all(), k.body(bodyID), k.stats())
-	args := make([]any, 0, 2+(3+len(fields))*len(emails))
-	args = append(args, encodeBody(body), body.Raw)
+	keys := make([]string, 0, 6+3*len(emails))
+	keys = append(keys, k.all(), k.body(bodyID), k.stats(), k.records(), k.bodyRefs())
+	args := make([]any, 0, 6+5*len(emails))
+	args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
 	events := make([]any, 0, len(emails))
 	c := &createCall{accountID: accountID, account: k, bodyID: bodyID}
+	if len(body.Raw) >= largeBody {
+		c.raw, c.meta = body.Raw, encodeBodyMeta(body)
+	} else {
+		c.body = encodeBodyValue(body)
+	}
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {
@@ -322,21 +362,15 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 		seen[id] = true
 		r := newRecord(e, id, bodyID)
 		vals := r.values()
-		keys = append(keys, k.email(id), k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
-		args = append(args, id, r.score(), formatInt(e.RawSize))
-		for _, v := range vals {
-			args = append(args, v)
-		}
+		keys = append(keys, k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
+		args = append(args, id, r.score(), formatInt(e.RawSize), packRecord(r.storedValues(), e.RawSize))
 		ev := createdPayload(accountID, id, vals)
 		events = append(events, ev)
 		c.ids = append(c.ids, id)
 		c.events = append(c.events, ev)
 	}
-	keys = append(keys, k.events())
-	args = append(args, eventHistory, s.createTarget(k))
-	args = append(args, events...)
-	c.keys = keys
-	c.args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix())
+	c.keys = append(keys, k.events())
+	c.args = append(args, events...)
 	return c, nil
 }
 
@@ -344,7 +378,19 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 // there is none (also when the id belongs to another account's email) and
 // Unavailable when Redis cannot be reached.
 func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Email, error) {
-	v, err := s.client.HMGet(ctx, s.account(accountID).email(store.NormalizeID(id)), fields...).Result()
+	k, id := s.account(accountID), store.NormalizeID(id)
+	packed, err := s.client.HGet(ctx, k.records(), id).Result()
+	if err == nil {
+		r, err := decodePacked(packed, id, accountID)
+		if err != nil {
+			return nil, err
+		}
+		return r.email(), nil
+	}
+	if !errors.Is(err, redis.Nil) {
+		return nil, classify(err)
+	}
+	v, err := s.client.HMGet(ctx, k.email(id), fields...).Result()
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -362,13 +408,20 @@ func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Emai
 // included, read atomically with the email. It returns NotFound like GetEmail
 // and Unavailable when Redis cannot be reached.
 func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
-	k := s.account(accountID)
-	v, err := bodyScript.Run(ctx, s.client, []string{k.email(store.NormalizeID(id))}, k.body("")).Slice()
+	k, id := s.account(accountID), store.NormalizeID(id)
+	v, err := bodyScript.Run(ctx, s.client, []string{k.records(), k.email(id)}, k.body(""), id).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, classify(err)
+	}
+	if len(v) == 1 {
+		value, ok := v[0].(string)
+		if !ok {
+			return nil, store.Errorf(store.Internal, "body script answered %T", v[0])
+		}
+		return decodeBodyValue(value)
 	}
 	if len(v) != 2 {
 		return nil, store.Errorf(store.Internal, "body script answered %d values", len(v))
@@ -407,11 +460,11 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	}
 	if len(f.indexes) == 1 && f.subject == "" && f.label == "" {
 		v, err := pageScript.Run(ctx, s.client, f.indexes, k.emailPrefix(), f.since, f.cursorScore, f.cursorID,
-			formatInt(q.Offset), q.Limit).Slice()
+			formatInt(q.Offset), q.Limit, k.records()).Slice()
 		if err != nil {
 			return nil, classify(err)
 		}
-		return decodeItems(v, "page")
+		return decodeItems(v, "page", q.AccountID)
 	}
 	out := make([]*store.Email, 0, q.Limit)
 	if _, err := s.scan(ctx, k, f, q.Offset, q.Limit, func(r *record) { out = append(out, r.email()) }); err != nil {
@@ -446,6 +499,7 @@ func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, erro
 
 // filter is a ListQuery in the terms of the scripts.
 type filter struct {
+	account string
 	indexes []string // the index of each filter that has one, or "all"
 	since   string   // the exclusive lower score bound, or "-inf"
 	subject string   // lower case
@@ -460,7 +514,7 @@ func (s *Store) filter(ctx context.Context, k accountKeys, q store.ListQuery) (f
 	if q.Status != "" && !q.Status.Valid() {
 		return filter{}, store.Errorf(store.Invalid, "unknown status %q", q.Status)
 	}
-	f := filter{since: "-inf", subject: strings.ToLower(q.Subject), label: q.Label}
+	f := filter{account: q.AccountID, since: "-inf", subject: strings.ToLower(q.Subject), label: q.Label}
 	if q.Recipient != "" {
 		f.indexes = append(f.indexes, k.recipient(q.Recipient))
 	}
@@ -493,9 +547,9 @@ func (s *Store) filter(ctx context.Context, k accountKeys, q store.ListQuery) (f
 	return f, nil
 }
 
-// decodeItems decodes the answer of a script that returns emails as
-// {id1, the 6 metadata fields of id1, id2, ...}.
-func decodeItems(v []any, script string) ([]*store.Email, error) {
+// decodeItems decodes the answer of a script that returns emails of
+// accountID as {id1, the record of id1, id2, ...}.
+func decodeItems(v []any, script, accountID string) ([]*store.Email, error) {
 	if len(v)%itemLen != 0 {
 		return nil, store.Errorf(store.Internal, "%s script answered %d values", script, len(v))
 	}
@@ -503,12 +557,26 @@ func decodeItems(v []any, script string) ([]*store.Email, error) {
 	var r record
 	for i := 0; i < len(v); i += itemLen {
 		r = record{}
-		if err := r.decode(v[i+1 : i+itemLen]); err != nil {
+		if err := r.decodeItem(v[i], v[i+1], accountID); err != nil {
 			return nil, err
 		}
 		out = append(out, r.email())
 	}
 	return out, nil
+}
+
+// decodeItem sets r from an id and its record in a list script's answer.
+func (r *record) decodeItem(id, v any, accountID string) error {
+	packed, ok1 := v.(string)
+	s, ok2 := id.(string)
+	if !ok1 || !ok2 {
+		return store.Errorf(store.Internal, "email record is %T, %T", id, v)
+	}
+	if err := r.decodePacked(packed); err != nil {
+		return err
+	}
+	r.ID, r.AccountID = s, accountID
+	return nil
 }
 
 // countAll is the skip that makes the scan script count every match of a
@@ -535,7 +603,8 @@ func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, l
 			skipArg, want = countAll, 1
 		}
 		v, err := scanScript.Run(ctx, s.client, f.indexes,
-			k.emailPrefix(), pos, cursorScore, cursorID, f.since, s.batch, formatInt(skipArg), want, f.subject, f.label).Slice()
+			k.emailPrefix(), pos, cursorScore, cursorID, f.since, s.batch, formatInt(skipArg), want, f.subject, f.label,
+			k.records()).Slice()
 		if err != nil {
 			return 0, classify(err)
 		}
@@ -560,8 +629,8 @@ func (s *Store) scan(ctx context.Context, k accountKeys, f filter, skip int64, l
 			skip -= skipped
 		}
 		for i := 5; i < len(v); i += itemLen {
-			r, err := decodeFields(v[i+1 : i+itemLen])
-			if err != nil {
+			r := &record{}
+			if err := r.decodeItem(v[i], v[i+1], f.account); err != nil {
 				return 0, err
 			}
 			if f.subject != "" {
@@ -621,8 +690,8 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		args = append(args, fieldUpdated, formatInt(u.UpdatedAt.UnixMilli()))
 	}
 	k := s.account(accountID)
-	keys := append([]string{k.email(id), k.all()}, k.statuses()...)
-	keys = append(keys, k.events())
+	keys := append([]string{k.records(), k.all()}, k.statuses()...)
+	keys = append(keys, k.events(), k.email(id))
 	v, err := updateScript.Run(ctx, s.client, keys, args...).Slice()
 	if errors.Is(err, redis.Nil) {
 		return nil, store.ErrNotFound
@@ -631,6 +700,9 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		return nil, classify(err)
 	}
 	r, err := decodeFields(v)
+	if err == nil {
+		r.ID, r.AccountID = id, accountID
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -652,20 +724,17 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		return err
 	}
 	for range casAttempts {
-		m, err := s.client.HGet(ctx, k.email(id), fieldFixed).Result()
-		if errors.Is(err, redis.Nil) {
-			return store.ErrNotFound
-		}
+		m, current, err := s.fixedPart(ctx, k, id)
 		if err != nil {
-			return classify(err)
+			return err
 		}
 		var f fixed
 		if err := decodeJSON(m, &f); err != nil {
 			return err
 		}
-		keys := append([]string{k.email(id), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
-		keys = append(keys, k.body(f.Body), k.stats(), k.events())
-		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.target(k), deleted).Int()
+		keys := append([]string{k.records(), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
+		keys = append(keys, k.body(f.Body), k.stats(), k.events(), k.email(id), k.bodyRefs())
+		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.target(k), deleted, current, f.Body).Int()
 		if err != nil {
 			return classify(err)
 		}
@@ -677,6 +746,28 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		}
 	}
 	return store.Errorf(store.Unavailable, "email %s keeps being replaced; try again", id)
+}
+
+// fixedPart returns the fixed metadata (JSON) of the email id and "1" when
+// it is stored in the records hash, "0" in the older layout. It returns
+// NotFound when there is no such email.
+func (s *Store) fixedPart(ctx context.Context, k accountKeys, id string) (string, string, error) {
+	packed, err := s.client.HGet(ctx, k.records(), id).Result()
+	if err == nil {
+		m, _, _ := strings.Cut(packed, recordSep)
+		return m, "1", nil
+	}
+	if !errors.Is(err, redis.Nil) {
+		return "", "", classify(err)
+	}
+	m, err := s.client.HGet(ctx, k.email(id), fieldFixed).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", "", classify(err)
+	}
+	return m, "0", nil
 }
 
 // Ping reports whether this Store can serve reads: for a single Redis,

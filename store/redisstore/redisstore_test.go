@@ -390,7 +390,8 @@ func TestScanCursor(t *testing.T) {
 		k := s.account(acct)
 		batch := func(cursorScore, cursorID string) (string, string, []string) {
 			t.Helper()
-			v, err := scanScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), 1, cursorScore, cursorID, "-inf", 3, 0, 3, "", "").Slice()
+			v, err := scanScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), 1, cursorScore, cursorID, "-inf", 3, 0, 3, "", "",
+				k.records()).Slice()
 			if err != nil {
 				t.Fatalf("scan script: %v", err)
 			}
@@ -787,9 +788,7 @@ func TestStatsOfOlderEmails(t *testing.T) {
 		k := s.account(acct)
 		old := testEmail(acct, "a@example.com", "s@example.com", 1000)
 		old.RawSize = 100
-		if err := s.CreateEmails(ctx, testBody("old"), []*store.Email{old}); err != nil {
-			t.Fatal(err)
-		}
+		createOlder(t, s, testBody("old"), old)
 		// What an older release wrote: no sb, nothing in the stats.
 		if err := s.client.HDel(ctx, k.email(old.ID), "sb").Err(); err != nil {
 			t.Fatal(err)

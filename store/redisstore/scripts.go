@@ -6,17 +6,20 @@ import "github.com/redis/go-redis/v9"
 // slot. Redis does not undo the writes of a script that fails halfway, so
 // each write script checks everything it depends on before its first write
 // and cannot fail after it: a reader sees either all of a change or none of
-// it. Keys a script computes (metadata and body keys named after ids)
-// carry the account's hash tag like the declared KEYS, so they live in the
-// same slot.
+// it. Keys a script computes (the older layout's metadata keys named after
+// ids, body keys named after body ids) carry the account's hash tag like
+// the declared KEYS, so they live in the same slot.
 
-// Every script that reads an email's metadata hash reads these fields, in
-// this order, which is the order of fields in record.go:
+// An email is stored in one of two layouts (see the package comment): the
+// current one, a record in the account's records hash (packRecord: the
+// values of fields joined by "\n", then the size added to the stats), or
+// the older one, a metadata hash per email with the fields
 //
 //	HMGET key m st subj notes labels upd
 //
-// Status indexes are passed as three KEYS, for received, processed and
-// archived, and picked by the stored status.
+// and "sb". Every script that reads emails reads both, the records hash
+// first. Status indexes are passed as three KEYS, for received, processed
+// and archived, and picked by the stored status.
 
 // publishFn defines publish(target, message), which the write scripts use to
 // announce an event: target is "" (do not publish) or a command and a
@@ -31,75 +34,167 @@ local function publish(target, msg)
 end
 `
 
-// createScript stores a body and the emails sharing it, and adds their raw
-// sizes to the account's stats.
+// recordFns defines split(record), which returns the parts of a record of
+// the records hash: the 6 values of fields and the size added to the stats;
+// part(record, k), which returns its k-th part alone; and ofBody(record,
+// bodyID), which reports whether the record's fixed part names the body:
+// it starts {"b":"<bodyID>", as record.values writes it.
+const recordFns = `
+local function split(v)
+  local t, i = {}, 1
+  while true do
+    local j = string.find(v, '\n', i, true)
+    if not j then
+      t[#t + 1] = string.sub(v, i)
+      return t
+    end
+    t[#t + 1] = string.sub(v, i, j - 1)
+    i = j + 1
+  end
+end
+local function part(v, k)
+  local i = 1
+  for _ = 2, k do
+    i = string.find(v, '\n', i, true) + 1
+  end
+  local j = string.find(v, '\n', i, true)
+  if j then return string.sub(v, i, j - 1) end
+  return string.sub(v, i)
+end
+local function ofBody(v, bodyID)
+  local p = '{"b":"' .. bodyID .. '"'
+  return string.sub(v, 1, #p) == p
+end
+`
+
+// dropBodyFn defines dropBody(refs, body, bodyID, n), which releases n
+// references to a body of the current layout: the body refs hash refs
+// holds the count of a body that more than one email shares, a body
+// without an entry has one. The body key is removed with its last
+// reference.
+const dropBodyFn = `
+local function dropBody(refs, body, bodyID, n)
+  local had = redis.call('HGET', refs, bodyID)
+  local left = tonumber(had or '1') - n
+  if left <= 0 then
+    if had then redis.call('HDEL', refs, bodyID) end
+    redis.call('UNLINK', body)
+  elseif left == 1 then
+    redis.call('HDEL', refs, bodyID)
+  else
+    redis.call('HSET', refs, bodyID, left)
+  end
+end
+`
+
+// createScript stores the emails of one body, in the current layout, and
+// adds their raw sizes to the account's stats. The body itself is not
+// passed through the script: the caller writes it to its key with SET and
+// an expiry (bodyTTL) just before, in the same pipeline, and the script
+// makes it permanent (PERSIST) with the emails, so a body whose script
+// never ran or wrote nothing disappears on its own.
 //
 // KEYS[1] the account's "all" index, KEYS[2] the body key, KEYS[3] the
-// account's stats key, then for email i (from 0) KEYS[4+4i] its metadata key
-// and KEYS[5+4i], KEYS[6+4i], KEYS[7+4i] its recipient, sender and status
-// indexes.
-// ARGV[1] the body's parsed-content JSON, ARGV[2] the raw source, then for
-// email i ARGV[3+9i] its id, ARGV[4+9i] its score, ARGV[5+9i] its raw size
-// (a decimal integer) and ARGV[6+9i..11+9i] the values of its metadata
-// fields.
+// account's stats key, KEYS[4] its records hash, KEYS[5] its body refs
+// hash, then for email i (from 0) KEYS[6+3i], KEYS[7+3i], KEYS[8+3i] its
+// recipient, sender and status indexes, and last the account's event
+// stream.
+// ARGV[1] the body's id, ARGV[2] the deadline in Unix milliseconds ("0" for
+// none), ARGV[3] the prefix of the account's tombstone keys, ARGV[4] the
+// prefix of the older layout's metadata keys, ARGV[5] the stream's length
+// bound, ARGV[6] the publish target (publishFn), then for email i
+// ARGV[7+4i] its id, ARGV[8+4i] its score, ARGV[9+4i] its raw size (a
+// decimal integer) and ARGV[10+4i] its record (packRecord), then one
+// email.created event payload per email, appended to the stream and,
+// unless the target is "" (replica acknowledgement publishes them after
+// WAIT, see ack.go), published (see events.go) in the same script, so a
+// create costs one round trip.
 //
-// Each email's metadata hash also gets "sb", the size added to the stats, so
-// that deleteScript subtracts exactly what was added: emails stored before
-// the stats existed have none and are not subtracted.
+// It writes nothing (and removes the body key) and returns -1 when Redis's
+// clock has reached the deadline, an id has a tombstone (fenceScript) or
+// the body key is missing, so that a create that lands after its caller
+// gave up stores nothing. It returns the 1-based position of an email whose
+// id already exists in either layout, writing nothing, except that an
+// email this very call wrote (same body id: go-redis retried the pipeline
+// after a lost answer) answers as a success. On success it returns the
+// stream ids of the events, or {} for such a retry.
 //
-// The last key is the account's event stream: after ARGV's email values come
-// the stream's length bound, the publish target (publishFn) and one email.created event
-// payload per email, appended to the stream and, unless the target is ""
-// (replica acknowledgement publishes them after WAIT, see ack.go),
-// published (see events.go) in the same script, so a create costs one
-// round trip. Then come the body's id, the deadline in Unix milliseconds
-// ("0" for none) and the prefix of the account's tombstone keys.
-//
-// It writes nothing and returns -1 when Redis's clock has reached the
-// deadline or an id has a tombstone (fenceScript), so that a create that
-// lands after its caller gave up stores nothing. It returns the 1-based
-// position of an email whose id already exists, writing nothing, except
-// that an email this very call wrote (same body id: go-redis retried the
-// script after a lost answer) answers as a success. On success it returns
-// the stream ids of the events, or {} for such a retry.
-var createScript = redis.NewScript(publishFn + `
-local n = (#KEYS - 4) / 4
-local e = 3 + 9 * n
-local bodyID, deadline, fence = ARGV[e + 2 + n], tonumber(ARGV[e + 3 + n]), ARGV[e + 4 + n]
+// The records are written with HSETNX, which is also the test that the id
+// is free; on a taken id the records already written by this call are
+// removed again before the script returns, so nobody sees them (a script
+// runs alone) and it still writes nothing in the end.
+var createScript = redis.NewScript(publishFn + recordFns + `
+local n = (#KEYS - 6) / 3
+local bodyID, deadline, fence, old = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local e = 7 + 4 * n
 if deadline > 0 then
   local t = redis.call('TIME')
   if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= deadline then
+    redis.call('UNLINK', KEYS[2])
     return -1
   end
 end
+local probe = {}
 for i = 0, n - 1 do
-  if redis.call('EXISTS', fence .. ARGV[3 + 9 * i]) == 1 then
-    return -1
+  probe[#probe + 1] = fence .. ARGV[7 + 4 * i]
+  probe[#probe + 1] = old .. ARGV[7 + 4 * i]
+end
+if redis.call('EXISTS', unpack(probe)) > 0 then
+  for i = 0, n - 1 do
+    if redis.call('EXISTS', fence .. ARGV[7 + 4 * i]) == 1 then
+      redis.call('UNLINK', KEYS[2])
+      return -1
+    end
+  end
+  for i = 0, n - 1 do
+    if redis.call('EXISTS', old .. ARGV[7 + 4 * i]) == 1 then
+      redis.call('UNLINK', KEYS[2])
+      return i + 1
+    end
   end
 end
 for i = 0, n - 1 do
-  local m = redis.call('HGET', KEYS[4 + 4 * i], 'm')
-  if m then
-    if cjson.decode(m).b == bodyID then return {} end
+  local id = ARGV[7 + 4 * i]
+  if redis.call('HSETNX', KEYS[4], id, ARGV[10 + 4 * i]) == 0 then
+    for j = 0, i - 1 do
+      redis.call('HDEL', KEYS[4], ARGV[7 + 4 * j])
+    end
+    if ofBody(redis.call('HGET', KEYS[4], id), bodyID) then
+      redis.call('PERSIST', KEYS[2])
+      return {}
+    end
+    redis.call('UNLINK', KEYS[2])
     return i + 1
   end
 end
-redis.call('HSET', KEYS[2], 'raw', ARGV[2], 'meta', ARGV[1], 'refs', n)
+if redis.call('PERSIST', KEYS[2]) == 0 then
+  for i = 0, n - 1 do
+    redis.call('HDEL', KEYS[4], ARGV[7 + 4 * i])
+  end
+  return -1
+end
+if n > 1 then
+  redis.call('HSET', KEYS[5], bodyID, n)
+end
+local all, bytes = {}, 0
 for i = 0, n - 1 do
-  local a = 3 + 9 * i
-  local id, score, size = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  redis.call('HSET', KEYS[4 + 4 * i], 'm', ARGV[a + 3], 'st', ARGV[a + 4], 'subj', ARGV[a + 5],
-    'notes', ARGV[a + 6], 'labels', ARGV[a + 7], 'upd', ARGV[a + 8], 'sb', size)
-  redis.call('ZADD', KEYS[1], score, id)
-  redis.call('ZADD', KEYS[5 + 4 * i], score, id)
-  redis.call('ZADD', KEYS[6 + 4 * i], score, id)
-  redis.call('ZADD', KEYS[7 + 4 * i], score, id)
-  redis.call('HINCRBY', KEYS[3], 'bytes', size)
+  local a = 7 + 4 * i
+  local id, score = ARGV[a], ARGV[a + 1]
+  all[#all + 1] = score
+  all[#all + 1] = id
+  bytes = bytes + tonumber(ARGV[a + 2])
+  redis.call('ZADD', KEYS[6 + 3 * i], score, id)
+  redis.call('ZADD', KEYS[7 + 3 * i], score, id)
+  redis.call('ZADD', KEYS[8 + 3 * i], score, id)
+end
+redis.call('ZADD', KEYS[1], unpack(all))
+if bytes > 0 then
+  redis.call('HINCRBY', KEYS[3], 'bytes', string.format('%d', bytes))
 end
 local ids = {}
 for i = 0, n - 1 do
-  local id = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[e], '*', 'e', ARGV[e + 2 + i])
-  publish(ARGV[e + 1], id .. ' ' .. ARGV[e + 2 + i])
+  local id = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[e + i])
+  publish(ARGV[6], id .. ' ' .. ARGV[e + i])
   ids[#ids + 1] = id
 end
 return ids
@@ -115,62 +210,73 @@ return ids
 // (publishFn), ARGV[6] the prefix of the status indexes, then for email
 // i ARGV[7+2i] its id and ARGV[8+2i] its email.deleted event.
 //
-// An email is removed only when its metadata names the create's body, so an
+// An email is removed only when its record names the create's body, so an
 // unrelated email is never touched; each removal appends (and publishes) an
 // email.deleted event, since a create without replica acknowledgement has
-// already announced its emails. It returns how many emails it removed.
-var fenceScript = redis.NewScript(publishFn + `
-local n = (#KEYS - 4) / 4
-local removed = 0
+// already announced its emails. When it removes none, no email refers to
+// the create's body (its key is the create's own), and the body key is
+// removed too, should the create's SET have landed. It returns how many
+// emails it removed.
+var fenceScript = redis.NewScript(publishFn + recordFns + dropBodyFn + `
+local n = (#KEYS - 6) / 3
+local removed, bytes = 0, 0
 for i = 0, n - 1 do
   local id, ev = ARGV[7 + 2 * i], ARGV[8 + 2 * i]
   redis.call('SET', ARGV[1] .. id, '1', 'EX', ARGV[3])
-  local k = KEYS[4 + 4 * i]
-  local m = redis.call('HGET', k, 'm')
-  if m and cjson.decode(m).b == ARGV[2] then
-    local v = redis.call('HMGET', k, 'st', 'sb')
-    redis.call('DEL', k)
+  local v = redis.call('HGET', KEYS[4], id)
+  if v and ofBody(v, ARGV[2]) then
+    local f = split(v)
+    redis.call('HDEL', KEYS[4], id)
     redis.call('ZREM', KEYS[1], id)
-    redis.call('ZREM', KEYS[5 + 4 * i], id)
-    redis.call('ZREM', KEYS[6 + 4 * i], id)
-    if v[1] then redis.call('ZREM', ARGV[6] .. v[1], id) end
-    if v[2] and tonumber(v[2]) then
-      redis.call('HINCRBY', KEYS[3], 'bytes', string.format('%d', -tonumber(v[2])))
-    end
+    redis.call('ZREM', KEYS[6 + 3 * i], id)
+    redis.call('ZREM', KEYS[7 + 3 * i], id)
+    redis.call('ZREM', ARGV[6] .. f[2], id)
+    bytes = bytes + (tonumber(f[7]) or 0)
     removed = removed + 1
     local sid = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[4], '*', 'e', ev)
     publish(ARGV[5], sid .. ' ' .. ev)
   end
 end
-if removed > 0 then
-  if redis.call('HINCRBY', KEYS[2], 'refs', -removed) <= 0 then
-    redis.call('UNLINK', KEYS[2])
-  end
-  if redis.call('ZCARD', KEYS[1]) == 0 then
-    redis.call('DEL', KEYS[3])
-  end
+if removed == 0 then
+  redis.call('UNLINK', KEYS[2])
+  return 0
+end
+dropBody(KEYS[5], KEYS[2], ARGV[2], removed)
+if redis.call('ZCARD', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[3])
+elseif bytes > 0 then
+  redis.call('HINCRBY', KEYS[3], 'bytes', string.format('%d', -bytes))
 end
 return removed
 `)
 
 // updateScript sets some of an email's mutable fields and, when the status
-// changes, moves the id between status indexes.
+// changes, moves the id between status indexes. An email of the older
+// layout stays in it.
 //
-// KEYS[1] the metadata key, KEYS[2] the "all" index, KEYS[3..5] the status
-// indexes, KEYS[6] the account's event stream. ARGV[1] the id, ARGV[2] the
-// stream's length bound, ARGV[3] the publish target (publishFn), ARGV[4] the account id,
-// then field and value pairs to set.
+// KEYS[1] the records hash, KEYS[2] the "all" index, KEYS[3..5] the status
+// indexes, KEYS[6] the account's event stream, KEYS[7] the email's
+// metadata key of the older layout. ARGV[1] the id, ARGV[2] the stream's
+// length bound, ARGV[3] the publish target (publishFn), ARGV[4] the account
+// id, then field and value pairs to set, named as in fields.
 //
 // It appends and publishes an email.updated event that carries the fields
 // after the update (decodeEvent reads them), in the same script so that
 // events are in commit order. It returns the email's fields after the
 // update, or nil when it does not exist.
-var updateScript = redis.NewScript(publishFn + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+var updateScript = redis.NewScript(publishFn + recordFns + `
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+local f
+if v then
+  f = split(v)
+elseif redis.call('EXISTS', KEYS[7]) == 0 then
+  return false
+end
 local st = {received = KEYS[3], processed = KEYS[4], archived = KEYS[5]}
 for i = 5, #ARGV, 2 do
   if ARGV[i] == 'st' then
-    local old, new = redis.call('HGET', KEYS[1], 'st'), ARGV[i + 1]
+    local old, new = nil, ARGV[i + 1]
+    if f then old = f[2] else old = redis.call('HGET', KEYS[7], 'st') end
     if old ~= new then
       local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
       if not st[old] or not st[new] or not score then
@@ -181,10 +287,21 @@ for i = 5, #ARGV, 2 do
     end
   end
 end
-if #ARGV > 4 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+if f then
+  local pos = {st = 2, subj = 3, notes = 4, labels = 5, upd = 6}
+  for i = 5, #ARGV, 2 do
+    f[pos[ARGV[i]]] = ARGV[i + 1]
+  end
+  if #ARGV > 4 then
+    redis.call('HSET', KEYS[1], ARGV[1], table.concat(f, '\n'))
+  end
+  f = {f[1], f[2], f[3], f[4], f[5], f[6]}
+else
+  if #ARGV > 4 then
+    redis.call('HSET', KEYS[7], unpack(ARGV, 5))
+  end
+  f = redis.call('HMGET', KEYS[7], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
 end
-local f = redis.call('HMGET', KEYS[1], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
 local payload = cjson.encode({type = 'email.updated', accountId = ARGV[4], emailId = ARGV[1], fields = f})
 local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'e', payload)
 publish(ARGV[3], id .. ' ' .. payload)
@@ -195,43 +312,57 @@ return f
 // other email refers to it, and subtracts its raw size from the account's
 // stats.
 //
-// KEYS[1] the metadata key, KEYS[2..4] the all, recipient and sender
+// KEYS[1] the records hash, KEYS[2..4] the all, recipient and sender
 // indexes, KEYS[5..7] the status indexes, KEYS[8] the body key, KEYS[9] the
-// account's stats key, KEYS[10] the account's event stream. ARGV[1] the
-// fixed metadata the caller read to name the keys, ARGV[2] the id, ARGV[3]
-// the stream's length bound, ARGV[4] the publish target (publishFn),
-// ARGV[5] the email.deleted event to append and publish.
+// account's stats key, KEYS[10] the account's event stream, KEYS[11] the
+// email's metadata key of the older layout, KEYS[12] the body refs hash.
+// ARGV[1] the fixed metadata the caller read to name the keys, ARGV[2] the
+// id, ARGV[3] the stream's length bound, ARGV[4] the publish target
+// (publishFn), ARGV[5] the email.deleted event to append and publish,
+// ARGV[6] "1" when the caller read the email from the records hash, "0"
+// from the older layout, ARGV[7] the body's id.
 //
-// The size is subtracted as a string ("sb", written by createScript, with
-// its sign flipped), since a Lua number would reach Redis in a float format
-// HINCRBY refuses. When the account has no email left its stats key is
-// removed.
+// The size is subtracted as a string (the record's last part, or "sb" in
+// the older layout, with its sign flipped), since a Lua number would reach
+// Redis in a float format HINCRBY refuses. When the account has no email
+// left its stats key is removed.
 //
 // It returns 1 when done, 0 when the email does not exist, and -1 when it is
 // no longer the email the caller read (deleted and created again).
-var deleteScript = redis.NewScript(publishFn + `
-local m = redis.call('HGET', KEYS[1], 'm')
-if not m then return 0 end
-if m ~= ARGV[1] then return -1 end
+var deleteScript = redis.NewScript(publishFn + recordFns + dropBodyFn + `
 local st = {received = KEYS[5], processed = KEYS[6], archived = KEYS[7]}
-local sk = st[redis.call('HGET', KEYS[1], 'st')]
-local sb = redis.call('HGET', KEYS[1], 'sb')
+local sk, sb
+if ARGV[6] == '1' then
+  local v = redis.call('HGET', KEYS[1], ARGV[2])
+  if not v then return 0 end
+  local f = split(v)
+  if f[1] ~= ARGV[1] then return -1 end
+  sk, sb = st[f[2]], f[7]
+  redis.call('HDEL', KEYS[1], ARGV[2])
+  dropBody(KEYS[12], KEYS[8], ARGV[7], 1)
+else
+  local m = redis.call('HGET', KEYS[11], 'm')
+  if not m then return 0 end
+  if m ~= ARGV[1] then return -1 end
+  sk = st[redis.call('HGET', KEYS[11], 'st')]
+  sb = redis.call('HGET', KEYS[11], 'sb')
+  redis.call('DEL', KEYS[11])
+  if redis.call('HINCRBY', KEYS[8], 'refs', -1) <= 0 then
+    redis.call('UNLINK', KEYS[8])
+  end
+end
 if sb and string.sub(sb, 1, 1) == '-' then
   sb = string.sub(sb, 2)
-elseif sb and sb ~= '0' then
+elseif sb and sb ~= '0' and sb ~= '' then
   sb = '-' .. sb
 else
   sb = nil
 end
-redis.call('DEL', KEYS[1])
 for i = 2, 4 do
   redis.call('ZREM', KEYS[i], ARGV[2])
 end
 if sk then
   redis.call('ZREM', sk, ARGV[2])
-end
-if redis.call('HINCRBY', KEYS[8], 'refs', -1) <= 0 then
-  redis.call('UNLINK', KEYS[8])
 end
 if redis.call('ZCARD', KEYS[2]) == 0 then
   redis.call('DEL', KEYS[9])
@@ -245,16 +376,33 @@ return 1
 
 // bodyScript loads the body of an email.
 //
-// KEYS[1] the metadata key. ARGV[1] the account's body key prefix.
+// KEYS[1] the records hash, KEYS[2] the email's metadata key of the older
+// layout. ARGV[1] the account's body key prefix, ARGV[2] the email's id.
 //
-// It returns {raw, parsed-content JSON}, or nil when the email does not exist.
+// It returns {the body value (encodeBodyValue)} for an email of the
+// current layout, {raw, parsed-content JSON} for one of the older layout
+// or a large body (a hash), or nil when the email does not exist.
 var bodyScript = redis.NewScript(`
-local m = redis.call('HGET', KEYS[1], 'm')
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if v then
+  local b = string.match(v, '^{"b":"([^"]*)"')
+  if not b then return redis.error_reply('ERR email record names no body') end
+  local key = ARGV[1] .. b
+  local body = redis.pcall('GET', key)
+  if type(body) == 'table' and body.err then
+    local o = redis.call('HMGET', key, 'raw', 'meta')
+    if not o[1] or not o[2] then return false end
+    return o
+  end
+  if not body then return false end
+  return {body}
+end
+local m = redis.call('HGET', KEYS[2], 'm')
 if not m then return false end
 local b = cjson.decode(m).b
-local v = redis.call('HMGET', ARGV[1] .. b, 'raw', 'meta')
-if not v[1] or not v[2] then return false end
-return v
+local o = redis.call('HMGET', ARGV[1] .. b, 'raw', 'meta')
+if not o[1] or not o[2] then return false end
+return o
 `)
 
 // cursorRank defines the Lua functions the list scripts share: after, which
@@ -307,21 +455,22 @@ end
 
 // pageScript loads one page of an index: the ids at ranks offset to
 // offset+limit-1, newest first, among those after a cursor and with a score
-// above a bound, with their metadata. Ranks make its cost O(log N + limit)
+// above a bound, with their records. Ranks make its cost O(log N + limit)
 // (plus the emails received in the cursor's millisecond).
 //
-// KEYS[1] the index. ARGV[1] the account's metadata key prefix, ARGV[2] the
-// exclusive lower score bound or "-inf", ARGV[3] and ARGV[4] the score and
-// id of the cursor (both "" for none), ARGV[5] the offset, ARGV[6] the
-// limit.
+// KEYS[1] the index. ARGV[1] the account's older metadata key prefix,
+// ARGV[2] the exclusive lower score bound or "-inf", ARGV[3] and ARGV[4]
+// the score and id of the cursor (both "" for none), ARGV[5] the offset,
+// ARGV[6] the limit, ARGV[7] the account's records hash.
 //
-// It returns {id1, the 6 metadata fields of id1, id2, ...}.
+// It returns {id1, the record of id1, id2, ...} (see loadItems).
 var pageScript = redis.NewScript(indexRange + `
 local start, total = rankRange()
 local off, lim = start + tonumber(ARGV[5]), tonumber(ARGV[6])
 if off >= total then return {} end
 local last = math.min(off + lim, total) - 1
 local ids = redis.call('ZREVRANGE', KEYS[1], string.format('%d', off), string.format('%d', last))
+local rk = ARGV[7]
 ` + loadItems)
 
 // countScript counts the entries of an index after a cursor and with a score
@@ -336,16 +485,37 @@ local start, total = rankRange()
 return math.max(total - start, 0)
 `)
 
+// loadFn defines load(rk, ep, id), which returns the record of email id
+// from the records hash rk or, for an email of the older layout, its
+// metadata hash under the key prefix ep, joined into a record (with an
+// empty size part), or nil when there is no such email.
+const loadFn = `
+local function loadOld(ep, id)
+  local o = redis.call('HMGET', ep .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+  if not o[1] then return nil end
+  for j = 2, 6 do o[j] = o[j] or 'null' end
+  return table.concat(o, '\n') .. '\n'
+end
+local function load(rk, ep, id)
+  return redis.call('HGET', rk, id) or loadOld(ep, id)
+end
+`
+
 // loadItems ends the scripts that answer a page of emails: it loads the
-// metadata of ids (under the key prefix ARGV[1]) and returns {id1, its 6
-// fields, id2, ...}, leaving out ids whose email is gone.
-const loadItems = `
+// records of ids from the records hash rk with one HMGET, those of the
+// older layout from their metadata hashes (under the key prefix ARGV[1]),
+// and returns {id1, the record of id1, id2, ...}, leaving out ids whose
+// email is gone.
+const loadItems = loadFn + `
 local res = {}
-for _, id in ipairs(ids) do
-  local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
-  if v[1] then
-    res[#res + 1] = id
-    for j = 1, 6 do res[#res + 1] = v[j] end
+if #ids > 0 then
+  local vs = redis.call('HMGET', rk, unpack(ids))
+  for i, id in ipairs(ids) do
+    local v = vs[i] or loadOld(ARGV[1], id)
+    if v then
+      res[#res + 1] = id
+      res[#res + 1] = v
+    end
   end
 end
 return res
@@ -357,13 +527,13 @@ return res
 // label filter when one is given and, when a subject filter is given, may
 // match it.
 //
-// KEYS[1..n] the indexes. ARGV[1] the account's metadata key prefix, ARGV[2]
+// KEYS[1..n] the indexes. ARGV[1] the account's older metadata key prefix, ARGV[2]
 // the position in KEYS of the index to walk, or 0 to pick the smallest,
 // ARGV[3] and ARGV[4] the score and id of the cursor (both "" to start at the
 // newest), ARGV[5] the exclusive lower score bound or "-inf", ARGV[6] the
 // batch size, ARGV[7] how many matches to skip, ARGV[8] how many to return,
 // ARGV[9] the subject filter in lower case, or "", ARGV[10] the label
-// filter, or "".
+// filter, or "", ARGV[11] the account's records hash.
 //
 // The subject test here only drops emails that certainly do not match: those
 // without a subject, and those whose subject is ASCII and, lower-cased, does
@@ -373,12 +543,12 @@ return res
 // The label test is exact: labels compare byte for byte.
 //
 // It returns {position walked, done (1 when the index is exhausted), cursor
-// score, cursor id, matches skipped, id1, the 6 metadata fields of id1,
-// id2, ...}.
+// score, cursor id, matches skipped, id1, the record of id1, id2, ...}
+// (see loadItems).
 // The cursor is the last id examined; passing it back continues after it even
 // if it has been deleted meanwhile, so concurrent writes never make a caller
 // see an email twice.
-var scanScript = redis.NewScript(cursorRank + `
+var scanScript = redis.NewScript(cursorRank + recordFns + loadFn + `
 local pos = tonumber(ARGV[2])
 if pos == 0 then
   pos = 1
@@ -421,9 +591,14 @@ for i = 1, #items, 2 do
       break
     end
   end
+  local v = nil
+  if ok and (label ~= '' or needle ~= '') then
+    v = load(ARGV[11], ARGV[1], id)
+    if not v then ok = false end
+  end
   if ok and label ~= '' then
     ok = false
-    local labels = cjson.decode(redis.call('HGET', ARGV[1] .. id, 'labels') or 'null')
+    local labels = cjson.decode(part(v, 5))
     if type(labels) == 'table' then
       for _, l in ipairs(labels) do
         if l == label then
@@ -434,7 +609,7 @@ for i = 1, #items, 2 do
     end
   end
   if ok and needle ~= '' then
-    local subj = cjson.decode(redis.call('HGET', ARGV[1] .. id, 'subj') or 'null')
+    local subj = cjson.decode(part(v, 3))
     if subj == cjson.null then
       ok = false
     elseif not string.find(subj, '[\128-\255]') and not string.find(string.lower(subj), needle, 1, true) then
@@ -445,10 +620,10 @@ for i = 1, #items, 2 do
     if skipped < skip then
       skipped = skipped + 1
     else
-      local v = redis.call('HMGET', ARGV[1] .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
-      if v[1] then
+      v = v or load(ARGV[11], ARGV[1], id)
+      if v then
         res[#res + 1] = id
-        for j = 1, 6 do res[#res + 1] = v[j] end
+        res[#res + 1] = v
         found = found + 1
       end
       if found >= want then
@@ -478,14 +653,16 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('HGET', KEYS[2], 'bytes') or '0
 // the range are read together, so what it returns is beyond the newest keep
 // at one instant.
 //
-// KEYS[1] the account's "all" index. ARGV[1] the account's metadata key
-// prefix, ARGV[2] keep, ARGV[3] the limit, ARGV[4] how many of the oldest
-// to step over first.
+// KEYS[1] the account's "all" index. ARGV[1] the account's older metadata
+// key prefix, ARGV[2] keep, ARGV[3] the limit, ARGV[4] how many of the
+// oldest to step over first, ARGV[5] the account's records hash.
 //
-// It returns {id1, the 6 metadata fields of id1, id2, ...}, oldest first.
+// It returns {id1, the record of id1, id2, ...}, oldest first (see
+// loadItems).
 var oldestScript = redis.NewScript(`
 local skip = tonumber(ARGV[4])
 local n = math.min(tonumber(ARGV[3]), redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2]) - skip)
 if n <= 0 then return {} end
 local ids = redis.call('ZRANGE', KEYS[1], string.format('%d', skip), string.format('%d', skip + n - 1))
+local rk = ARGV[5]
 ` + loadItems)

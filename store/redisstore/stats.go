@@ -47,9 +47,10 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip i
 		return nil, store.Errorf(store.Invalid, "skip must not be negative")
 	}
 	k := s.account(accountID)
-	v, err := oldestScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), formatInt(keep), limit, formatInt(skip)).Slice()
+	v, err := oldestScript.Run(ctx, s.client, []string{k.all()}, k.emailPrefix(), formatInt(keep), limit, formatInt(skip),
+		k.records()).Slice()
 	if err != nil {
 		return nil, classify(err)
 	}
-	return decodeItems(v, "oldest")
+	return decodeItems(v, "oldest", accountID)
 }
