@@ -37,16 +37,24 @@ func (s *session) fault(p faults.Point, known ruleSet) *smtp.SMTPError {
 	if s.srv.cfg.Faults == nil || p.AccountID == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+	// A store call gets its own timeout; the rules known already need none
+	// (a context with a timeout starts a timer, which is most of the cost
+	// of a stage without rules).
 	rules, ok := known[p.AccountID]
-	switch {
-	case ok:
-	case known != nil: // Data: read them without the session's lock
-		rules = s.srv.cfg.Faults.Rules(ctx, p.AccountID)
-	default:
-		rules = s.faultRules(ctx, p.AccountID)
+	if !ok {
+		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+		if known != nil { // Data: read them without the session's lock
+			rules = s.srv.cfg.Faults.Rules(ctx, p.AccountID)
+		} else {
+			rules = s.faultRules(ctx, p.AccountID)
+		}
+		cancel()
 	}
-	rule := s.srv.cfg.Faults.Match(ctx, rules, p)
+	if len(rules) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+	rule := s.srv.cfg.Faults.Match(ctx, rules, p) // may take a counted rule's match
 	cancel()
 	if rule == nil {
 		return nil
