@@ -192,7 +192,10 @@ func checkInvariants(t testing.TB, raw []byte) {
 		hm.Body.Attachments == nil || len(hm.Body.Attachments) != 0 || len(hm.Body.Raw) != len(raw) {
 		t.Errorf("ParseHeader's Body is not empty with the raw: %+v", hm.Body)
 	}
-	hm.Body = pm.Body
+	if hm.Date != nil {
+		t.Error("ParseHeader parsed the Date")
+	}
+	hm.Body, hm.Date = pm.Body, pm.Date
 	if !reflect.DeepEqual(hm, pm) {
 		t.Errorf("ParseHeader and Parse disagree on the fields:\n%+v\n%+v", hm, pm)
 	}
