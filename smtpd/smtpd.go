@@ -462,9 +462,13 @@ func (s *session) Data(r io.Reader) error {
 	if se, ok := err.(*smtp.SMTPError); ok {
 		code = se.Code
 	}
-	s.srv.log.Info("smtp message", "session", s.id, "remote", s.remote, "from", env.Sender,
-		"recipients", len(env.Recipients), "bytes", len(raw), "result", result, "code", code,
-		"duration", time.Since(start).Round(time.Microsecond))
+	// The arguments of a line cost their boxing even when the level
+	// drops it.
+	if s.srv.log.Enabled(context.Background(), slog.LevelInfo) {
+		s.srv.log.Info("smtp message", "session", s.id, "remote", s.remote, "from", env.Sender,
+			"recipients", len(env.Recipients), "bytes", len(raw), "result", result, "code", code,
+			"duration", time.Since(start).Round(time.Microsecond))
+	}
 	return err
 }
 
