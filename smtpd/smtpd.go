@@ -139,13 +139,20 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 // Start listens on the configured addresses and serves in the background.
 // A bind error is returned at once, naming the setting of the address.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	// No TCP keepalive on accepted connections: ReadTimeout bounds every
+	// wait for a client, so a dead peer is found without it, and setting it
+	// up is four setsockopt calls on every connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	if s.cfg.ReadTimeout <= 0 {
+		lc.KeepAlive = 0 // Go's default
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Addr)
 	if err != nil {
 		return err
 	}
 	s.ln = s.newListener(ln, false)
 	if s.cfg.TLSAddr != "" && s.cfg.TLS != nil {
-		tln, err := net.Listen("tcp", s.cfg.TLSAddr)
+		tln, err := lc.Listen(context.Background(), "tcp", s.cfg.TLSAddr)
 		if err != nil {
 			ln.Close()
 			return &ListenError{Addr: s.cfg.TLSAddr, Err: err}
