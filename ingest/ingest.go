@@ -22,10 +22,11 @@ type Service struct {
 	store store.Store
 	now   func() time.Time
 	cfg   Config
-	// parseRaw is mailparse.Parse and parseHeader mailparse.ParseHeader;
-	// tests make them panic.
-	parseRaw    func(raw []byte) (*mailparse.Message, error)
-	parseHeader func(raw []byte) (*mailparse.Message, error)
+	// parseRaw is mailparse.Parse, parseHeader mailparse.ParseHeader and
+	// parseSummary mailparse.ParseSummary; tests make them panic.
+	parseRaw     func(raw []byte) (*mailparse.Message, error)
+	parseHeader  func(raw []byte) (*mailparse.Message, error)
+	parseSummary func(raw []byte) (*mailparse.Message, error)
 }
 
 // Config holds a Service's limits and instruments; the zero Config has no
@@ -54,7 +55,7 @@ type Config struct {
 
 // New returns a Service that stores into s and reads the time from now.
 func New(s store.Store, now func() time.Time, cfg Config) *Service {
-	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse, parseHeader: mailparse.ParseHeader}
+	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse, parseHeader: mailparse.ParseHeader, parseSummary: mailparse.ParseSummary}
 }
 
 // Envelope is who a message is from and to, as the transport said.
@@ -94,7 +95,13 @@ type Recipient struct {
 // when there is no recipient, more than Config.MaxRecipients, or no valid
 // sender, and the store's error when storing fails.
 func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*store.Email, error) {
-	msg := s.parse(s.parseHeader, raw)
+	// The From, To and Cc addresses are read only when the envelope lacks
+	// what they stand in for: parsing them is most of the header's cost.
+	parser := s.parseSummary
+	if !store.ValidAddress(env.Sender) || len(env.Recipients) == 0 && env.HeaderAccount != nil {
+		parser = s.parseHeader
+	}
+	msg := s.parse(parser, raw)
 	rcpts := env.Recipients
 	if len(rcpts) == 0 && env.HeaderAccount != nil {
 		for _, addr := range headerRecipients(msg) {

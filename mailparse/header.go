@@ -79,7 +79,12 @@ func startsField(line []byte) bool {
 // parseFields fills m's fields and Headers from the top-level header h.
 func parseFields(m *Message, h message.Header) {
 	parseHeaders(m, h)
-	parseSummary(m, fieldsOf(h), true)
+	f := fieldsOf(h)
+	parseSummary(m, f)
+	parseAddresses(m, f)
+	if t, ok := parseDate(f.date); ok {
+		m.Date = &t
+	}
 }
 
 // parseHeaders fills m.Body.Headers from the top-level header h.
@@ -125,9 +130,8 @@ func fieldsOf(h message.Header) summaryFields {
 	}
 }
 
-// parseSummary fills m's fields other than Body from f, and Date only when
-// withDate.
-func parseSummary(m *Message, f summaryFields, withDate bool) {
+// parseSummary fills m's Subject and MessageID from f.
+func parseSummary(m *Message, f summaryFields) {
 	if f.hasSubject {
 		s := decodeText(f.subject)
 		m.Subject = &s
@@ -135,11 +139,10 @@ func parseSummary(m *Message, f summaryFields, withDate bool) {
 	if id := cleanID(f.messageID); id != "" {
 		m.MessageID = &id
 	}
-	if withDate {
-		if t, ok := parseDate(f.date); ok {
-			m.Date = &t
-		}
-	}
+}
+
+// parseAddresses fills m's From, To and Cc from f.
+func parseAddresses(m *Message, f summaryFields) {
 	m.From = addresses(f.from)
 	m.To = addresses(f.to)
 	m.Cc = addresses(f.cc)
