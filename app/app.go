@@ -157,6 +157,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			MaxDelay: faults.MaxDelay(cfg.SMTP.ReadTimeout),
 			Metrics:  m,
 			Log:      log.With("component", "faults"),
+			// Every SMTP transaction reads its account's rules: on Redis
+			// a round trip, which concurrent transactions share.
+			ShareReads: backendName(raw) == "redis",
 		})
 	}
 

@@ -15,9 +15,11 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/batch"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 )
@@ -62,13 +64,32 @@ type Config struct {
 	// Log, when not nil, gets a line for each fault applied and for rules
 	// that could not be read.
 	Log *slog.Logger
+	// ShareReads lets concurrent calls of Rules share store reads: for a
+	// store across the network (Redis), where each read is a round trip
+	// and several commands. An embedded store reads faster than the calls
+	// could wait for each other.
+	ShareReads bool
 }
 
 // Injector keeps fault rules and decides which one a transaction meets.
 type Injector struct {
 	store store.FaultStore
 	cfg   Config
+	// reads shares the store reads of Rules among concurrent transactions
+	// (readRules); nil unless Config.ShareReads.
+	reads *batch.Batcher[*rulesRead]
 }
+
+// rulesRead is one call of Rules.
+type rulesRead struct {
+	ctx       context.Context
+	accountID string
+	rules     []*store.FaultRule
+	err       error
+}
+
+// maxReadBatch bounds the calls of Rules that share one batch.
+const maxReadBatch = 64
 
 // New returns an Injector over fs.
 func New(fs store.FaultStore, cfg Config) *Injector {
@@ -84,7 +105,27 @@ func New(fs store.FaultStore, cfg Config) *Injector {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Injector{store: fs, cfg: cfg}
+	in := &Injector{store: fs, cfg: cfg}
+	if cfg.ShareReads {
+		in.reads = batch.New(maxReadBatch, in.readRules)
+	}
+	return in
+}
+
+// readRules reads the rules of each account of a batch of Rules calls once.
+// Every call of a batch arrived before the batch started (package batch), so
+// each transaction still gets the rules as they were after it began: what
+// the README promises (a rule created before a MAIL applies to its
+// transaction, on every replica). A read uses the context of the first call
+// for its account.
+func (in *Injector) readRules(reads []*rulesRead) {
+	for i, r := range reads {
+		if j := slices.IndexFunc(reads[:i], func(o *rulesRead) bool { return o.accountID == r.accountID }); j >= 0 {
+			r.rules, r.err = reads[j].rules, reads[j].err
+			continue
+		}
+		r.rules, r.err = in.store.Faults(r.ctx, r.accountID)
+	}
 }
 
 // MaxDelay returns the longest delay a new rule may ask for.
@@ -151,14 +192,23 @@ type Point struct {
 	Taken map[string]bool
 }
 
-// Rules returns the account's rules, for Match. When they cannot be read,
-// it logs it and returns none: a fault is never worth failing real mail
-// for.
+// Rules returns the account's rules, for Match, as the store holds them at
+// some moment after the call began. With Config.ShareReads, concurrent
+// calls share store reads (a call that arrives while a read is under way
+// waits for the next one), so the rules returned may be shared: they must
+// not be modified. When they cannot be read, it logs it and returns none: a
+// fault is never worth failing real mail for.
 func (in *Injector) Rules(ctx context.Context, accountID string) []*store.FaultRule {
 	if in == nil || accountID == "" {
 		return nil
 	}
-	rules, err := in.store.Faults(ctx, accountID)
+	read := &rulesRead{ctx: ctx, accountID: accountID}
+	if in.reads != nil {
+		in.reads.Do(read)
+	} else {
+		in.readRules([]*rulesRead{read})
+	}
+	rules, err := read.rules, read.err
 	if err != nil {
 		in.cfg.Log.Warn("fault rules could not be read; none applied", "account", accountID, "err", err)
 		return nil

@@ -3,6 +3,8 @@ package faults
 import (
 	"context"
 	"path/filepath"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,4 +107,70 @@ func TestCheck(t *testing.T) {
 	if err != nil || len(rules) != 1 || rules[0].ID != likely.ID {
 		t.Errorf("List: got %v, %v, want only the probability rule", rules, err)
 	}
+}
+
+// countingFaults counts the reads of a FaultStore.
+type countingFaults struct {
+	store.FaultStore
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (c *countingFaults) Faults(ctx context.Context, accountID string) ([]*store.FaultRule, error) {
+	c.mu.Lock()
+	c.reads[accountID]++
+	c.mu.Unlock()
+	return c.FaultStore.Faults(ctx, accountID)
+}
+
+// A batch of Rules calls reads each account once, and each call gets its
+// own account's rules.
+func TestReadRulesOncePerAccount(t *testing.T) {
+	t.Parallel()
+	bs, err := boltstore.Open(filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	ctx := context.Background()
+	fs := &countingFaults{FaultStore: bs, reads: map[string]int{}}
+	in := New(fs, Config{ShareReads: true})
+	for _, acc := range []string{"acc-a", "acc-b"} {
+		r := &store.FaultRule{Stage: store.FaultMail, Reply: &store.FaultReply{Code: 451, Text: acc}}
+		if err := in.Create(ctx, acc, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accounts := []string{"acc-a", "acc-b", "acc-a", "acc-c", "acc-b"}
+	var reads []*rulesRead
+	for _, acc := range accounts {
+		reads = append(reads, &rulesRead{ctx: ctx, accountID: acc})
+	}
+	in.readRules(reads)
+	for i, r := range reads {
+		want := 1
+		if accounts[i] == "acc-c" {
+			want = 0
+		}
+		if r.err != nil || len(r.rules) != want || want == 1 && r.rules[0].Reply.Text != accounts[i] {
+			t.Errorf("call %d for %s got %+v, %v", i, accounts[i], r.rules, r.err)
+		}
+	}
+	if want := map[string]int{"acc-a": 1, "acc-b": 1, "acc-c": 1}; !reflect.DeepEqual(fs.reads, want) {
+		t.Errorf("reads %v, want %v", fs.reads, want)
+	}
+
+	// Concurrent calls through the batches get their own account's rules.
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acc := accounts[i%2]
+			if rules := in.Rules(ctx, acc); len(rules) != 1 || rules[0].Reply.Text != acc {
+				t.Errorf("Rules(%s) = %+v", acc, rules)
+			}
+		}()
+	}
+	wg.Wait()
 }

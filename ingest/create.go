@@ -68,7 +68,7 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 		body *store.Body
 	)
 	if in.Text == nil && in.HTML == nil && in.Headers == nil {
-		msg, body = s.parse(s.parseHeader, raw), unparsedBody(raw)
+		msg, body = s.parse(s.parseSummary, raw), unparsedBody(raw)
 	} else {
 		msg = s.parse(s.parseRaw, raw)
 		body = storeBody(&msg.Body)

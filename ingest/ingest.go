@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,10 +22,11 @@ type Service struct {
 	store store.Store
 	now   func() time.Time
 	cfg   Config
-	// parseRaw is mailparse.Parse and parseHeader mailparse.ParseHeader;
-	// tests make them panic.
-	parseRaw    func(raw []byte) (*mailparse.Message, error)
-	parseHeader func(raw []byte) (*mailparse.Message, error)
+	// parseRaw is mailparse.Parse, parseHeader mailparse.ParseHeader and
+	// parseSummary mailparse.ParseSummary; tests make them panic.
+	parseRaw     func(raw []byte) (*mailparse.Message, error)
+	parseHeader  func(raw []byte) (*mailparse.Message, error)
+	parseSummary func(raw []byte) (*mailparse.Message, error)
 }
 
 // Config holds a Service's limits and instruments; the zero Config has no
@@ -53,7 +55,7 @@ type Config struct {
 
 // New returns a Service that stores into s and reads the time from now.
 func New(s store.Store, now func() time.Time, cfg Config) *Service {
-	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse, parseHeader: mailparse.ParseHeader}
+	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse, parseHeader: mailparse.ParseHeader, parseSummary: mailparse.ParseSummary}
 }
 
 // Envelope is who a message is from and to, as the transport said.
@@ -93,7 +95,13 @@ type Recipient struct {
 // when there is no recipient, more than Config.MaxRecipients, or no valid
 // sender, and the store's error when storing fails.
 func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*store.Email, error) {
-	msg := s.parse(s.parseHeader, raw)
+	// The From, To and Cc addresses are read only when the envelope lacks
+	// what they stand in for: parsing them is most of the header's cost.
+	parser := s.parseSummary
+	if !store.ValidAddress(env.Sender) || len(env.Recipients) == 0 && env.HeaderAccount != nil {
+		parser = s.parseHeader
+	}
+	msg := s.parse(parser, raw)
 	rcpts := env.Recipients
 	if len(rcpts) == 0 && env.HeaderAccount != nil {
 		for _, addr := range headerRecipients(msg) {
@@ -116,25 +124,15 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 	now := s.timestamp()
 	body := unparsedBody(raw)
 
-	var (
-		out    = make([]*store.Email, 0, len(rcpts))
-		order  []string
-		groups = map[string][]*store.Email{}
-		// position is each email's place in out (recipient order).
-		position = make(map[*store.Email]int, len(rcpts))
-	)
-	for _, r := range rcpts {
+	out := make([]*store.Email, len(rcpts))
+	for i, r := range rcpts {
 		e := newEmail(r.Account.ID, sender, r.Address, now)
 		e.MessageID = msg.MessageID
 		e.Subject = msg.Subject
 		e.RawSize = int64(len(raw))
-		if _, seen := groups[e.AccountID]; !seen {
-			order = append(order, e.AccountID)
-		}
-		groups[e.AccountID] = append(groups[e.AccountID], e)
-		position[e] = len(out)
-		out = append(out, e)
+		out[i] = e
 	}
+	groups := groupByAccount(out)
 	sum := ""
 	if env.IdempotencyKey != "" {
 		parts := []string{string(raw), sender}
@@ -144,19 +142,19 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		sum = digest(parts...)
 	}
 	var stored []*store.Email
-	for _, acc := range order {
-		group, body := groups[acc], body
+	for _, g := range groups {
+		group, body := g.emails, body
 		if env.Transcript != nil {
 			withTranscript := *body
-			withTranscript.Transcript = env.Transcript.For(acc)
+			withTranscript.Transcript = env.Transcript.For(g.accountID)
 			body = &withTranscript
 		}
 		c, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
 		if err == nil {
 			var got []*store.Email
 			if got, err = s.create(ctx, env.IdempotencyKey, c, body, group); err == nil {
-				for j, e := range group {
-					out[position[e]] = got[j]
+				for j, i := range g.positions {
+					out[i] = got[j]
 				}
 				stored = append(stored, got...)
 				continue
@@ -170,6 +168,32 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		return nil, err
 	}
 	return out, nil
+}
+
+// accountGroup is the emails of one delivery that go to one account, and
+// their places in the delivery's recipient order.
+type accountGroup struct {
+	accountID string
+	emails    []*store.Email
+	positions []int
+}
+
+// groupByAccount groups emails by account, the accounts in the order of
+// their first email. A delivery almost always has one account, and never
+// more than its recipients (Config.MaxRecipients), so a linear search costs
+// less than the maps it replaced.
+func groupByAccount(emails []*store.Email) []accountGroup {
+	var groups []accountGroup
+	for i, e := range emails {
+		k := slices.IndexFunc(groups, func(g accountGroup) bool { return g.accountID == e.AccountID })
+		if k < 0 {
+			groups = append(groups, accountGroup{accountID: e.AccountID})
+			k = len(groups) - 1
+		}
+		groups[k].emails = append(groups[k].emails, e)
+		groups[k].positions = append(groups[k].positions, i)
+	}
+	return groups
 }
 
 // parse parses raw with parser. Should the parser panic, the message is

@@ -403,11 +403,24 @@ func TestParsePanicsCounted(t *testing.T) {
 	if _, err := st.GetBody(context.Background(), acme.ID, got[0].ID); err != nil {
 		t.Error(err)
 	}
+	// With a valid envelope sender only the summary is parsed.
+	svc.parseSummary = func(raw []byte) (*mailparse.Message, error) {
+		m, _ := mailparse.ParseSummary(raw)
+		return m, mailparse.ErrPanic
+	}
+	withSender := env
+	withSender.Sender = "s@example.com"
+	if _, err := svc.Deliver(context.Background(), raw, withSender); err != nil {
+		t.Fatalf("a message whose parsing panicked is still stored: %v", err)
+	}
+	if n := testutil.ToFloat64(panics); n != 2 {
+		t.Errorf("%v panics counted, want 2", n)
+	}
 	if _, err := svc.Create(context.Background(), NewEmail{AccountID: acme.ID, Sender: "s@example.com", Recipient: "r@acme.test", Raw: raw}); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.ToFloat64(panics); n != 2 {
-		t.Errorf("%v panics counted after create, want 2", n)
+	if n := testutil.ToFloat64(panics); n != 3 {
+		t.Errorf("%v panics counted after create, want 3", n)
 	}
 }
 

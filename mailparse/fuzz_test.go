@@ -120,6 +120,13 @@ func BenchmarkParse(b *testing.B) {
 				ParseHeader(bm.raw)
 			}
 		})
+		b.Run(bm.name+"/summary", func(b *testing.B) {
+			b.SetBytes(int64(len(bm.raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				ParseSummary(bm.raw)
+			}
+		})
 	}
 }
 

@@ -192,7 +192,21 @@ func checkInvariants(t testing.TB, raw []byte) {
 		hm.Body.Attachments == nil || len(hm.Body.Attachments) != 0 || len(hm.Body.Raw) != len(raw) {
 		t.Errorf("ParseHeader's Body is not empty with the raw: %+v", hm.Body)
 	}
-	hm.Body = pm.Body
+	if hm.Date != nil {
+		t.Error("ParseHeader parsed the Date")
+	}
+	sm, err := ParseSummary(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sm.From != nil || sm.To != nil || sm.Cc != nil || sm.Date != nil {
+		t.Errorf("ParseSummary parsed addresses or the date: %+v", sm)
+	}
+	sm.From, sm.To, sm.Cc = hm.From, hm.To, hm.Cc
+	if !reflect.DeepEqual(sm, hm) {
+		t.Errorf("ParseSummary and ParseHeader disagree on the subject or id:\n%+v\n%+v", sm, hm)
+	}
+	hm.Body, hm.Date = pm.Body, pm.Date
 	if !reflect.DeepEqual(hm, pm) {
 		t.Errorf("ParseHeader and Parse disagree on the fields:\n%+v\n%+v", hm, pm)
 	}

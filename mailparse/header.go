@@ -79,7 +79,12 @@ func startsField(line []byte) bool {
 // parseFields fills m's fields and Headers from the top-level header h.
 func parseFields(m *Message, h message.Header) {
 	parseHeaders(m, h)
-	parseSummary(m, h)
+	f := fieldsOf(h)
+	parseSummary(m, f)
+	parseAddresses(m, f)
+	if t, ok := parseDate(f.date); ok {
+		m.Date = &t
+	}
 }
 
 // parseHeaders fills m.Body.Headers from the top-level header h.
@@ -98,22 +103,193 @@ func parseHeaders(m *Message, h message.Header) {
 	}
 }
 
-// parseSummary fills m's fields other than Body from the top-level header
-// h.
-func parseSummary(m *Message, h message.Header) {
-	if h.Has("Subject") {
-		s := decodeText(h.Get("Subject"))
+// summaryFields are the values of the top-level header fields that
+// Message's fields other than Body come from, unfolded as go-message reads
+// them but not decoded: the first Subject, Message-ID and Date, every From,
+// To and Cc.
+type summaryFields struct {
+	subject    string
+	hasSubject bool
+	messageID  string
+	date       string
+	from       []string
+	to         []string
+	cc         []string
+}
+
+// fieldsOf returns the summary fields of the header h.
+func fieldsOf(h message.Header) summaryFields {
+	return summaryFields{
+		subject:    h.Get("Subject"),
+		hasSubject: h.Has("Subject"),
+		messageID:  h.Get("Message-Id"),
+		date:       h.Get("Date"),
+		from:       h.Values("From"),
+		to:         h.Values("To"),
+		cc:         h.Values("Cc"),
+	}
+}
+
+// parseSummary fills m's Subject and MessageID from f.
+func parseSummary(m *Message, f summaryFields) {
+	if f.hasSubject {
+		s := decodeText(f.subject)
 		m.Subject = &s
 	}
-	if id := cleanID(h.Get("Message-Id")); id != "" {
+	if id := cleanID(f.messageID); id != "" {
 		m.MessageID = &id
 	}
-	if t, ok := parseDate(h.Get("Date")); ok {
-		m.Date = &t
+}
+
+// parseAddresses fills m's From, To and Cc from f.
+func parseAddresses(m *Message, f summaryFields) {
+	m.From = addresses(f.from)
+	m.To = addresses(f.to)
+	m.Cc = addresses(f.cc)
+}
+
+// scanSummaryFields returns fieldsOf(readHeader(hdr)) without go-message,
+// for the header blocks mail is sent with: every line ends in LF or CRLF,
+// has no other CR, and is a field ("name: value", the name of printable
+// US-ASCII, maybe with spaces or tabs around it) or the continuation of one
+// (it starts with a space or a tab), but for the empty line that ends the
+// block. There go-message reads every field, and a field's value is its
+// lines, each without its line end and the spaces and tabs around it, the
+// empty ones left out, joined with a space. ok is false for any other
+// header block, which readHeader must read (FuzzScanSummaryFields compares
+// the two). go-message costs about two thirds of ParseHeader
+// (BenchmarkParse/plain-2KB/header-only): a map and a string for every
+// field of the header, when the summary needs five.
+func scanSummaryFields(hdr []byte) (f summaryFields, ok bool) {
+	if len(hdr) == 0 || hdr[len(hdr)-1] != '\n' || hdr[0] == ' ' || hdr[0] == '\t' {
+		return summaryFields{}, false
 	}
-	m.From = addresses(h.Values("From"))
-	m.To = addresses(h.Values("To"))
-	m.Cc = addresses(h.Values("Cc"))
+	kind := notKept // the field being read
+	var (
+		value []byte
+		seen  uint // a bit for each kind met
+	)
+	for len(hdr) > 0 {
+		n := bytes.IndexByte(hdr, '\n')
+		line := hdr[:n]
+		hdr = hdr[n+1:]
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		switch {
+		case bytes.IndexByte(line, '\r') >= 0:
+			return summaryFields{}, false
+		case len(line) == 0:
+			if len(hdr) > 0 {
+				return summaryFields{}, false // an empty line inside the block
+			}
+		case line[0] == ' ' || line[0] == '\t':
+			if kind != notKept {
+				value = appendSegment(value, line)
+			}
+		default:
+			f.add(kind, value, &seen)
+			name, rest, found := bytes.Cut(line, []byte(":"))
+			if !found {
+				return summaryFields{}, false
+			}
+			name = bytes.Trim(name, " \t")
+			for _, c := range name {
+				if c < '!' || c > '~' {
+					return summaryFields{}, false
+				}
+			}
+			kind = summaryKind(name)
+			value = value[:0]
+			if kind != notKept {
+				value = appendSegment(value, rest)
+			}
+		}
+	}
+	f.add(kind, value, &seen)
+	return f, true
+}
+
+// The summary fields scanSummaryFields keeps.
+const (
+	notKept = iota
+	subjectField
+	messageIDField
+	dateField
+	fromField
+	toField
+	ccField
+)
+
+// summaryKind returns which summary field a field named name is.
+func summaryKind(name []byte) int {
+	switch len(name) {
+	case 2:
+		if bytes.EqualFold(name, []byte("To")) {
+			return toField
+		}
+		if bytes.EqualFold(name, []byte("Cc")) {
+			return ccField
+		}
+	case 4:
+		if bytes.EqualFold(name, []byte("From")) {
+			return fromField
+		}
+		if bytes.EqualFold(name, []byte("Date")) {
+			return dateField
+		}
+	case 7:
+		if bytes.EqualFold(name, []byte("Subject")) {
+			return subjectField
+		}
+	case 10:
+		if bytes.EqualFold(name, []byte("Message-Id")) {
+			return messageIDField
+		}
+	}
+	return notKept
+}
+
+// add records value, read for a field of kind: the first Subject, Message-ID
+// and Date count (seen has a bit for each kind met), and every From, To and
+// Cc.
+func (f *summaryFields) add(kind int, value []byte, seen *uint) {
+	first := *seen&(1<<kind) == 0
+	*seen |= 1 << kind
+	switch kind {
+	case subjectField:
+		if first {
+			f.subject, f.hasSubject = string(value), true
+		}
+	case messageIDField:
+		if first {
+			f.messageID = string(value)
+		}
+	case dateField:
+		if first {
+			f.date = string(value)
+		}
+	case fromField:
+		f.from = append(f.from, string(value))
+	case toField:
+		f.to = append(f.to, string(value))
+	case ccField:
+		f.cc = append(f.cc, string(value))
+	}
+}
+
+// appendSegment appends one line of a field's value to value as go-message
+// unfolds it: without the spaces and tabs around it, after a space unless
+// it is the first, and not at all when it is empty.
+func appendSegment(value, line []byte) []byte {
+	line = bytes.Trim(line, " \t")
+	if len(line) == 0 {
+		return value
+	}
+	if len(value) > 0 {
+		value = append(value, ' ')
+	}
+	return append(value, line...)
 }
 
 // wordDecoder decodes RFC 2047 encoded words; it is never changed.

@@ -107,11 +107,25 @@ func Parse(raw []byte) (m *Message, err error) {
 
 // ParseHeader parses only raw's top-level header, for callers that need the
 // fields of a message but not its content: the result's MessageID, Subject,
-// From, To, Cc and Date are those Parse returns, Body.Raw is raw, and the
-// rest of Body is empty (no Text or HTML, Headers and Attachments empty but
-// not nil). Its cost does not grow with the body. Errors are those of
-// Parse.
-func ParseHeader(raw []byte) (m *Message, err error) {
+// From, To and Cc are those Parse returns, Body.Raw is raw, and the rest of
+// Body is empty (no Text or HTML, Headers and Attachments empty but not
+// nil). Date is left nil: no caller needs it, and net/mail's parse of it
+// cost a third of ParseHeader. Its cost does not grow with the body. Errors
+// are those of Parse.
+func ParseHeader(raw []byte) (*Message, error) {
+	return parseTop(raw, true)
+}
+
+// ParseSummary is ParseHeader without From, To and Cc (left nil): the
+// fields ingest stores with every email, for a caller that has the sender
+// and the recipients from the envelope. net/mail's parse of the addresses
+// is most of what ParseHeader costs.
+func ParseSummary(raw []byte) (*Message, error) {
+	return parseTop(raw, false)
+}
+
+// parseTop is ParseHeader, with From, To and Cc only when withAddresses.
+func parseTop(raw []byte, withAddresses bool) (m *Message, err error) {
 	m = newMessage(raw)
 	defer func() {
 		if recover() != nil {
@@ -119,7 +133,14 @@ func ParseHeader(raw []byte) (m *Message, err error) {
 		}
 	}()
 	hdr, _ := splitHeader(skipMboxLine(raw))
-	parseSummary(m, readHeader(hdr))
+	f, ok := scanSummaryFields(hdr)
+	if !ok {
+		f = fieldsOf(readHeader(hdr))
+	}
+	parseSummary(m, f)
+	if withAddresses {
+		parseAddresses(m, f)
+	}
 	return m, nil
 }
 

@@ -37,16 +37,27 @@ func (s *session) fault(p faults.Point, known ruleSet) *smtp.SMTPError {
 	if s.srv.cfg.Faults == nil || p.AccountID == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+	// A store call gets its own timeout; the rules known already need none
+	// (a context with a timeout starts a timer, which is most of the cost
+	// of a stage without rules).
 	rules, ok := known[p.AccountID]
-	switch {
-	case ok:
-	case known != nil: // Data: read them without the session's lock
-		rules = s.srv.cfg.Faults.Rules(ctx, p.AccountID)
-	default:
-		rules = s.faultRules(ctx, p.AccountID)
+	if !ok && known == nil {
+		rules, ok = s.knownRules(p.AccountID)
 	}
-	rule := s.srv.cfg.Faults.Match(ctx, rules, p)
+	if !ok {
+		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+		if known != nil { // Data: read them without the session's lock
+			rules = s.srv.cfg.Faults.Rules(ctx, p.AccountID)
+		} else {
+			rules = s.faultRules(ctx, p.AccountID)
+		}
+		cancel()
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+	rule := s.srv.cfg.Faults.Match(ctx, rules, p) // may take a counted rule's match
 	cancel()
 	if rule == nil {
 		return nil
@@ -69,7 +80,7 @@ func (s *session) fault(p faults.Point, known ruleSet) *smtp.SMTPError {
 // recipients' accounts that has one, among the rules in known; p's
 // Recipients are set to the addresses routed to that account.
 func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient, known ruleSet) *smtp.SMTPError {
-	if s.srv.cfg.Faults == nil {
+	if s.srv.cfg.Faults == nil || noRules(rcpts, known) {
 		return nil
 	}
 	var order []*store.Account
@@ -89,6 +100,17 @@ func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient, known 
 	return nil
 }
 
+// noRules reports whether known holds the rules of every recipient's
+// account and none has a rule: the usual case, which needs no more work.
+func noRules(rcpts []ingest.Recipient, known ruleSet) bool {
+	for _, r := range rcpts {
+		if rules, ok := known[r.Account.ID]; !ok || len(rules) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // faultRules returns the account's fault rules, read once per transaction
 // (once per AUTH for the auth stage): a transaction sees the rules as they
 // were when it first needed them, which saves a store round trip at each
@@ -96,19 +118,25 @@ func (s *session) faultAccounts(p faults.Point, rcpts []ingest.Recipient, known 
 // from the store. Data works on a copy that it takes before it reads
 // (ruleSet), so that it never waits for s.mu once it reads (bdat.go).
 func (s *session) faultRules(ctx context.Context, accountID string) []*store.FaultRule {
-	s.mu.Lock()
-	rules, ok := s.rules[accountID]
-	s.mu.Unlock()
-	if ok {
+	if rules, ok := s.knownRules(accountID); ok {
 		return rules
 	}
-	rules = s.srv.cfg.Faults.Rules(ctx, accountID)
+	rules := s.srv.cfg.Faults.Rules(ctx, accountID)
 	s.mu.Lock()
 	if s.rules != nil {
 		s.rules[accountID] = rules
 	}
 	s.mu.Unlock()
 	return rules
+}
+
+// knownRules returns the account's rules when the transaction has read
+// them already (faultRules).
+func (s *session) knownRules(accountID string) ([]*store.FaultRule, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules, ok := s.rules[accountID]
+	return rules, ok
 }
 
 // sleep waits for d, or less when the server shuts down.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/mailsink/mailsink/internal/gate"
 )
@@ -20,7 +21,7 @@ func TestReadMessage(t *testing.T) {
 		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
 			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
 				msg := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
-				raw, release, err := s.readMessage(context.Background(), iotest.HalfReader(bytes.NewReader(msg)), hint, nil, "192.0.2.1")
+				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), hint, nil, "192.0.2.1")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,5 +57,28 @@ func TestReadIntoStopsAtTheLimit(t *testing.T) {
 	}
 	if len(buf) != largeMessage+1 || cap(buf) != largeMessage+1 {
 		t.Errorf("len %d, cap %d; want both %d", len(buf), cap(buf), largeMessage+1)
+	}
+}
+
+// A large message that waits for a slot gives up at its transfer's deadline
+// (the deadline is a context only once the message waits).
+func TestReadMessageWaitEndsAtTheDeadline(t *testing.T) {
+	turns := gate.New(1, 1)
+	give, err := turns.Acquire(context.Background(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer give()
+	s := &Server{cfg: Config{LargeGate: turns}, ctx: context.Background()}
+	s.conns.stopping = make(chan struct{})
+	msg := bytes.Repeat([]byte("x"), largeMessage+10)
+	start := time.Now()
+	_, release, err := s.readMessage(context.Background(), start.Add(50*time.Millisecond), bytes.NewReader(msg), 0, nil, "192.0.2.1")
+	release()
+	if err != context.DeadlineExceeded {
+		t.Fatalf("err %v, want context.DeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("gave up after %v, want about 50ms", waited)
 	}
 }

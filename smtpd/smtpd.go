@@ -139,13 +139,20 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 // Start listens on the configured addresses and serves in the background.
 // A bind error is returned at once, naming the setting of the address.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	// No TCP keepalive on accepted connections: ReadTimeout bounds every
+	// wait for a client, so a dead peer is found without it, and setting it
+	// up is four setsockopt calls on every connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	if s.cfg.ReadTimeout <= 0 {
+		lc.KeepAlive = 0 // Go's default
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Addr)
 	if err != nil {
 		return err
 	}
 	s.ln = s.newListener(ln, false)
 	if s.cfg.TLSAddr != "" && s.cfg.TLS != nil {
-		tln, err := net.Listen("tcp", s.cfg.TLSAddr)
+		tln, err := lc.Listen(context.Background(), "tcp", s.cfg.TLSAddr)
 		if err != nil {
 			ln.Close()
 			return &ListenError{Addr: s.cfg.TLSAddr, Err: err}
@@ -429,11 +436,10 @@ func (s *session) Data(r io.Reader) error {
 	}
 	s.mu.Unlock()
 	defer s.conn.endTransfer()
+	var deadline time.Time
 	if d := s.srv.cfg.DataTimeout; d > 0 {
-		var cancel context.CancelFunc
-		tx, cancel = context.WithDeadline(tx, start.Add(d))
-		defer cancel()
-		s.conn.startTransfer(start.Add(d))
+		deadline = start.Add(d)
+		s.conn.startTransfer(deadline)
 	}
 	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
 		// For DATA, go-smtp has answered 354 already: the reply follows
@@ -441,7 +447,7 @@ func (s *session) Data(r io.Reader) error {
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
 		return reply
 	}
-	raw, release, err := s.srv.readMessage(tx, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()))
+	raw, release, err := s.srv.readMessage(tx, deadline, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()))
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
 		// it were complete: the message is truncated, and nobody gets
@@ -463,9 +469,13 @@ func (s *session) Data(r io.Reader) error {
 	if se, ok := err.(*smtp.SMTPError); ok {
 		code = se.Code
 	}
-	s.srv.log.Info("smtp message", "session", s.id, "remote", s.remote, "from", env.Sender,
-		"recipients", len(env.Recipients), "bytes", len(raw), "result", result, "code", code,
-		"duration", time.Since(start).Round(time.Microsecond))
+	// The arguments of a line cost their boxing even when the level
+	// drops it.
+	if s.srv.log.Enabled(context.Background(), slog.LevelInfo) {
+		s.srv.log.Info("smtp message", "session", s.id, "remote", s.remote, "from", env.Sender,
+			"recipients", len(env.Recipients), "bytes", len(raw), "result", result, "code", code,
+			"duration", time.Since(start).Round(time.Microsecond))
+	}
 	return err
 }
 
@@ -526,10 +536,12 @@ const largeMessage = 1 << 20
 // large-transfer slot before it reads on; the caller calls release once the
 // message is stored (or refused). While it waits, the client's data stays in
 // the socket: TCP holds the sender back. It gives up waiting when tx ends
-// (the transaction ended: smtp.ErrDataReset; its transfer timed out:
-// context.DeadlineExceeded) or the server starts draining (errShuttingDown).
+// (the transaction ended: smtp.ErrDataReset), at deadline, the end of the
+// transfer when not zero (context.DeadlineExceeded), or when the server
+// starts draining (errShuttingDown). The deadline becomes a context only
+// here: most messages never wait, and a context's timer costs each of them.
 // With a slot, the rest must come at gate.MinRate at least (c may be nil).
-func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
+func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
 	release = func() {}
 	limit := math.MaxInt
 	if s.cfg.MaxMessageBytes > 0 {
@@ -545,6 +557,11 @@ func (s *Server) readMessage(tx context.Context, r io.Reader, sizeHint int64, c 
 	}
 	if done || err != nil {
 		return raw, release, err
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		tx, cancel = context.WithDeadline(tx, deadline)
+		defer cancel()
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", 1)
 	wait, stop := context.WithCancel(tx)

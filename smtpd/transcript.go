@@ -52,7 +52,7 @@ func (s *session) noteMail(from string, opts *smtp.MailOptions) {
 		AuthMechanism: s.authMech,
 		AuthIdentity:  clip(s.authUser),
 		Mail: store.TranscriptCommand{Address: clip(from), Params: nonNil(params),
-			Reply: fmt.Sprintf("250 2.0.0 Roger, accepting mail from <%s>", clip(from))},
+			Reply: "250 2.0.0 Roger, accepting mail from <" + clip(from) + ">"},
 	}
 	// The connection is read here, on go-smtp's command goroutine: with
 	// BDAT, Data runs on another.
@@ -83,9 +83,11 @@ func (s *session) noteRcpt(to string, opts *smtp.RcptOptions, err error) {
 			params = append(params, "ORCPT="+string(opts.OriginalRecipientType)+";"+clip(opts.OriginalRecipient))
 		}
 	}
-	reply := fmt.Sprintf("250 2.0.0 I'll make sure <%s> gets this", clip(to))
+	var reply string
 	if err != nil {
 		reply = replyText(err)
+	} else {
+		reply = "250 2.0.0 I'll make sure <" + clip(to) + "> gets this"
 	}
 	acc := s.account
 	if acc == nil {
