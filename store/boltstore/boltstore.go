@@ -80,10 +80,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      o.lockTimeout,
-		FreelistType: bolt.FreelistMapType,
-	})
+	db, err := openCurrent(path, o.lockTimeout)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, store.Wrap(store.Unavailable, err,
 			fmt.Sprintf("open %s: the file is locked by another process (waited %s)", path, o.lockTimeout))
@@ -127,6 +124,30 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	s.events.StartSequence(seq + 1)
 	return s, nil
+}
+
+// openCurrent opens the bbolt file at path and locks it, waiting at most
+// lockTimeout for the lock. Compact renames its copy over path while the
+// old file is locked: a process that opened the old file meanwhile gets its
+// lock once Compact lets go, on a file no longer at path, and everything it
+// wrote would be lost. So the file locked must still be the one at path;
+// when it is not, openCurrent opens path again.
+func openCurrent(path string, lockTimeout time.Duration) (*bolt.DB, error) {
+	for {
+		before, statErr := os.Stat(path)
+		db, err := bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:      lockTimeout,
+			FreelistType: bolt.FreelistMapType,
+		})
+		if err != nil {
+			return nil, err
+		}
+		after, err := os.Stat(path)
+		if statErr != nil || err != nil || os.SameFile(before, after) {
+			return db, nil
+		}
+		_ = db.Close()
+	}
 }
 
 // CreateEmails implements store.Store. It returns Invalid for an empty slice,

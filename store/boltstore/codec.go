@@ -140,6 +140,16 @@ func (d *decoder) count() int {
 	return int(n)
 }
 
+// maxPrealloc bounds the room made ahead for the items of a count: an item
+// decodes into a struct many times the one byte count allows for it (72
+// bytes for a RCPT command), so a corrupt count in a 25 MiB body would
+// otherwise allocate gigabytes before the first item fails. Lists longer
+// than this grow as their items decode.
+const maxPrealloc = 64
+
+// prealloc is the room to make for n items (count).
+func prealloc(n int) int { return min(n, maxPrealloc) }
+
 func (d *decoder) optStr() *string {
 	switch d.byte() {
 	case 0:
@@ -331,19 +341,21 @@ func decodeParsed(d *decoder, body *store.Body) {
 	body.Text = d.optStr()
 	body.HTML = d.optStr()
 	n := d.count()
-	body.Headers = make(map[string]string, n)
-	for range n {
+	body.Headers = make(map[string]string, prealloc(n))
+	for i := 0; i < n && d.err == nil; i++ {
 		k := d.str()
 		body.Headers[k] = d.str()
 	}
-	body.Attachments = make([]store.Attachment, d.count())
-	for i := range body.Attachments {
-		a := &body.Attachments[i]
+	n = d.count()
+	body.Attachments = make([]store.Attachment, 0, prealloc(n))
+	for i := 0; i < n && d.err == nil; i++ {
+		var a store.Attachment
 		a.ContentID = d.optStr()
 		a.ContentType = d.optStr()
 		a.Disposition = d.optStr()
 		a.Filename = d.optStr()
 		a.Size = d.varint()
+		body.Attachments = append(body.Attachments, a)
 	}
 }
 
@@ -408,9 +420,11 @@ func decodeTranscript(d *decoder) *store.Transcript {
 	t.AuthIdentity = d.str()
 	decodeCommand(d, &t.Mail)
 	if n, ok := decodeLen(d); ok {
-		t.Rcpts = make([]store.TranscriptCommand, n)
-		for i := range t.Rcpts {
-			decodeCommand(d, &t.Rcpts[i])
+		t.Rcpts = make([]store.TranscriptCommand, 0, prealloc(n))
+		for i := 0; i < n && d.err == nil; i++ {
+			var c store.TranscriptCommand
+			decodeCommand(d, &c)
+			t.Rcpts = append(t.Rcpts, c)
 		}
 	}
 	t.RcptsOmitted = int(d.uvarint())
@@ -430,9 +444,9 @@ func decodeLen(d *decoder) (int, bool) {
 func decodeCommand(d *decoder, c *store.TranscriptCommand) {
 	c.Address = d.str()
 	if n, ok := decodeLen(d); ok {
-		c.Params = make([]string, n)
-		for i := range c.Params {
-			c.Params[i] = d.str()
+		c.Params = make([]string, 0, prealloc(n))
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Params = append(c.Params, d.str())
 		}
 	}
 	c.Reply = d.str()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -191,5 +192,58 @@ func TestTranscriptFieldsEncoded(t *testing.T) {
 	}
 	if n := reflect.TypeFor[store.TranscriptCommand]().NumField(); n != 4 {
 		t.Errorf("store.TranscriptCommand has %d fields; encodeCommand writes 3 and skips AccountID", n)
+	}
+}
+
+// TestDecodeBodyBoundsAllocation decodes corrupt bodies of 2 MiB whose item
+// counts (headers, attachments, the transcript's RCPT commands and a
+// command's parameters) claim about one item per remaining byte, followed
+// by bytes that do not decode: decoding fails without allocating much more
+// than the record, however large a struct per item the count asks for.
+func TestDecodeBodyBoundsAllocation(t *testing.T) {
+	const n = 2 << 20
+	emptyTranscript := func(e *encoder) {
+		e.byte(1)
+		for range 6 {
+			e.str("")
+		}
+	}
+	tests := []struct {
+		name   string
+		prefix func(e *encoder)
+	}{
+		{"headers", func(e *encoder) { e.byte(bodyFormat); e.byte(0); e.optStr(nil); e.optStr(nil) }},
+		{"attachments", func(e *encoder) { e.byte(bodyFormat); e.byte(0); e.optStr(nil); e.optStr(nil); e.uvarint(0) }},
+		{"rcpts", func(e *encoder) {
+			e.byte(bodyFormat)
+			e.byte(bodyUnparsed)
+			emptyTranscript(e)
+			e.str("")
+			e.uvarint(0)
+			e.str("")
+		}},
+		{"params", func(e *encoder) {
+			e.byte(bodyFormat)
+			e.byte(bodyUnparsed)
+			emptyTranscript(e)
+			e.str("")
+		}},
+	}
+	for _, tt := range tests {
+		e := encoder{}
+		tt.prefix(&e)
+		e.uvarint(n)
+		e.b = append(e.b, bytes.Repeat([]byte{0xff}, n)...)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := decodeBody(e.b)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Errorf("%s: decodeBody of a corrupt record succeeded", tt.name)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 4*uint64(len(e.b)) {
+			t.Errorf("%s: decoding a %d-byte record allocated %d bytes", tt.name, len(e.b), got)
+		}
 	}
 }

@@ -5,8 +5,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/mailsink/mailsink/store"
 )
@@ -66,4 +71,82 @@ func TestCompactGivesSpaceBack(t *testing.T) {
 	if n, _, err := s.AccountStats(ctx, "acct"); err != nil || n != 10 {
 		t.Errorf("AccountStats after Compact = %d, %v; want 10", n, err)
 	}
+}
+
+// TestOpenDuringCompactRename starts Open while Compact holds the file
+// (a service manager restarting mailsink during `mailsink compact`): Open
+// waits for the lock on the file it opened, Compact renames its copy over
+// the path and lets go. Open must then use the file at the path, not the
+// one the rename unlinked, where every email it stored would be lost.
+func TestOpenDuringCompactRename(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to see that Open has opened the file")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mailsink.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Compact's read-only source, holding the file's lock.
+	src, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *Store, 1)
+	go func() {
+		s, err := Open(path, WithLockTimeout(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}()
+	for deadline := time.Now().Add(10 * time.Second); openFDs(t, path) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("Open did not open the file")
+		}
+		runtime.Gosched()
+	}
+	// Compact's copy, with an email in it, renamed over the path.
+	tmp := path + ".compact"
+	c, err := Open(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000001", "r@example.com", 1000)
+	if err := c.CreateEmails(ctx, &store.Body{Raw: []byte("copy"), Headers: map[string]string{}, Attachments: []store.Attachment{}}, []*store.Email{marker}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	s = <-opened
+	if s == nil {
+		return
+	}
+	defer s.Close()
+	if _, err := s.GetEmail(ctx, "acct", marker.ID); err != nil {
+		t.Errorf("GetEmail of the compacted file's email after Open: %v; Open is using the unlinked file", err)
+	}
+}
+
+// openFDs returns how many of this process's open files are path.
+func openFDs(t *testing.T, path string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && l == path {
+			n++
+		}
+	}
+	return n
 }

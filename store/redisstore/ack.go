@@ -117,6 +117,9 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 	var (
 		res any
 		err error
+		// unknown is set once an attempt may have written: a later
+		// attempt's error reply does not say that the earlier one did not.
+		unknown bool
 	)
 	giveUp := time.After(routeRetryFor)
 	for {
@@ -124,6 +127,9 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 			res, err = s.createAcked(ctx, c)
 		} else {
 			res, _, err = s.sendCreate(ctx, s.client, c, false)
+		}
+		if err != nil && ambiguous(err) {
+			unknown = true
 		}
 		if err == nil || !retryable(err) {
 			break
@@ -141,7 +147,7 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 		if errors.Is(err, errRefused) {
 			return 0, err
 		}
-		if ambiguous(err) {
+		if unknown {
 			s.fence(c)
 		}
 		s.noteError(err)

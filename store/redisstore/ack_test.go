@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -311,3 +312,104 @@ type redisError string
 
 func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
+
+// TestCreateRetryAfterDeadlineOfOwnWrite runs a create that lands, then the
+// same create again after its deadline, as the create loop does when the
+// first attempt's answer was lost (a dial error after go-redis's own
+// retry) and the node comes back late: the create is stored, so the second
+// run must answer success and leave the body the email refers to.
+func TestCreateRetryAfterDeadlineOfOwnWrite(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+		s := newStore(t)
+		ctx := context.Background()
+		e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
+		e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
+		call, err := s.createArgs(ctx, testBody("landed once"), []*store.Email{e1, e2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+			t.Fatalf("create = %d, %v", pos, err)
+		}
+		call.args[1] = formatInt(time.Now().Add(-time.Second).UnixMilli())
+		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+			t.Errorf("the same create after its deadline = %d, %v; want 0, nil (it is stored)", pos, err)
+		}
+		for _, e := range []*store.Email{e1, e2} {
+			if b, err := s.GetBody(ctx, acct, e.ID); err != nil || string(b.Raw) != "landed once" {
+				t.Errorf("GetBody(%s) = %v, %v; want the body", e.ID, b, err)
+			}
+		}
+		if ttl, err := s.client.TTL(ctx, call.keys[1]).Result(); err != nil || ttl != -1 {
+			t.Errorf("TTL of the body = %v, %v; want -1 (none)", ttl, err)
+		}
+	})
+}
+
+// TestCreateAmbiguousAttemptIsFenced makes a create's first attempt land
+// and answer a dial error (go-redis retried a send whose answer was lost,
+// and the node then refused connections), and every later attempt answer
+// CLUSTERDOWN (a failover): the create answers Unavailable, so what the
+// first attempt stored must be fenced away, whatever the last attempt's
+// error says.
+func TestCreateAmbiguousAttemptIsFenced(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+		s := newStore(t)
+		ctx := context.Background()
+		h := &failCreates{}
+		s.client.AddHook(h)
+		e := testEmail(acct, "a@example.com", "b@example.com", 1)
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := s.CreateEmails(cctx, testBody("lost answer"), []*store.Email{e})
+		cancel()
+		if !store.IsCode(err, store.Unavailable) {
+			t.Fatalf("CreateEmails = %v, want Unavailable", err)
+		}
+		if h.attempts.Load() < 2 {
+			t.Fatalf("%d attempts, want a retry", h.attempts.Load())
+		}
+		s.fences.Wait()
+		if _, err := s.GetEmail(ctx, acct, e.ID); !store.IsCode(err, store.NotFound) {
+			t.Errorf("GetEmail of the create answered Unavailable: %v, want NotFound", err)
+		}
+		if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 0 {
+			t.Errorf("AccountStats = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// failCreates is a hook on the pipelines that run the create script: the
+// first is sent and answers a dial error, the others are not sent and
+// answer CLUSTERDOWN.
+type failCreates struct{ attempts atomic.Int64 }
+
+func (h *failCreates) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *failCreates) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *failCreates) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		create := false
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 1 && a[0] == "evalsha" && a[1] == createScript.Hash() {
+				create = true
+			}
+		}
+		if !create {
+			return next(ctx, cmds)
+		}
+		var err error
+		if h.attempts.Add(1) == 1 {
+			if err := next(ctx, cmds); err != nil {
+				return err
+			}
+			err = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		} else {
+			err = redisError("CLUSTERDOWN The cluster is down")
+		}
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
+		return err
+	}
+}

@@ -113,7 +113,10 @@ end
 // It writes nothing (and removes the body key) and returns -1 when Redis's
 // clock has reached the deadline, an id has a tombstone (fenceScript) or
 // the body key is missing, so that a create that lands after its caller
-// gave up stores nothing. It returns the 1-based position of an email whose
+// gave up stores nothing. Past the deadline it first looks for the records
+// of this very call (an earlier attempt whose answer was lost, see
+// Store.create): they are stored, so it answers success like a retry below,
+// rather than removing the body they refer to and answering a failure. It returns the 1-based position of an email whose
 // id already exists in either layout, writing nothing, except that an
 // email this very call wrote (same body id: go-redis retried the pipeline
 // after a lost answer) answers as a success. On success it returns the
@@ -130,6 +133,13 @@ local e = 7 + 4 * n
 if deadline > 0 then
   local t = redis.call('TIME')
   if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= deadline then
+    for i = 0, n - 1 do
+      local v = redis.call('HGET', KEYS[4], ARGV[7 + 4 * i])
+      if v and ofBody(v, bodyID) then
+        redis.call('PERSIST', KEYS[2])
+        return {}
+      end
+    end
     redis.call('UNLINK', KEYS[2])
     return -1
   end
