@@ -203,3 +203,19 @@ func BenchmarkSession(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConnection measures what a connection costs beside its messages:
+// accept, greeting, EHLO, QUIT and close, with no transaction.
+// cpu-ns/op is the CPU time of the process, the client's included.
+func BenchmarkConnection(b *testing.B) {
+	srv, _ := benchServer(b)
+	addr := srv.Addr().String()
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		c := dialBench(b, addr)
+		c.command(b, "QUIT\r\n", "221")
+		c.conn.Close()
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}

@@ -72,11 +72,11 @@ func (s *connSet) add(c *conn) string {
 	switch {
 	case s.max > 0 && len(s.conns) >= s.max:
 		return "421 4.7.0 Too many connections, try again later"
-	case s.max > 0 && s.byAddr[clientaddr.Bucket(c.addr)] >= s.perAddress():
+	case s.max > 0 && s.byAddr[c.bucket] >= s.perAddress():
 		return "421 4.7.0 Too many connections from your address, try again later"
 	}
 	s.conns[c] = struct{}{}
-	s.byAddr[clientaddr.Bucket(c.addr)]++
+	s.byAddr[c.bucket]++
 	return ""
 }
 
@@ -88,10 +88,10 @@ func (s *connSet) remove(c *conn) {
 		return
 	}
 	delete(s.conns, c)
-	if b := clientaddr.Bucket(c.addr); s.byAddr[b]-1 <= 0 {
-		delete(s.byAddr, b)
+	if s.byAddr[c.bucket]-1 <= 0 {
+		delete(s.byAddr, c.bucket)
 	} else {
-		s.byAddr[b]--
+		s.byAddr[c.bucket]--
 	}
 }
 
@@ -142,8 +142,9 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &conn{Conn: nc, set: l.set, addr: clientaddr.Host(nc.RemoteAddr().String()), refused: l.refused, implicitTLS: l.implicitTLS}
-		if ip, err := netip.ParseAddr(c.addr); err == nil && l.trusted.Contains(ip) {
+		c := &conn{Conn: nc, set: l.set, refused: l.refused, implicitTLS: l.implicitTLS}
+		ip := c.setAddr()
+		if ip.IsValid() && l.trusted.Contains(ip) {
 			c.Conn = proxyproto.NewConn(nc, proxyproto.WithPolicy(proxyproto.USE), proxyproto.SetReadHeaderTimeout(proxyHeaderWait))
 			c.admitLater = true
 			return c, nil
@@ -194,9 +195,10 @@ func trackedConn(nc net.Conn) *conn {
 // the connection; what the client sends next is never read as commands.
 type conn struct {
 	net.Conn
-	set  *connSet
-	addr string // the client's address (after admit, when admitLater)
-	inTx bool   // guarded by set.mu
+	set    *connSet
+	addr   string // the client's address (after admit, when admitLater)
+	bucket string // clientaddr.Bucket(addr), set with addr
+	inTx   bool   // guarded by set.mu
 	// admitLater: the connection comes from a trusted proxy; its first
 	// read reads the PROXY header and admits it (or refuses it). Only
 	// go-smtp's connection goroutine reads, so the fields of the first
@@ -215,7 +217,28 @@ type conn struct {
 	werr    error     // the error of the last failed write
 	ended   bool      // reads return net.ErrClosed
 	lost    bool      // a read of the connection failed (EOF included)
+	closed  bool      // Close has closed the connection
 	limit   time.Time // a message transfer's deadline, or zero
+	// held is pending's first array: a connection's replies (the EHLO
+	// reply is the longest of them) fit without allocating.
+	held [256]byte
+}
+
+// setAddr sets the client's address from the connection's peer (after a
+// PROXY header, the client it names) and returns it as an IP, invalid when
+// the peer is not an IP address. A TCP peer's address is taken as it is,
+// without formatting and parsing it again.
+func (c *conn) setAddr() netip.Addr {
+	var ip netip.Addr
+	if ta, ok := c.Conn.RemoteAddr().(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr().Unmap()
+		c.addr = ip.String()
+	} else {
+		c.addr = clientaddr.Host(c.Conn.RemoteAddr().String())
+		ip, _ = netip.ParseAddr(c.addr)
+	}
+	c.bucket = clientaddr.Bucket(c.addr)
+	return ip
 }
 
 // handshakeFailed starts go-smtp's reply to a STARTTLS whose handshake
@@ -232,6 +255,9 @@ func (c *conn) Write(b []byte) (int, error) {
 	if bytes.HasPrefix(b, handshakeFailed) {
 		c.ended = true
 	}
+	if c.pending == nil {
+		c.pending = c.held[:0]
+	}
 	c.pending = append(c.pending, b...)
 	return len(b), nil
 }
@@ -244,7 +270,7 @@ const notTLS = "554 5.7.0 This port expects TLS from the first byte (implicit TL
 // past the connection limits; it reports false when refused.
 func (c *conn) admit() bool {
 	c.admitted = true
-	c.addr = clientaddr.Host(c.Conn.RemoteAddr().String()) // reads the header
+	c.setAddr() // reads the header
 	reply := c.set.add(c)
 	if reply == "" {
 		return true
@@ -303,8 +329,16 @@ func (c *conn) readFailed() bool {
 	return c.lost
 }
 
-// Close writes the held replies, then closes.
+// Close writes the held replies, then closes. go-smtp closes twice after
+// QUIT; the second call only reports net.ErrClosed.
 func (c *conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return net.ErrClosed
+	}
+	c.closed = true
+	c.mu.Unlock()
 	c.set.remove(c)
 	c.mu.Lock()
 	c.flushLocked()
@@ -329,6 +363,10 @@ func (c *conn) flushLocked() error {
 // is outside a transaction, it is at most idleGrace away.
 func (c *conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
+	if c.closed { // go-smtp's read for the command after QUIT
+		c.mu.Unlock()
+		return net.ErrClosed
+	}
 	if !c.limit.IsZero() && (t.IsZero() || t.After(c.limit)) {
 		t = c.limit
 	}

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/mailsink/mailsink/internal/clientaddr"
 )
 
 // recordConn records each Write it is given; Read gives readErr.
@@ -100,5 +104,62 @@ func TestConnEndsReadingAfterAFailure(t *testing.T) {
 				t.Errorf("writes %q, want the reply once", rec.writes)
 			}
 		})
+	}
+}
+
+// peerConn is a connection from addr.
+type peerConn struct {
+	net.Conn
+	addr net.Addr
+}
+
+func (p peerConn) RemoteAddr() net.Addr { return p.addr }
+
+// The client's address and its bucket are what formatting the peer's
+// address and parsing it again gave, for every form of TCP address.
+func TestConnAddrIsThePeersHost(t *testing.T) {
+	for _, addr := range []net.Addr{
+		&net.TCPAddr{IP: net.IPv4(192, 0, 2, 7).To4(), Port: 25},
+		&net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 25}, // 16 bytes, IPv4-mapped
+		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 25},
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 25, Zone: "eth0"},
+		&net.UnixAddr{Name: "/run/mailsink.sock", Net: "unix"},
+	} {
+		c := &conn{Conn: peerConn{addr: addr}}
+		ip := c.setAddr()
+		want := clientaddr.Host(addr.String())
+		if c.addr != want || c.bucket != clientaddr.Bucket(want) {
+			t.Errorf("%v: addr %q, bucket %q; want %q, %q", addr, c.addr, c.bucket, want, clientaddr.Bucket(want))
+		}
+		if wantIP, err := netip.ParseAddr(want); ip != wantIP.Unmap() || (err == nil) != ip.IsValid() {
+			t.Errorf("%v: ip %v, want %v", addr, ip, wantIP)
+		}
+	}
+}
+
+// go-smtp closes a connection twice after QUIT: the second Close neither
+// writes nor closes again, and the connection is counted out once.
+func TestConnClosesOnce(t *testing.T) {
+	rec := &recordConn{}
+	c := newTestConn(rec)
+	c.bucket = "192.0.2.7"
+	if reply := c.set.add(c); reply != "" {
+		t.Fatalf("add: %q", reply)
+	}
+	c.Write([]byte("221 2.0.0 Bye\r\n"))
+	if err := c.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := c.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("second Close: %v, want net.ErrClosed", err)
+	}
+	if err := c.SetReadDeadline(time.Now()); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("SetReadDeadline after Close: %v, want net.ErrClosed", err)
+	}
+	if len(rec.writes) != 1 || !rec.closed {
+		t.Errorf("writes %q, closed %v; want the reply once and closed", rec.writes, rec.closed)
+	}
+	if len(c.set.conns) != 0 || len(c.set.byAddr) != 0 {
+		t.Errorf("connections %d, by address %v after Close; want none", len(c.set.conns), c.set.byAddr)
 	}
 }

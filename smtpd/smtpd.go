@@ -342,6 +342,7 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) (err error) {
 			s.noteMail(from, opts)
 		}
 	}()
+	reserveStack(false)
 	if s.srv.cfg.RequireTLS && !s.tls {
 		s.srv.cfg.Metrics.SMTPRejection("tls_required")
 		return errTLSRequired
