@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mailsink/mailsink/internal/rawzip"
@@ -226,7 +227,13 @@ func decodeEmailInto(r *emailRecord, k, v []byte) error {
 	if size <= 0 || n > uint64(len(k)-size) {
 		return errCorrupt
 	}
-	s := string(k) + string(v)
+	// One allocation: string(k) + string(v) converts each operand longer
+	// than 32 bytes into a string of its own first.
+	var sb strings.Builder
+	sb.Grow(len(k) + len(v))
+	sb.Write(k)
+	sb.Write(v)
+	s := sb.String()
 	d := decoder{b: v, s: s}
 	if d.byte() != emailFormat {
 		return errCorrupt
