@@ -192,16 +192,30 @@ func (a *API) routes() http.Handler {
 	return a.common(r)
 }
 
-// routeKey holds a *string that noteRoute fills with the matched route's
-// template, for the metrics.
-type routeKey struct{}
+// requestInfo is what the middleware learns about a request on its way to
+// the handler: the template of the route that matched (noteRoute, for the
+// metrics) and the account of its API key (authenticate). common puts it
+// in the request's context once, so that the later steps fill it in rather
+// than copy the request for each value (each copy is an allocation of a few
+// hundred bytes).
+type requestInfo struct {
+	route   string
+	account *store.Account
+}
+
+type requestInfoKey struct{}
+
+func infoOf(r *http.Request) *requestInfo {
+	info, _ := r.Context().Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
 
 // noteRoute records the template of the route that matched.
 func noteRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := r.Context().Value(routeKey{}).(*string); ok {
+		if info := infoOf(r); info != nil {
 			if t, err := mux.CurrentRoute(r).GetPathTemplate(); err == nil {
-				*p = t
+				info.route = t
 			}
 		}
 		next.ServeHTTP(w, r)
@@ -214,16 +228,17 @@ func noteRoute(next http.Handler) http.Handler {
 // 500 instead of dropping the connection.
 func (a *API) common(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := &requestInfo{route: "unmatched"}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		if a.cfg.Metrics != nil {
-			start, route := time.Now(), "unmatched"
+			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w}
 			w = rec
-			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, &route))
 			defer func() {
 				if rec.status == 0 {
 					rec.status = http.StatusOK
 				}
-				a.cfg.Metrics.HTTPRequest(route, r.Method, rec.status, time.Since(start))
+				a.cfg.Metrics.HTTPRequest(info.route, r.Method, rec.status, time.Since(start))
 			}()
 		}
 		h := w.Header()
@@ -244,8 +259,6 @@ func (a *API) common(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-type accountKey struct{}
 
 // authenticate finds the account of the request's API key, from
 // "Authorization: Bearer KEY" or "x-api-key: KEY" (and, when basic is
@@ -279,7 +292,12 @@ func (a *API) authenticate(next http.Handler, basic bool) http.Handler {
 			writeMessage(w, http.StatusUnauthorized, "invalid API key")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, acc)))
+		if info := infoOf(r); info != nil {
+			info.account = acc
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, &requestInfo{account: acc})))
 	})
 }
 
@@ -288,7 +306,7 @@ func (a *API) authenticate(next http.Handler, basic bool) http.Handler {
 func clientAddress(r *http.Request) string { return clientaddr.FromRequest(r) }
 
 func accountOf(r *http.Request) *store.Account {
-	return r.Context().Value(accountKey{}).(*store.Account)
+	return infoOf(r).account
 }
 
 func (a *API) storeContext(r *http.Request) (context.Context, context.CancelFunc) {

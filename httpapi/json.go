@@ -190,7 +190,7 @@ func appendOptString(b []byte, s *string) []byte {
 // appendTime appends t as a JSON string in timeFormat, as formatTime writes it.
 func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, timeFormat)
+	b = apijson.AppendTime(b, t)
 	return append(b, '"')
 }
 

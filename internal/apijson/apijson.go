@@ -15,6 +15,28 @@ const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 // Time formats t in UTC as TimeFormat.
 func Time(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
+// AppendTime appends t in UTC as TimeFormat, as Time writes it. It writes
+// the digits itself for years 0 to 9999: a list answer formats three times
+// per email, and time.Time.AppendFormat reading the layout each time was a
+// tenth of the CPU of a list request (BenchmarkAppendTime).
+func AppendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, TimeFormat)
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	return append(b,
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-',
+		byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':',
+		byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.',
+		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
+
 // Account is an email's account (OpenAPI: Account).
 type Account struct {
 	ID   string `json:"id"`

@@ -437,7 +437,16 @@ func walk(ctx context.Context, tx *bolt.Tx, q store.ListQuery, skip int64, load 
 	prefix, also, residual := plan(q)
 	m := newMatcher(q)
 	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
-	emails := tx.Bucket(bucketEmails)
+	// One cursor reads every email of the walk: Bucket.Get would make a
+	// cursor, and grow its stack, for each.
+	emails := tx.Bucket(bucketEmails).Cursor()
+	// The emails visited are decoded into slices of records allocated a
+	// page at a time; a record that does not match is decoded over.
+	var recs []emailRecord
+	batch := 16
+	if q.Limit > 0 {
+		batch = min(q.Limit, 100)
+	}
 	c := tx.Bucket(bucketIndex).Cursor()
 	probe := tx.Bucket(bucketIndex).Cursor()
 	key := appendAccount(nil, q.AccountID)
@@ -491,17 +500,22 @@ entries:
 			continue
 		}
 		key = append(key[:acctLen], k[len(prefix)+timeLen:]...)
-		v := emails.Get(key)
-		if v == nil {
+		ek, v := emails.Seek(key)
+		if v == nil || !bytes.Equal(ek, key) {
 			return internalf("list: index entry %x has no email", k)
 		}
-		r, err := decodeEmail(key, v)
-		if err != nil {
+		if len(recs) == 0 {
+			recs = make([]emailRecord, batch)
+		}
+		r := &recs[0]
+		if err := decodeEmailInto(r, key, v); err != nil {
 			return err
 		}
 		if residual && !m.match(&r.Email) {
+			*r = emailRecord{}
 			continue
 		}
+		recs = recs[1:]
 		if skip > 0 {
 			skip--
 			continue

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mailsink/mailsink/internal/rawzip"
@@ -162,6 +163,20 @@ func (d *decoder) optStr() *string {
 	return nil
 }
 
+// optStrIn is optStr that keeps the string in *dst rather than in a new
+// allocation.
+func (d *decoder) optStrIn(dst *string) *string {
+	switch d.byte() {
+	case 0:
+		return nil
+	case 1:
+		*dst = d.str()
+		return dst
+	}
+	d.fail()
+	return nil
+}
+
 func (d *decoder) done() error {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail()
@@ -174,6 +189,9 @@ func (d *decoder) done() error {
 type emailRecord struct {
 	store.Email
 	BodyID uint64
+	// opt holds the optional strings a decoded record points to (message
+	// id, subject, notes), so that decoding allocates them with the record.
+	opt [3]string
 }
 
 func encodeEmail(r *emailRecord) []byte {
@@ -202,28 +220,43 @@ func encodeEmail(r *emailRecord) []byte {
 // record shares no memory with k or v: its strings are substrings of one
 // copy of both.
 func decodeEmail(k, v []byte) (*emailRecord, error) {
+	r := &emailRecord{}
+	if err := decodeEmailInto(r, k, v); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeEmailInto is decodeEmail into r, which must be zero: a page of
+// emails is decoded into one slice of records.
+func decodeEmailInto(r *emailRecord, k, v []byte) error {
 	if len(v) > 0 && v[0] == emailFormatOne {
-		return decodeEmailOne(v)
+		return decodeEmailOne(r, v)
 	}
 	n, size := binary.Uvarint(k)
 	if size <= 0 || n > uint64(len(k)-size) {
-		return nil, errCorrupt
+		return errCorrupt
 	}
-	s := string(k) + string(v)
+	// One allocation: string(k) + string(v) converts each operand longer
+	// than 32 bytes into a string of its own first.
+	var sb strings.Builder
+	sb.Grow(len(k) + len(v))
+	sb.Write(k)
+	sb.Write(v)
+	s := sb.String()
 	d := decoder{b: v, s: s}
 	if d.byte() != emailFormat {
-		return nil, errCorrupt
+		return errCorrupt
 	}
-	r := &emailRecord{}
 	r.AccountID = s[size : size+int(n)]
 	r.ID = s[size+int(n) : len(k)]
 	r.BodyID = d.uvarint()
-	r.MessageID = d.optStr()
+	r.MessageID = d.optStrIn(&r.opt[0])
 	r.Sender = d.str()
 	r.Recipient = d.str()
-	r.Subject = d.optStr()
+	r.Subject = d.optStrIn(&r.opt[1])
 	r.Status = store.Status(d.str())
-	r.Notes = d.optStr()
+	r.Notes = d.optStrIn(&r.opt[2])
 	r.Labels = make([]string, d.count())
 	for i := range r.Labels {
 		r.Labels[i] = d.str()
@@ -233,28 +266,24 @@ func decodeEmail(k, v []byte) (*emailRecord, error) {
 	r.ReceivedAt = time.UnixMilli(received).UTC()
 	r.CreatedAt = time.UnixMilli(received + d.varint()).UTC()
 	r.UpdatedAt = time.UnixMilli(received + d.varint()).UTC()
-	if err := d.done(); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return d.done()
 }
 
 // decodeEmailOne decodes a format 1 record, which holds its id and account.
-func decodeEmailOne(b []byte) (*emailRecord, error) {
+func decodeEmailOne(r *emailRecord, b []byte) error {
 	d := decoder{b: b, s: string(b)}
 	if d.byte() != emailFormatOne {
-		return nil, errCorrupt
+		return errCorrupt
 	}
-	r := &emailRecord{}
 	r.BodyID = d.uvarint()
 	r.ID = d.str()
 	r.AccountID = d.str()
-	r.MessageID = d.optStr()
+	r.MessageID = d.optStrIn(&r.opt[0])
 	r.Sender = d.str()
 	r.Recipient = d.str()
-	r.Subject = d.optStr()
+	r.Subject = d.optStrIn(&r.opt[1])
 	r.Status = store.Status(d.str())
-	r.Notes = d.optStr()
+	r.Notes = d.optStrIn(&r.opt[2])
 	r.Labels = make([]string, d.count())
 	for i := range r.Labels {
 		r.Labels[i] = d.str()
@@ -263,10 +292,7 @@ func decodeEmailOne(b []byte) (*emailRecord, error) {
 	r.ReceivedAt = d.time()
 	r.CreatedAt = d.time()
 	r.UpdatedAt = d.time()
-	if err := d.done(); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return d.done()
 }
 
 // encodeBody returns b in body format 4. The raw source is last so that

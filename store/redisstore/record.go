@@ -78,11 +78,18 @@ func newRecord(e *store.Email, id, bodyID string) *record {
 }
 
 func (r *record) email() *store.Email {
+	e := new(store.Email)
+	r.fill(e)
+	return e
+}
+
+// fill sets *e to the email r holds.
+func (r *record) fill(e *store.Email) {
 	labels := r.Labels
 	if labels == nil {
 		labels = []string{}
 	}
-	return &store.Email{
+	*e = store.Email{
 		ID:         r.ID,
 		AccountID:  r.AccountID,
 		MessageID:  r.MessageID,

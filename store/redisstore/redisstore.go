@@ -554,13 +554,17 @@ func decodeItems(v []any, script, accountID string) ([]*store.Email, error) {
 		return nil, store.Errorf(store.Internal, "%s script answered %d values", script, len(v))
 	}
 	out := make([]*store.Email, 0, len(v)/itemLen)
+	// One allocation for the page's emails rather than one each.
+	emails := make([]store.Email, len(v)/itemLen)
 	var r record
 	for i := 0; i < len(v); i += itemLen {
 		r = record{}
 		if err := r.decodeItem(v[i], v[i+1], accountID); err != nil {
 			return nil, err
 		}
-		out = append(out, r.email())
+		e := &emails[i/itemLen]
+		r.fill(e)
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -474,11 +474,18 @@ end
 // ARGV[6] the limit, ARGV[7] the account's records hash.
 //
 // It returns {id1, the record of id1, id2, ...} (see loadItems).
+//
+// Without a bound or a cursor it asks ZREVRANGE for the ranks alone, which
+// stops at the end of the index by itself, and skips counting the index.
 var pageScript = redis.NewScript(indexRange + `
-local start, total = rankRange()
-local off, lim = start + tonumber(ARGV[5]), tonumber(ARGV[6])
-if off >= total then return {} end
-local last = math.min(off + lim, total) - 1
+local off, lim = tonumber(ARGV[5]), tonumber(ARGV[6])
+local last = off + lim - 1
+if ARGV[2] ~= '-inf' or ARGV[4] ~= '' then
+  local start, total = rankRange()
+  off = start + off
+  if off >= total then return {} end
+  last = math.min(off + lim, total) - 1
+end
 local ids = redis.call('ZREVRANGE', KEYS[1], string.format('%d', off), string.format('%d', last))
 local rk = ARGV[7]
 ` + loadItems)
