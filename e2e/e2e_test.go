@@ -298,10 +298,11 @@ func TestLogsKeepSecretsOut(t *testing.T) {
 
 // TestMemoryLimit checks the soft memory limit mailsink gives Go's garbage
 // collector (go_gc_gomemlimit_bytes in /metrics): computed from the large
-// transfers and the message size, unless GOMEMLIMIT sets one.
+// transfers and the message size, unless GOMEMLIMIT sets one; and its GOGC
+// (go_gc_gogc_percent): 400 unless GOGC sets one.
 func TestMemoryLimit(t *testing.T) {
 	t.Parallel()
-	limit := func(p *process) string {
+	metric := func(p *process, name string) string {
 		t.Helper()
 		resp, err := http.Get(p.HTTP + "/metrics")
 		if err != nil {
@@ -313,21 +314,27 @@ func TestMemoryLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				return v
 			}
 		}
-		t.Fatalf("/metrics has no go_gc_gomemlimit_bytes:\n%s", body)
+		t.Fatalf("/metrics has no %s:\n%s", name, body)
 		return ""
 	}
-	computed := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=",
+	computed := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=", "GOGC=",
 		"MAILSINK_SMTP_MAX_LARGE_TRANSFERS=3", "MAILSINK_MAX_MESSAGE_BYTES=10485760")
 	// 256 MiB + 3 transfers x 3 x 10 MiB = 346 MiB.
-	if got, want := limit(computed), "3.62807296e+08"; got != want {
+	if got, want := metric(computed, "go_gc_gomemlimit_bytes"), "3.62807296e+08"; got != want {
 		t.Errorf("computed limit: go_gc_gomemlimit_bytes %s, want %s", got, want)
 	}
-	chosen := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=300MiB")
-	if got, want := limit(chosen), "3.145728e+08"; got != want {
+	if got, want := metric(computed, "go_gc_gogc_percent"), "400"; got != want {
+		t.Errorf("default GOGC: go_gc_gogc_percent %s, want %s", got, want)
+	}
+	chosen := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=300MiB", "GOGC=150")
+	if got, want := metric(chosen, "go_gc_gomemlimit_bytes"), "3.145728e+08"; got != want {
 		t.Errorf("with GOMEMLIMIT=300MiB: go_gc_gomemlimit_bytes %s, want %s", got, want)
+	}
+	if got, want := metric(chosen, "go_gc_gogc_percent"), "150"; got != want {
+		t.Errorf("with GOGC=150: go_gc_gogc_percent %s, want %s", got, want)
 	}
 }
