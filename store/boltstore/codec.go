@@ -251,6 +251,17 @@ func decodeEmailInto(r *emailRecord, k, v []byte) error {
 	r.AccountID = s[size : size+int(n)]
 	r.ID = s[size+int(n) : len(k)]
 	r.BodyID = d.uvarint()
+	decodeEmailFields(&d, r)
+	received := d.varint()
+	r.ReceivedAt = time.UnixMilli(received).UTC()
+	r.CreatedAt = time.UnixMilli(received + d.varint()).UTC()
+	r.UpdatedAt = time.UnixMilli(received + d.varint()).UTC()
+	return d.done()
+}
+
+// decodeEmailFields decodes the fields that email formats 1 and 2 hold
+// alike, from the message id to the raw size.
+func decodeEmailFields(d *decoder, r *emailRecord) {
 	r.MessageID = d.optStrIn(&r.opt[0])
 	r.Sender = d.str()
 	r.Recipient = d.str()
@@ -262,11 +273,6 @@ func decodeEmailInto(r *emailRecord, k, v []byte) error {
 		r.Labels[i] = d.str()
 	}
 	r.RawSize = d.varint()
-	received := d.varint()
-	r.ReceivedAt = time.UnixMilli(received).UTC()
-	r.CreatedAt = time.UnixMilli(received + d.varint()).UTC()
-	r.UpdatedAt = time.UnixMilli(received + d.varint()).UTC()
-	return d.done()
 }
 
 // decodeEmailOne decodes a format 1 record, which holds its id and account.
@@ -278,17 +284,7 @@ func decodeEmailOne(r *emailRecord, b []byte) error {
 	r.BodyID = d.uvarint()
 	r.ID = d.str()
 	r.AccountID = d.str()
-	r.MessageID = d.optStrIn(&r.opt[0])
-	r.Sender = d.str()
-	r.Recipient = d.str()
-	r.Subject = d.optStrIn(&r.opt[1])
-	r.Status = store.Status(d.str())
-	r.Notes = d.optStrIn(&r.opt[2])
-	r.Labels = make([]string, d.count())
-	for i := range r.Labels {
-		r.Labels[i] = d.str()
-	}
-	r.RawSize = d.varint()
+	decodeEmailFields(&d, r)
 	r.ReceivedAt = d.time()
 	r.CreatedAt = d.time()
 	r.UpdatedAt = d.time()
