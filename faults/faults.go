@@ -15,8 +15,8 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mailsink/mailsink/internal/batch"
@@ -64,10 +64,10 @@ type Config struct {
 	// Log, when not nil, gets a line for each fault applied and for rules
 	// that could not be read.
 	Log *slog.Logger
-	// ShareReads lets concurrent calls of Rules share store reads: for a
-	// store across the network (Redis), where each read is a round trip
-	// and several commands. An embedded store reads faster than the calls
-	// could wait for each other.
+	// ShareReads lets concurrent calls of Rules for one account share
+	// store reads: for a store across the network (Redis), where each read
+	// is a round trip. An embedded store reads faster than the calls could
+	// wait for each other.
 	ShareReads bool
 }
 
@@ -75,9 +75,14 @@ type Config struct {
 type Injector struct {
 	store store.FaultStore
 	cfg   Config
-	// reads shares the store reads of Rules among concurrent transactions
-	// (readRules); nil unless Config.ShareReads.
-	reads *batch.Batcher[*rulesRead]
+	// reads shares the store reads of Rules among an account's concurrent
+	// transactions (readRules), one Batcher per account, so that a slow
+	// read (an account on a Redis shard that is failing over) holds up no
+	// other account's transactions; nil unless Config.ShareReads. It
+	// holds one entry per account that sent mail, and accounts are the
+	// configured ones.
+	readsMu sync.Mutex
+	reads   map[string]*batch.Batcher[*rulesRead]
 }
 
 // rulesRead is one call of Rules.
@@ -107,24 +112,32 @@ func New(fs store.FaultStore, cfg Config) *Injector {
 	}
 	in := &Injector{store: fs, cfg: cfg}
 	if cfg.ShareReads {
-		in.reads = batch.New(maxReadBatch, in.readRules)
+		in.reads = map[string]*batch.Batcher[*rulesRead]{}
 	}
 	return in
 }
 
-// readRules reads the rules of each account of a batch of Rules calls once.
+// readsOf returns the Batcher of the account's reads.
+func (in *Injector) readsOf(accountID string) *batch.Batcher[*rulesRead] {
+	in.readsMu.Lock()
+	defer in.readsMu.Unlock()
+	b := in.reads[accountID]
+	if b == nil {
+		b = batch.New(maxReadBatch, in.readRules)
+		in.reads[accountID] = b
+	}
+	return b
+}
+
+// readRules reads the rules of a batch of Rules calls for one account once.
 // Every call of a batch arrived before the batch started (package batch), so
 // each transaction still gets the rules as they were after it began: what
 // the README promises (a rule created before a MAIL applies to its
-// transaction, on every replica). A read uses the context of the first call
-// for its account.
+// transaction, on every replica). The read uses the first call's context.
 func (in *Injector) readRules(reads []*rulesRead) {
-	for i, r := range reads {
-		if j := slices.IndexFunc(reads[:i], func(o *rulesRead) bool { return o.accountID == r.accountID }); j >= 0 {
-			r.rules, r.err = reads[j].rules, reads[j].err
-			continue
-		}
-		r.rules, r.err = in.store.Faults(r.ctx, r.accountID)
+	rules, err := in.store.Faults(reads[0].ctx, reads[0].accountID)
+	for _, r := range reads {
+		r.rules, r.err = rules, err
 	}
 }
 
@@ -204,7 +217,7 @@ func (in *Injector) Rules(ctx context.Context, accountID string) []*store.FaultR
 	}
 	read := &rulesRead{ctx: ctx, accountID: accountID}
 	if in.reads != nil {
-		in.reads.Do(read)
+		in.readsOf(accountID).Do(read)
 	} else {
 		in.readRules([]*rulesRead{read})
 	}
