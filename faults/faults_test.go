@@ -52,14 +52,22 @@ func TestMaxDelay(t *testing.T) {
 	}
 }
 
-// TestCheck checks which rule a point meets, on the embedded store.
-func TestCheck(t *testing.T) {
-	t.Parallel()
+// openStore returns an embedded store in the test's directory, closed when
+// the test ends.
+func openStore(t *testing.T) *boltstore.Store {
+	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "f.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestCheck checks which rule a point meets, on the embedded store.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	draw := 0.5
 	in := New(st, Config{Now: func() time.Time { return now }, Rand: func() float64 { return draw }})
@@ -127,11 +135,7 @@ func (c *countingFaults) Faults(ctx context.Context, accountID string) ([]*store
 // concurrent calls for several accounts each get their own account's rules.
 func TestReadRulesOncePerBatch(t *testing.T) {
 	t.Parallel()
-	bs, err := boltstore.Open(filepath.Join(t.TempDir(), "m.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
+	bs := openStore(t)
 	ctx := context.Background()
 	fs := &countingFaults{FaultStore: bs, reads: map[string]int{}}
 	in := New(fs, Config{ShareReads: true})
@@ -188,11 +192,7 @@ func (b *blockingFaults) Faults(ctx context.Context, accountID string) ([]*store
 // hold up the transactions of another account.
 func TestSlowAccountHoldsNoOther(t *testing.T) {
 	t.Parallel()
-	bs, err := boltstore.Open(filepath.Join(t.TempDir(), "m.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
+	bs := openStore(t)
 	ctx := context.Background()
 	fs := &blockingFaults{FaultStore: bs, slow: "slow", started: make(chan struct{}), release: make(chan struct{})}
 	in := New(fs, Config{ShareReads: true})
