@@ -31,7 +31,7 @@ import (
 // schemaVersion is written to a new file and checked on open; a file of
 // an older version is upgraded (see keys.go), one of a newer version is
 // refused.
-const schemaVersion = "3"
+const schemaVersion = "4"
 
 // Store is a store.Store kept in one bbolt file. It is safe for concurrent
 // use.
@@ -42,6 +42,8 @@ type Store struct {
 	// events fans out this process's changes: the file is locked by one
 	// process, so every subscriber is here.
 	events *eventhub.Hub
+	// wal logs creates before bbolt has them (wal.go).
+	wal *walLog
 }
 
 var (
@@ -103,8 +105,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 				return err
 			}
 			return meta.Put([]byte("version"), []byte(schemaVersion))
-		case string(v) == "2":
-			// Version 3 reads every record of version 2 as it is.
+		case string(v) == "2" || string(v) == "3":
+			// Version 4 reads every record of versions 2 and 3 as they
+			// are; it adds the write-ahead log (wal.go), which a build
+			// that reads version 3 would ignore.
 			return meta.Put([]byte("version"), []byte(schemaVersion))
 		case string(v) != schemaVersion:
 			return internalf("open %s: the file has schema version %q and this build reads versions 1 to %s: "+
@@ -116,13 +120,19 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path)
 	}
-	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1))}
+	next, err := replayWAL(db, path)
+	if err != nil {
+		_ = db.Close()
+		return nil, wrap(err, "open "+path+": replay the write-ahead log")
+	}
+	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1)), wal: newWALLog(db, path, next)}
 	var seq uint64
 	if err := db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path)
 	}
 	s.events.StartSequence(seq + 1)
+	go s.applyLoop()
 	return s, nil
 }
 
@@ -162,13 +172,40 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 		return err
 	}
 	op := newCreateOp(body, emails)
-	if err := s.write(op.apply); err != nil {
+	if len(op.body) <= walMaxBody {
+		// The applier publishes the events, later: it keeps copies.
+		logged := *op
+		logged.emails = cloneEmails(emails)
+		err := wrap(s.logCreate(ctx, &logged), "create emails")
+		if !store.IsCode(err, store.Full) {
+			return err
+		}
+		// The log could not grow (nothing of it is stored): bbolt may
+		// still have free pages, as it does once mail is deleted from a
+		// full disk.
+	}
+	if err := s.wal.beginDirect(op); err != nil {
+		return err
+	}
+	err := s.write(op.apply)
+	s.wal.endDirect(op)
+	if err != nil {
 		return wrap(err, "create emails")
 	}
 	for i, e := range emails {
 		s.publish(op.firstEvent+uint64(i), store.EmailCreated, e.AccountID, e.ID, e)
 	}
 	return nil
+}
+
+func cloneEmails(emails []*store.Email) []*store.Email {
+	out := make([]*store.Email, len(emails))
+	for i, e := range emails {
+		c := *e
+		c.Labels = slices.Clone(e.Labels)
+		out[i] = &c
+	}
+	return out
 }
 
 // nextEvents numbers n events inside tx, so that the numbers follow commit
@@ -215,21 +252,27 @@ type createOp struct {
 	// firstEvent is the number of the first email's event, set by the run
 	// of apply that committed.
 	firstEvent uint64
+	// skipped is set by the run of applyOps that committed when it found
+	// the op applied already (wal.go).
+	skipped bool
 }
 
 func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
-	op := &createOp{
-		emails:  emails,
-		body:    encodeBody(body),
-		keys:    make([][]byte, len(emails)),
-		indexes: make([][4][]byte, len(emails)),
-	}
-	for i, e := range emails {
+	op := &createOp{emails: emails, body: encodeBody(body)}
+	op.prepare()
+	return op
+}
+
+// prepare computes the keys of op's emails.
+func (op *createOp) prepare() {
+	op.keys = make([][]byte, len(op.emails))
+	op.indexes = make([][4][]byte, len(op.emails))
+	op.rawBytes = 0
+	for i, e := range op.emails {
 		op.keys[i] = emailKey(e.AccountID, e.ID)
 		op.indexes[i] = indexKeys(e)
 		op.rawBytes += e.RawSize
 	}
-	return op
 }
 
 // apply writes the body, the emails and their indexes in tx.
@@ -312,16 +355,41 @@ func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Emai
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "get email")
 	}
-	var r *emailRecord
+	pending := s.wal.pendingOf(accountID)
+	var e *store.Email
 	err := s.db.View(func(tx *bolt.Tx) error {
-		var err error
-		r, err = getRecord(tx, accountID, id)
+		if op, i := findUnapplied(tx, pending, accountID, id); op != nil {
+			e = cloneEmails(op.emails[i : i+1])[0]
+			return nil
+		}
+		r, err := getRecord(tx, accountID, id)
+		if err == nil {
+			e = &r.Email
+		}
 		return err
 	})
 	if err != nil {
 		return nil, wrap(err, "get email")
 	}
-	return &r.Email, nil
+	return e, nil
+}
+
+// findUnapplied returns the create among pending (from walLog.pendingOf,
+// taken before tx began) that holds the email and that tx does not, and the
+// email's place in it.
+func findUnapplied(tx *bolt.Tx, pending []walOp, accountID, id string) (*createOp, int) {
+	if len(pending) == 0 {
+		return nil, 0
+	}
+	key := emailKey(accountID, id)
+	for _, o := range unapplied(pending, readApplied(tx)) {
+		for i, k := range o.op.keys {
+			if bytes.Equal(k, key) {
+				return o.op, i
+			}
+		}
+	}
+	return nil, 0
 }
 
 // GetBody implements store.Store.
@@ -329,8 +397,14 @@ func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body,
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "get body")
 	}
+	pending := s.wal.pendingOf(accountID)
 	var body *store.Body
 	err := s.db.View(func(tx *bolt.Tx) error {
+		if op, _ := findUnapplied(tx, pending, accountID, id); op != nil {
+			var err error
+			body, err = decodeBody(op.body)
+			return err
+		}
 		r, err := getRecord(tx, accountID, id)
 		if err != nil {
 			return err
@@ -379,6 +453,9 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	case q.Offset < 0:
 		return nil, store.Errorf(store.Invalid, "list: negative offset %d", q.Offset)
 	}
+	if err := s.wal.settleQuery(ctx, q); err != nil {
+		return nil, wrap(err, "list emails")
+	}
 	out := make([]*store.Email, 0, min(q.Limit, 100))
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return walk(ctx, tx, q, q.Offset, true, func(e *store.Email) bool {
@@ -408,6 +485,9 @@ func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, erro
 	}
 	if q.AccountID == "" {
 		return 0, store.Errorf(store.Invalid, "count: no account")
+	}
+	if err := s.wal.settleQuery(ctx, q); err != nil {
+		return 0, wrap(err, "count emails")
 	}
 	var n int64
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -589,6 +669,9 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 		return nil, store.Errorf(store.Invalid, "unknown status %q", *u.Status)
 	}
 	key := emailKey(accountID, id)
+	if err := s.wal.settleKey(ctx, key); err != nil {
+		return nil, wrap(err, "update email")
+	}
 	var result *store.Email
 	var event uint64
 	fn := func(tx *bolt.Tx) error {
@@ -665,6 +748,9 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		return wrap(err, "delete email")
 	}
 	key := emailKey(accountID, id)
+	if err := s.wal.settleKey(ctx, key); err != nil {
+		return wrap(err, "delete email")
+	}
 	var found bool
 	var event uint64
 	fn := func(tx *bolt.Tx) error {
@@ -753,6 +839,9 @@ func (s *Store) BodyCount(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, wrap(err, "count bodies")
 	}
+	if err := s.wal.settleAll(ctx); err != nil {
+		return 0, wrap(err, "count bodies")
+	}
 	var n int
 	err := s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketBodies).Stats().KeyN
@@ -772,9 +861,13 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store. It waits for transactions in progress.
 func (s *Store) Close() error {
+	walErr := s.wal.close()
 	s.commits.close()
 	s.events.Close()
-	return wrap(s.db.Close(), "close")
+	if err := s.db.Close(); err != nil {
+		return wrap(err, "close")
+	}
+	return wrap(walErr, "close")
 }
 
 // write runs fn in a read-write transaction that is committed and synced

@@ -292,6 +292,9 @@ func TestUpgradeStats(t *testing.T) {
 	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{c}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.wal.settleAll(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Make it a version 1 file.
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.DeleteBucket(bucketStats); err != nil {
@@ -317,7 +320,7 @@ func TestUpgradeStats(t *testing.T) {
 		}
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put([]byte("version"), []byte("4"))
+		return tx.Bucket(bucketMeta).Put([]byte("version"), []byte("5"))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -329,9 +332,9 @@ func TestUpgradeStats(t *testing.T) {
 		if s != nil {
 			s.Close()
 		}
-		t.Errorf("Open of a version 4 file: got %v, want an error that names a newer mailsink", err)
+		t.Errorf("Open of a version 5 file: got %v, want an error that names a newer mailsink", err)
 	}
 	if _, _, err := Compact(path); err == nil || !strings.Contains(err.Error(), "newer mailsink") {
-		t.Errorf("Compact of a version 4 file: got %v, want an error that names a newer mailsink", err)
+		t.Errorf("Compact of a version 5 file: got %v, want an error that names a newer mailsink", err)
 	}
 }

@@ -215,6 +215,9 @@ func TestReadFixture(t *testing.T) {
 	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("x")}, []*store.Email{extra}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.wal.settleAll(ctx); err != nil { // the event is numbered when bbolt has the email
+		t.Fatal(err)
+	}
 	if after := seq(); before != 7 || after != 8 {
 		t.Errorf("event sequence before and after a create: %d, %d; want 7, 8", before, after)
 	}

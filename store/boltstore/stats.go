@@ -19,8 +19,15 @@ func (s *Store) AccountStats(ctx context.Context, accountID string) (emails, raw
 	if err := ctx.Err(); err != nil {
 		return 0, 0, wrap(err, "account stats")
 	}
+	// Creates logged but not applied count too: a quota is checked
+	// against this before each delivery.
+	pending := s.wal.pendingOf(accountID)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		emails, rawBytes, err = readStats(tx, accountID)
+		for _, o := range unapplied(pending, readApplied(tx)) {
+			emails += int64(len(o.op.emails))
+			rawBytes += o.op.rawBytes
+		}
 		return err
 	})
 	if err != nil {
@@ -43,6 +50,9 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip i
 		return nil, store.Errorf(store.Invalid, "oldest: negative keep %d", keep)
 	case skip < 0:
 		return nil, store.Errorf(store.Invalid, "oldest: negative skip %d", skip)
+	}
+	if err := s.wal.settleAccount(ctx, accountID); err != nil {
+		return nil, wrap(err, "oldest emails")
 	}
 	var out []*store.Email
 	err := s.db.View(func(tx *bolt.Tx) error {
