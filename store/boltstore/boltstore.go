@@ -235,8 +235,14 @@ func (s *Store) publish(seq uint64, typ store.EventType, accountID, id string, e
 func (s *Store) Subscribe(accountID string) store.Subscription { return s.events.Subscribe(accountID) }
 
 // EventsAfter implements store.Notifier from this process's history, which
-// starts empty when the store is opened.
-func (s *Store) EventsAfter(_ context.Context, accountID, afterID string) ([]store.Event, bool, error) {
+// starts empty when the store is opened, after the account's logged creates
+// are applied.
+func (s *Store) EventsAfter(ctx context.Context, accountID, afterID string) ([]store.Event, bool, error) {
+	// The events of logged creates are numbered when they are applied: an
+	// answered create is in the history once it is.
+	if err := s.wal.settleAccount(ctx, accountID); err != nil {
+		return nil, false, wrap(err, "events after")
+	}
 	return s.events.After(accountID, afterID)
 }
 
