@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -113,7 +114,14 @@ type walLog struct {
 	urgent     chan struct{} // a reader or writer waits for the applier
 	stop       chan struct{}
 	stopOnce   sync.Once
-	stopped    chan struct{}
+	// spareDone gets the outcome of filling the next file's spare;
+	// spareFilling is set from the start of that until its outcome is
+	// taken. filled tells whether the current file was a spare.
+	spareDone    chan error
+	spareFilling bool
+	spareWG      sync.WaitGroup
+	filled       bool
+	stopped      chan struct{}
 }
 
 type walFile struct {
@@ -212,7 +220,8 @@ func replayWAL(db *bolt.DB, base string) (uint64, error) {
 func readFrames(data []byte, visit func(kind byte, lsn uint64, f decodedFrame) error) error {
 	for len(data) >= 8 {
 		n := binary.BigEndian.Uint32(data)
-		if uint64(n) > uint64(len(data)-8) || crc32.Checksum(data[8:8+n], castagnol) != binary.BigEndian.Uint32(data[4:]) {
+		// Zeros: the part of the file not written yet.
+		if n == 0 || uint64(n) > uint64(len(data)-8) || crc32.Checksum(data[8:8+n], castagnol) != binary.BigEndian.Uint32(data[4:]) {
 			return nil
 		}
 		kind, lsn, f, err := decodeFrame(data[8 : 8+n])
@@ -334,7 +343,8 @@ func newWALLog(db *bolt.DB, base string, next uint64) *walLog {
 	w := &walLog{
 		base: base, db: db, nextLSN: next, applied: next - 1,
 		byAccount: map[string]int{}, byKey: map[string]uint64{}, direct: map[string]int{},
-		changed: make(chan struct{}), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+		spareDone: make(chan error, 1),
+		changed:   make(chan struct{}), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	w.batches = batch.New(1000, w.append)
@@ -470,11 +480,16 @@ func (w *walLog) conflict(keys [][]byte) int {
 // ensureFile opens a new log file when there is none, the current one is
 // full, or everything in a large one is applied.
 func (w *walLog) ensureFile() error {
+	ready := false
 	if w.file != nil {
 		w.mu.Lock()
 		allApplied := w.applied == w.nextLSN-1
 		w.mu.Unlock()
-		if w.size < walSegmentSize && !(allApplied && w.size >= walRotateApplied) {
+		full := w.size >= walSegmentSize || allApplied && w.size >= walRotateApplied
+		// A file that grows costs more per sync than a spare: move on to
+		// one as soon as it is ready.
+		ready = !full && !w.filled && w.spareReady()
+		if !full && !ready {
 			return nil
 		}
 		w.closeFile()
@@ -484,7 +499,7 @@ func (w *walLog) ensureFile() error {
 	first := w.nextLSN
 	w.nextLSN++
 	path := walPath(w.base, first)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := w.takeSpare(path, ready || w.spareReady())
 	if err != nil {
 		return err
 	}
@@ -509,6 +524,76 @@ func (w *walLog) ensureFile() error {
 	return nil
 }
 
+// takeSpare renames the spare file, zero-filled in the background, to path
+// and opens it when ready (from spareReady), or creates path empty (the first file
+// of a process, say; ensureFile moves on from it once a spare is ready); it
+// then starts filling the next spare. Appends that overwrite zeros, unlike
+// appends that grow a file, leave fdatasync no metadata to write: 9,500-10,700
+// syncs/s at 50 µs of CPU each against 5,800-7,300 at 81-93 µs here.
+func (w *walLog) takeSpare(path string, ready bool) (*os.File, error) {
+	spare := w.base + ".wal.spare"
+	flags := os.O_WRONLY
+	if ready {
+		if err := os.Rename(spare, path); err != nil {
+			return nil, err
+		}
+	} else {
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	w.filled = ready
+	if !w.spareFilling {
+		w.spareFilling = true
+		w.spareWG.Add(1)
+		go func() {
+			defer w.spareWG.Done()
+			w.spareDone <- zeroFill(spare)
+		}()
+	}
+	return f, nil
+}
+
+// spareReady reports whether a spare file has been filled since the last
+// call that said so.
+func (w *walLog) spareReady() bool {
+	if !w.spareFilling {
+		return false
+	}
+	select {
+	case err := <-w.spareDone:
+		w.spareFilling = false
+		return err == nil
+	default:
+		return false
+	}
+}
+
+// zeroFill writes a file of walSegmentSize zero bytes at path and syncs it.
+func zeroFill(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < walSegmentSize && err == nil; off += int64(len(zeros)) {
+		_, err = f.WriteAt(zeros, off)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
 // closeFile closes the current file and lists it for removal once applied.
 func (w *walLog) closeFile() {
 	if w.file == nil {
@@ -526,7 +611,7 @@ func (w *walLog) closeFile() {
 func (w *walLog) writeSync(p []byte) error {
 	_, err := w.file.WriteAt(p, w.size)
 	if err == nil {
-		err = w.file.Sync()
+		err = fdatasync(w.file)
 	}
 	if err == nil {
 		w.size += int64(len(p))
@@ -546,6 +631,15 @@ func (w *walLog) void(from, to uint64) {
 	if w.broken {
 		w.voided = append(w.voided, [2]uint64{from, to})
 		w.broken = false
+	}
+}
+
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
 	}
 }
 
@@ -876,6 +970,8 @@ func (w *walLog) close() error {
 	if w.file != nil {
 		w.closeFile()
 	}
+	w.spareWG.Wait()
+	_ = os.Remove(w.base + ".wal.spare")
 	w.mu.Lock()
 	err, left := w.applyErr, len(w.pending)
 	w.mu.Unlock()
