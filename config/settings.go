@@ -45,7 +45,7 @@ var settings = []Setting{
 		addr(func(c *Config) *string { return &c.HTTP.Addr })},
 	{"MAILSINK_SMTP_ADDR", ":1025", "SMTP listener",
 		addr(func(c *Config) *string { return &c.SMTP.Addr })},
-	{"MAILSINK_DATA_DIR", "./data", "directory of the embedded store's file (`mailsink.db`, used when no Redis is set) and of the generated API key (`api-key`); created when missing",
+	{"MAILSINK_DATA_DIR", "./data", "directory of the embedded store's file (`mailsink.db` and its write-ahead log `mailsink.db.wal.*`, used when no Redis is set) and of the generated API key (`api-key`); created when missing",
 		text(func(c *Config) *string { return &c.Store.DataDir })},
 	{"MAILSINK_REDIS_URL", "", "`redis://[user:pass@]host:port/db` (or `rediss://`): use Redis as the store",
 		redisURL},
