@@ -1,9 +1,10 @@
 // Package boltstore is mailsink's embedded default store: every email, its
 // indexes and its body live in one bbolt file under the data directory.
 //
-// Writes are durable when they return (bbolt commits with fsync), and
-// concurrent writers share commits (commit.go), so an SMTP burst is not
-// serialised on fsync. Listing walks an index whose key order is list
+// Writes are durable when they return: creates are in the write-ahead log
+// (wal.go), synced, and applied to bbolt in the background; other writes are
+// bbolt commits with fsync. Concurrent writers share log writes and commits
+// (commit.go), so an SMTP burst is not serialised on fsync. Listing walks an index whose key order is list
 // order, so a page costs Offset+Limit cursor steps however large the account
 // is; see keys.go for the layout.
 package boltstore

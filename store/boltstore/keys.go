@@ -16,6 +16,7 @@ import (
 //	bodyrefs bodyID                                        -> uvarint count of emails sharing it, when more than one
 //	stats    account                                       -> varint email count | varint sum of RawSize
 //	meta     "version"                                     -> schema version
+//	meta     "wal"                                         -> last write-ahead log number applied (uint64, big-endian)
 //
 // A stats record is updated in the transaction of every create and delete,
 // so it is always exact; an account without emails has none. Schema version
@@ -25,7 +26,10 @@ import (
 // added email format 2, body format 4 (compressed raw sources, codec.go)
 // and bodies without a reference count (one email); it reads every record
 // of version 2 as it is, and Compact rewrites them in the new formats. A
-// build that reads only version 2 refuses a version 3 file.
+// build that reads only version 2 refuses a version 3 file. Version 4 added
+// the write-ahead log (wal.go) and changed no record: a build that reads
+// only version 3 would ignore what a crash left in the log, so it refuses
+// a version 4 file.
 //
 // Index kinds are 'a' (every email of the account, no value), 'r' recipient,
 // 's' sender and 't' status; value is uvarint(len) | bytes, addresses lower
