@@ -60,6 +60,9 @@ type Option func(*options)
 type options struct {
 	lockTimeout  time.Duration
 	maxBatchSize int
+	// maxSize, when not 0, is the most the file may grow to: the tests'
+	// full disk.
+	maxSize int
 }
 
 // WithLockTimeout sets how long Open waits for the file lock that another
@@ -83,7 +86,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := openCurrent(path, o.lockTimeout)
+	db, err := openCurrent(path, o)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, store.Wrap(store.Unavailable, err,
 			fmt.Sprintf("open %s: the file is locked by another process (waited %s)", path, o.lockTimeout))
@@ -121,12 +124,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path)
 	}
-	next, err := replayWAL(db, path)
+	logged, err := loadWAL(db, path)
 	if err != nil {
 		_ = db.Close()
-		return nil, wrap(err, "open "+path+": replay the write-ahead log")
+		return nil, wrap(err, "open "+path+": read the write-ahead log")
 	}
-	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1)), wal: newWALLog(db, path, next)}
+	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1)), wal: newWALLog(db, path, logged)}
 	var seq uint64
 	if err := db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
 		_ = db.Close()
@@ -143,12 +146,13 @@ func Open(path string, opts ...Option) (*Store, error) {
 // lock once Compact lets go, on a file no longer at path, and everything it
 // wrote would be lost. So the file locked must still be the one at path;
 // when it is not, openCurrent opens path again.
-func openCurrent(path string, lockTimeout time.Duration) (*bolt.DB, error) {
+func openCurrent(path string, o options) (*bolt.DB, error) {
 	for {
 		before, statErr := os.Stat(path)
 		db, err := bolt.Open(path, 0o600, &bolt.Options{
-			Timeout:      lockTimeout,
+			Timeout:      o.lockTimeout,
 			FreelistType: bolt.FreelistMapType,
+			MaxSize:      o.maxSize,
 		})
 		if err != nil {
 			return nil, err
@@ -173,6 +177,9 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 		return err
 	}
 	op := newCreateOp(body, emails)
+	if err := op.fits(); err != nil {
+		return wrap(err, "create emails")
+	}
 	if len(op.body) <= walMaxBody {
 		// The applier publishes the events, later: it keeps copies.
 		logged := *op
@@ -199,11 +206,14 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	return nil
 }
 
+// cloneEmails copies emails deeply, with Labels never nil, as a stored
+// email's are.
 func cloneEmails(emails []*store.Email) []*store.Email {
 	out := make([]*store.Email, len(emails))
 	for i, e := range emails {
 		c := *e
-		c.Labels = slices.Clone(e.Labels)
+		c.Labels = append(make([]string, 0, len(e.Labels)), e.Labels...)
+		c.MessageID, c.Subject, c.Notes = cloneString(e.MessageID), cloneString(e.Subject), cloneString(e.Notes)
 		out[i] = &c
 	}
 	return out
@@ -268,6 +278,25 @@ func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
 	op := &createOp{emails: emails, body: encodeBody(body)}
 	op.prepare()
 	return op
+}
+
+// fits returns bbolt's error for a key or value it would refuse, so that a
+// create the log answers can always be applied.
+func (op *createOp) fits() error {
+	if len(op.body) > bolt.MaxValueSize {
+		return berrors.ErrValueTooLarge
+	}
+	for i := range op.keys {
+		if len(op.keys[i]) > bolt.MaxKeySize {
+			return berrors.ErrKeyTooLarge
+		}
+		for _, k := range op.indexes[i] {
+			if len(k) > bolt.MaxKeySize {
+				return berrors.ErrKeyTooLarge
+			}
+		}
+	}
+	return nil
 }
 
 // prepare computes the keys of op's emails.

@@ -51,9 +51,12 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip i
 	case skip < 0:
 		return nil, store.Errorf(store.Invalid, "oldest: negative skip %d", skip)
 	}
+	// Logged creates are applied first (any of them may be among the
+	// oldest), unless the applier fails: retention must run on a full disk.
 	if err := s.wal.settleAccount(ctx, accountID); err != nil {
 		return nil, wrap(err, "oldest emails")
 	}
+	pending := s.wal.pendingOf(accountID)
 	var out []*store.Email
 	err := s.db.View(func(tx *bolt.Tx) error {
 		n := int64(limit)
@@ -61,6 +64,9 @@ func (s *Store) OldestEmails(ctx context.Context, accountID string, keep, skip i
 			count, _, err := readStats(tx, accountID)
 			if err != nil {
 				return err
+			}
+			for _, o := range unapplied(pending, readApplied(tx)) {
+				count += int64(len(o.op.emails)) // the applier fails: they count towards keep
 			}
 			n = min(n, count-keep-skip)
 		}

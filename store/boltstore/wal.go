@@ -59,7 +59,9 @@ const (
 	walRotateApplied = 4 << 20 // a fully applied file at least this big is replaced
 	walMaxPending    = 4096    // creates logged but not applied before new ones wait
 	walMaxPendingRaw = 64 << 20
-	walApplyBatch    = 2000 // creates per apply transaction at most
+	// walApplyBatch bounds the emails of one apply transaction, and so the
+	// events it publishes at once.
+	walApplyBatch = 1000
 	walApplyEvery    = 10 * time.Millisecond
 
 	frameCreate byte = 1
@@ -162,57 +164,80 @@ func writeApplied(tx *bolt.Tx, lsn uint64) error {
 	return tx.Bucket(bucketMeta).Put(metaWAL, binary.BigEndian.AppendUint64(nil, lsn))
 }
 
-// replayWAL applies to db what the log files beside base hold above the
-// applied number, then removes the files. It returns the next log number.
-func replayWAL(db *bolt.DB, base string) (uint64, error) {
+// maxLSN bounds the log numbers Open accepts, far above what a process can
+// use, so that a number read from a file can never wrap around.
+const maxLSN = 1 << 62
+
+// loadedLog is what Open reads from the log files of a store.
+type loadedLog struct {
+	applied uint64   // the last number bbolt has
+	next    uint64   // the next number to give
+	ops     []walOp  // the creates above applied, not cancelled, in log order
+	files   []walFile // every file, last being its last create in ops (0: none)
+}
+
+// loadWAL reads the log files beside base. Their creates are applied by the
+// applier like any others, so that a store whose disk is full still opens
+// and serves reads. Every frame's number must fit its file: above the
+// file's own number and below the next file's; a cancel frame names only
+// numbers before its file's. A frame that checks out but breaks that is a
+// corrupt file, and Open fails naming it rather than guess.
+func loadWAL(db *bolt.DB, base string) (loadedLog, error) {
+	var l loadedLog
 	paths, err := walFiles(base)
 	if err != nil {
-		return 0, err
+		return l, err
 	}
-	var applied uint64
-	if err := db.View(func(tx *bolt.Tx) error { applied = readApplied(tx); return nil }); err != nil {
-		return 0, err
+	if err := db.View(func(tx *bolt.Tx) error { l.applied = readApplied(tx); return nil }); err != nil {
+		return l, err
 	}
-	next := applied + 1
-	// All files are read before anything is applied: a cancel frame
-	// comes after the frames it voids, in a later file.
-	var ops []walOp
+	l.next = l.applied + 1
+	firsts := make([]uint64, len(paths)+1)
+	for i, p := range paths {
+		firsts[i], _ = strconv.ParseUint(strings.TrimPrefix(p, base+".wal."), 16, 64)
+	}
+	firsts[len(paths)] = maxLSN
+	// All files are read before anything is kept: a cancel frame comes
+	// after the frames it voids, in a later file.
 	var voided spans
-	for _, p := range paths {
+	var ops []walOp
+	owner := []int{} // index in paths of each op's file
+	for i, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return 0, err
+			return l, err
 		}
+		prev := firsts[i]
 		err = readFrames(data, func(kind byte, lsn uint64, f decodedFrame) error {
-			next = max(next, lsn+1)
 			switch {
+			case kind == frameCancel && (lsn > f.voidTo || f.voidTo >= firsts[i]):
+				return fmt.Errorf("a cancel frame of numbers %d to %d in a file that starts at %d", lsn, f.voidTo, firsts[i])
 			case kind == frameCancel:
 				voided = append(voided, [2]uint64{lsn, f.voidTo})
-				if f.voidTo < ^uint64(0) {
-					next = max(next, f.voidTo+1)
-				}
-			case lsn > applied:
+				return nil
+			case lsn <= prev || lsn >= firsts[i+1]:
+				return fmt.Errorf("frame number %d out of place (after %d, before %d)", lsn, prev, firsts[i+1])
+			}
+			prev = lsn
+			if lsn > l.applied {
 				ops = append(ops, walOp{lsn: lsn, op: f.create})
+				owner = append(owner, i)
 			}
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("log file %s: %w", p, err)
+			return l, fmt.Errorf("log file %s: %w", p, err)
+		}
+		l.next = max(l.next, prev+1)
+		l.files = append(l.files, walFile{path: p})
+	}
+	for j, o := range ops {
+		if !voided.holds(o.lsn) {
+			l.ops = append(l.ops, o)
+			l.files[owner[j]].last = o.lsn
 		}
 	}
-	for len(ops) > 0 {
-		n := min(len(ops), walApplyBatch)
-		if err := db.Update(func(tx *bolt.Tx) error { return applyOps(tx, ops[:n], voided) }); err != nil {
-			return 0, err
-		}
-		ops = ops[n:]
-	}
-	for _, p := range paths {
-		if err := os.Remove(p); err != nil {
-			return 0, err
-		}
-	}
-	return next, nil
+	return l, nil
 }
 
 // readFrames calls visit with each frame of a log file's data, up to the
@@ -339,16 +364,30 @@ func decodeFrame(p []byte) (kind byte, lsn uint64, f decodedFrame, err error) {
 	return kind, lsn, f, nil
 }
 
-func newWALLog(db *bolt.DB, base string, next uint64) *walLog {
+func newWALLog(db *bolt.DB, base string, l loadedLog) *walLog {
 	w := &walLog{
-		base: base, db: db, nextLSN: next, applied: next - 1,
+		base: base, db: db, nextLSN: l.next, applied: l.applied, files: l.files,
 		byAccount: map[string]int{}, byKey: map[string]uint64{}, direct: map[string]int{},
 		spareDone: make(chan error, 1),
 		changed:   make(chan struct{}), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	w.batches = batch.New(1000, w.append)
+	for _, o := range l.ops {
+		w.addPending(o)
+	}
+	w.kick <- struct{}{} // apply what Open found, and remove what is done
 	return w
+}
+
+// addPending makes o pending; w.mu must be held or w not shared yet.
+func (w *walLog) addPending(o walOp) {
+	for _, k := range o.op.keys {
+		w.byKey[string(k)] = o.lsn
+	}
+	w.pending = append(w.pending, o)
+	w.pendingRaw += int64(len(o.op.body))
+	w.byAccount[o.op.emails[0].AccountID] += len(o.op.keys)
 }
 
 // logCreate logs op and returns once it is durable, or with the reason it
@@ -412,6 +451,12 @@ func (w *walLog) append(calls []*walCall) {
 		if err != nil {
 			w.void(ok[0].lsn, ok[len(ok)-1].lsn)
 		}
+		if len(w.voided) > 0 {
+			// Cancel the failed numbers in a new file before answering:
+			// the failed frames may be whole on disk. When that fails too,
+			// no create is logged until it succeeds (ensureFile).
+			_ = w.ensureFile()
+		}
 	}
 	if err != nil {
 		err = wrap(err, "log create")
@@ -426,12 +471,7 @@ func (w *walLog) append(calls []*walCall) {
 			c.err = err
 			continue
 		}
-		for _, k := range keys {
-			w.byKey[string(k)] = c.lsn
-		}
-		w.pending = append(w.pending, walOp{lsn: c.lsn, op: c.op})
-		w.pendingRaw += int64(len(c.op.body))
-		w.byAccount[c.op.emails[0].AccountID] += len(keys)
+		w.addPending(walOp{lsn: c.lsn, op: c.op})
 	}
 	w.mu.Unlock()
 	if err == nil {
@@ -689,7 +729,12 @@ func (s *Store) applyLoop() {
 		}
 		last = time.Now()
 		w.mu.Lock()
-		ops := slices.Clone(w.pending[:min(len(w.pending), walApplyBatch)])
+		n, emails := 0, 0
+		for n < len(w.pending) && (n == 0 || emails+len(w.pending[n].op.emails) <= walApplyBatch) {
+			emails += len(w.pending[n].op.emails)
+			n++
+		}
+		ops := slices.Clone(w.pending[:n])
 		w.mu.Unlock()
 		if len(ops) == 0 {
 			w.removeApplied()
@@ -699,6 +744,9 @@ func (s *Store) applyLoop() {
 			continue
 		}
 		err := s.write(func(tx *bolt.Tx) error { return applyOps(tx, ops, nil) })
+		if err != nil && permanent(err) {
+			err = s.applyEach(ops)
+		}
 		if err != nil {
 			w.mu.Lock()
 			w.applyErr = err
@@ -745,6 +793,32 @@ func (s *Store) applyLoop() {
 			}
 		}
 	}
+}
+
+// permanent reports whether an apply failed for a reason that another try
+// would meet again (a key bbolt refuses, say), unlike a full disk.
+func permanent(err error) bool {
+	return store.IsCode(err, store.Conflict) || store.IsCode(err, store.TooLarge) || store.IsCode(err, store.Invalid) ||
+		errors.Is(err, berrors.ErrKeyTooLarge) || errors.Is(err, berrors.ErrValueTooLarge) || errors.Is(err, berrors.ErrKeyRequired)
+}
+
+// applyEach applies ops one transaction each, after their shared one failed
+// for good: a create that bbolt refuses for good (which checkCreate should
+// have stopped before logging) is set aside, marked skipped, rather than
+// holding up every create after it for ever. It returns the first failure
+// that another try may not meet.
+func (s *Store) applyEach(ops []walOp) error {
+	for i := range ops {
+		err := s.write(func(tx *bolt.Tx) error { return applyOps(tx, ops[i:i+1], nil) })
+		switch {
+		case err == nil:
+		case permanent(err):
+			ops[i].op.skipped = true
+		default:
+			return err
+		}
+	}
+	return nil
 }
 
 // broadcast wakes everyone waiting on changed; w.mu must be held.
@@ -794,14 +868,19 @@ func (w *walLog) pendingOf(accountID string) []walOp {
 	return out
 }
 
-// waitApplied waits until every create numbered up to lsn is in bbolt.
-func (w *walLog) waitApplied(ctx context.Context, lsn uint64) error {
+// waitApplied waits until every create numbered up to lsn is in bbolt. While
+// the applier fails (a full disk), it returns the applier's error, or nil at
+// once when soft: a read that may answer without the pending creates then
+// does, so that reads work on a full store.
+func (w *walLog) waitApplied(ctx context.Context, lsn uint64, soft bool) error {
 	for {
 		w.mu.Lock()
 		applied, err, ch := w.applied, w.applyErr, w.changed
 		w.mu.Unlock()
 		switch {
 		case applied >= lsn:
+			return nil
+		case err != nil && soft:
 			return nil
 		case err != nil:
 			return err
@@ -827,17 +906,17 @@ func (w *walLog) settleKey(ctx context.Context, key []byte) error {
 	if !ok || lsn == 0 {
 		return nil
 	}
-	return w.waitApplied(ctx, lsn)
+	return w.waitApplied(ctx, lsn, false)
 }
 
 // settleAccount waits until the account's creates logged so far are
-// applied.
+// applied, or the applier fails (waitApplied's soft).
 func (w *walLog) settleAccount(ctx context.Context, accountID string) error {
 	p := w.pendingOf(accountID)
 	if len(p) == 0 {
 		return nil
 	}
-	return w.waitApplied(ctx, p[len(p)-1].lsn)
+	return w.waitApplied(ctx, p[len(p)-1].lsn, true)
 }
 
 // settleAll waits until every create logged so far is applied.
@@ -851,11 +930,12 @@ func (w *walLog) settleAll(ctx context.Context) error {
 	if last == 0 {
 		return nil
 	}
-	return w.waitApplied(ctx, last)
+	return w.waitApplied(ctx, last, false)
 }
 
 // settleQuery waits, when a logged create of q's account would be in q's
-// answer or is q's cursor, until it is applied.
+// answer or is q's cursor, until it is applied or the applier fails
+// (waitApplied's soft).
 func (w *walLog) settleQuery(ctx context.Context, q store.ListQuery) error {
 	p := w.pendingOf(q.AccountID)
 	if len(p) == 0 {
@@ -879,7 +959,7 @@ func (w *walLog) settleQuery(ctx context.Context, q store.ListQuery) error {
 	if last == 0 {
 		return nil
 	}
-	return w.waitApplied(ctx, last)
+	return w.waitApplied(ctx, last, true)
 }
 
 // matchesIndexes reports whether an email with index keys keys is in every
@@ -970,6 +1050,10 @@ func (w *walLog) close() error {
 	if w.file != nil {
 		w.closeFile()
 	}
+	if len(w.voided) > 0 {
+		_ = w.ensureFile() // cancel failed numbers before the next Open reads them
+	}
+	w.closeFile()
 	w.spareWG.Wait()
 	_ = os.Remove(w.base + ".wal.spare")
 	w.mu.Lock()
