@@ -62,7 +62,7 @@ const (
 	// walApplyBatch bounds the emails of one apply transaction, and so the
 	// events it publishes at once.
 	walApplyBatch = 1000
-	walApplyEvery    = 10 * time.Millisecond
+	walApplyEvery = 10 * time.Millisecond
 
 	frameCreate byte = 1
 	frameCancel byte = 2
@@ -170,9 +170,9 @@ const maxLSN = 1 << 62
 
 // loadedLog is what Open reads from the log files of a store.
 type loadedLog struct {
-	applied uint64   // the last number bbolt has
-	next    uint64   // the next number to give
-	ops     []walOp  // the creates above applied, not cancelled, in log order
+	applied uint64    // the last number bbolt has
+	next    uint64    // the next number to give
+	ops     []walOp   // the creates above applied, not cancelled, in log order
 	files   []walFile // every file, last being its last create in ops (0: none)
 }
 
