@@ -373,12 +373,18 @@ func fsyncProbe(ctx context.Context, rep *loadgen.Report, logf func(string, ...a
 		return err
 	}
 	defer os.RemoveAll(dir)
-	res, err := loadgen.MeasureFsync(ctx, dir, 2000, 4096, 3*time.Second)
-	if err != nil {
-		return err
+	for _, overwrite := range []bool{false, true} {
+		res, err := loadgen.MeasureFsync(ctx, dir, 2000, 4096, 3*time.Second, overwrite)
+		if err != nil {
+			return err
+		}
+		res.Path = os.TempDir()
+		if overwrite {
+			rep.FsyncLog = res
+		} else {
+			rep.Fsync = res
+		}
+		logf("fsync ceiling: %s", res.Summary())
 	}
-	res.Path = os.TempDir()
-	rep.Fsync = res
-	logf("fsync ceiling: %s", res.Summary())
 	return nil
 }

@@ -166,15 +166,18 @@ func prefixMemory(ctx context.Context, c *redis.Client, prefix string) (keys int
 	}
 }
 
-// FsyncResult is the disk's fsync ceiling: how many 4 KiB appends each
-// followed by fdatasync one writer gets through per second.
+// FsyncResult is the disk's fsync ceiling: how many writes of 4 KiB each
+// followed by fdatasync one writer gets through per second, appending to a
+// file or, Overwrite, writing over a zero-filled one as the embedded store's
+// log does.
 type FsyncResult struct {
-	Path    string // the directory the file was in
-	FS      string // `df -T` of it: device, type, mount
-	Writes  int
-	Size    int
-	Elapsed time.Duration
-	Latency Latencies
+	Path      string // the directory the file was in
+	FS        string // `df -T` of it: device, type, mount
+	Overwrite bool
+	Writes    int
+	Size      int
+	Elapsed   time.Duration
+	Latency   Latencies
 }
 
 // PerSecond returns fdatasyncs per second.
@@ -185,18 +188,37 @@ func (f *FsyncResult) PerSecond() float64 {
 	return float64(f.Writes) / f.Elapsed.Seconds()
 }
 
-// MeasureFsync appends size bytes to a new file in dir and calls fdatasync,
+// MeasureFsync writes size bytes to a new file in dir and calls fdatasync,
 // n times or until limit has passed (at least one), and removes the file.
-// The embedded store answers 250 only after its commit is on disk, so its
-// commits per second are at most this (several messages share a commit).
-func MeasureFsync(ctx context.Context, dir string, n, size int, limit time.Duration) (*FsyncResult, error) {
+// With overwrite the file is first filled with n*size zero bytes and synced,
+// and the writes go over them: the file's size does not change, as in the
+// embedded store's log, whose writes answer 250s (several messages share
+// one); otherwise each write appends.
+func MeasureFsync(ctx context.Context, dir string, n, size int, limit time.Duration, overwrite bool) (*FsyncResult, error) {
 	f, err := os.CreateTemp(dir, "fsync-probe-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	res := &FsyncResult{Path: dir, Size: size}
+	res := &FsyncResult{Path: dir, Size: size, Overwrite: overwrite}
+	if overwrite {
+		if err := f.Truncate(0); err != nil {
+			return nil, err
+		}
+		zeros := make([]byte, size)
+		for range n {
+			if _, err := f.Write(zeros); err != nil {
+				return nil, err
+			}
+		}
+		if err := fdatasync(f); err != nil {
+			return nil, err
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			return nil, err
+		}
+	}
 	buf := make([]byte, size)
 	for i := range buf {
 		buf[i] = byte(i*7 + 1)
@@ -234,7 +256,11 @@ func filesystem(df string) string {
 
 // Summary is one line of the measurement.
 func (f *FsyncResult) Summary() string {
-	return fmt.Sprintf("%s fdatasyncs/s (%d appends of %d B + fdatasync in %s; p50 %s, p99 %s) in %s (%s)",
-		strconv.FormatFloat(f.PerSecond(), 'f', 0, 64), f.Writes, f.Size, f.Elapsed.Round(time.Millisecond),
+	what := "appends"
+	if f.Overwrite {
+		what = "writes over zeros"
+	}
+	return fmt.Sprintf("%s fdatasyncs/s (%d %s of %d B + fdatasync in %s; p50 %s, p99 %s) in %s (%s)",
+		strconv.FormatFloat(f.PerSecond(), 'f', 0, 64), f.Writes, what, f.Size, f.Elapsed.Round(time.Millisecond),
 		fmtDur(f.Latency.Percentile(50)), fmtDur(f.Latency.Percentile(99)), f.Path, f.FS)
 }

@@ -121,21 +121,23 @@ func TestPeerInbucket(t *testing.T) {
 
 func TestMeasureFsync(t *testing.T) {
 	dir := t.TempDir()
-	res, err := MeasureFsync(context.Background(), dir, 20, 4096, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Writes != 20 || len(res.Latency) != 20 || res.PerSecond() <= 0 {
-		t.Errorf("got %d writes, %d latencies, %.0f/s; want 20, 20, > 0", res.Writes, len(res.Latency), res.PerSecond())
-	}
-	if !strings.Contains(res.Summary(), "fdatasyncs/s") {
-		t.Errorf("summary %q", res.Summary())
-	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Errorf("probe file left behind: %v", left)
+	for _, overwrite := range []bool{false, true} {
+		res, err := MeasureFsync(context.Background(), dir, 20, 4096, time.Minute, overwrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Writes != 20 || len(res.Latency) != 20 || res.PerSecond() <= 0 {
+			t.Errorf("overwrite %v: got %d writes, %d latencies, %.0f/s; want 20, 20, > 0", overwrite, res.Writes, len(res.Latency), res.PerSecond())
+		}
+		if !strings.Contains(res.Summary(), "fdatasyncs/s") || strings.Contains(res.Summary(), "over zeros") != overwrite {
+			t.Errorf("overwrite %v: summary %q", overwrite, res.Summary())
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("probe file left behind: %v", left)
+		}
 	}
 	// The time limit stops it, after at least one write.
-	res, err = MeasureFsync(context.Background(), dir, 1_000_000, 4096, 0)
+	res, err := MeasureFsync(context.Background(), dir, 1_000_000, 4096, 0, false)
 	if err != nil || res.Writes != 1 {
 		t.Errorf("with no time: %d writes, %v; want 1", res.Writes, err)
 	}

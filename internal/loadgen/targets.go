@@ -117,6 +117,9 @@ func fsyncStated(r *Report) (string, string) {
 	if r.Fsync == nil || r.Fsync.Writes == 0 {
 		return NotMeasured, "the fsync probe did not run"
 	}
+	if r.FsyncLog != nil {
+		return Met, r.Fsync.Summary() + "; " + r.FsyncLog.Summary()
+	}
 	return Met, r.Fsync.Summary()
 }
 
