@@ -489,11 +489,19 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	case q.Offset < 0:
 		return nil, store.Errorf(store.Invalid, "list: negative offset %d", q.Offset)
 	}
-	if err := s.wal.settleQuery(ctx, q); err != nil {
-		return nil, wrap(err, "list emails")
+	// Logged emails not in bbolt yet that the page would hold are merged
+	// into a first page; a later page, or one after a logged email, waits
+	// for the applier (wal.go).
+	matches, cursor := queryPending(s.wal.pendingOf(q.AccountID), q)
+	if cursor > 0 || len(matches) > 0 && (q.Offset > 0 || q.Before != "") {
+		if err := s.wal.waitApplied(ctx, max(cursor, lastLSN(matches)), true); err != nil {
+			return nil, wrap(err, "list emails")
+		}
+		matches = nil
 	}
 	out := make([]*store.Email, 0, min(q.Limit, 100))
 	err := s.db.View(func(tx *bolt.Tx) error {
+		matches = unappliedMatches(matches, readApplied(tx))
 		return walk(ctx, tx, q, q.Offset, true, func(e *store.Email) bool {
 			out = append(out, e)
 			return len(out) < q.Limit
@@ -502,7 +510,26 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 	if err != nil {
 		return nil, wrap(err, "list emails")
 	}
+	if len(matches) > 0 {
+		out = mergePage(out, matches, q.Limit)
+	}
 	return out, nil
+}
+
+// mergePage merges logged emails into a first page read from bbolt, both
+// in list order, and keeps the first limit.
+func mergePage(page []*store.Email, logged []pendingMatch, limit int) []*store.Email {
+	out := make([]*store.Email, 0, min(len(page)+len(logged), limit))
+	for len(out) < limit && (len(page) > 0 || len(logged) > 0) {
+		if len(logged) > 0 && (len(page) == 0 || listOrder(logged[0].email, page[0]) > 0) {
+			out = append(out, cloneEmails([]*store.Email{logged[0].email})[0])
+			logged = logged[1:]
+			continue
+		}
+		out = append(out, page[0])
+		page = page[1:]
+	}
+	return out
 }
 
 // CountEmails implements store.Store. It returns Invalid when the query has
@@ -522,15 +549,22 @@ func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (int64, erro
 	if q.AccountID == "" {
 		return 0, store.Errorf(store.Invalid, "count: no account")
 	}
-	if err := s.wal.settleQuery(ctx, q); err != nil {
-		return 0, wrap(err, "count emails")
+	// Logged emails not in bbolt yet are counted; a count after one of them
+	// (Before) waits for the applier.
+	matches, cursor := queryPending(s.wal.pendingOf(q.AccountID), q)
+	if cursor > 0 || len(matches) > 0 && q.Before != "" {
+		if err := s.wal.waitApplied(ctx, max(cursor, lastLSN(matches)), true); err != nil {
+			return 0, wrap(err, "count emails")
+		}
+		matches = nil
 	}
 	var n int64
 	err := s.db.View(func(tx *bolt.Tx) error {
+		n = int64(len(unappliedMatches(matches, readApplied(tx))))
 		if q.Recipient == "" && q.Sender == "" && q.Status == "" && q.Subject == "" && q.Label == "" &&
 			q.Since.IsZero() && q.Before == "" {
-			var err error
-			n, _, err = readStats(tx, q.AccountID)
+			stored, _, err := readStats(tx, q.AccountID)
+			n += stored
 			return err
 		}
 		return walk(ctx, tx, q, 0, false, func(*store.Email) bool {

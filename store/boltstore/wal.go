@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -933,33 +934,69 @@ func (w *walLog) settleAll(ctx context.Context) error {
 	return w.waitApplied(ctx, last, false)
 }
 
-// settleQuery waits, when a logged create of q's account would be in q's
-// answer or is q's cursor, until it is applied or the applier fails
-// (waitApplied's soft).
-func (w *walLog) settleQuery(ctx context.Context, q store.ListQuery) error {
-	p := w.pendingOf(q.AccountID)
-	if len(p) == 0 {
-		return nil
+// pendingMatch is a logged email that a list query would answer.
+type pendingMatch struct {
+	lsn   uint64
+	email *store.Email
+}
+
+// queryPending returns the account's logged emails (from pendingOf) that q
+// would answer, in list order (newest first, then id descending), and the
+// log number of q's cursor email when that is logged (0 if not).
+func queryPending(pending []walOp, q store.ListQuery) (matches []pendingMatch, cursor uint64) {
+	if len(pending) == 0 {
+		return nil, 0
 	}
 	prefix, also, _ := plan(q)
 	prefixes := append([][]byte{prefix}, also...)
 	m := newMatcher(q)
+	since, hasSince := q.Since.UnixMilli(), !q.Since.IsZero()
 	var before []byte
 	if q.Before != "" {
 		before = emailKey(q.AccountID, store.NormalizeID(q.Before))
 	}
-	var last uint64
-	for _, o := range p {
+	for _, o := range pending {
 		for i, e := range o.op.emails {
-			if (before != nil && string(before) == string(o.op.keys[i])) || matchesIndexes(o.op.indexes[i], prefixes) && m.match(e) {
-				last = o.lsn
+			if before != nil && string(before) == string(o.op.keys[i]) {
+				cursor = o.lsn
+			}
+			if matchesIndexes(o.op.indexes[i], prefixes) && m.match(e) && (!hasSince || e.ReceivedAt.UnixMilli() > since) {
+				matches = append(matches, pendingMatch{lsn: o.lsn, email: e})
 			}
 		}
 	}
-	if last == 0 {
-		return nil
+	slices.SortFunc(matches, func(a, b pendingMatch) int { return -listOrder(a.email, b.email) })
+	return matches, cursor
+}
+
+// listOrder compares two emails by receivedAt (to the millisecond) and id,
+// the order of the index keys: a list is this order reversed.
+func listOrder(a, b *store.Email) int {
+	if c := cmp.Compare(a.ReceivedAt.UnixMilli(), b.ReceivedAt.UnixMilli()); c != 0 {
+		return c
 	}
-	return w.waitApplied(ctx, last, true)
+	return strings.Compare(a.ID, b.ID)
+}
+
+// unappliedMatches returns the matches a read transaction whose applied
+// number is applied does not hold.
+func unappliedMatches(matches []pendingMatch, applied uint64) []pendingMatch {
+	out := matches[:0:0]
+	for _, m := range matches {
+		if m.lsn > applied {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// maxLSN returns the highest log number among matches, or 0.
+func lastLSN(matches []pendingMatch) uint64 {
+	var last uint64
+	for _, m := range matches {
+		last = max(last, m.lsn)
+	}
+	return last
 }
 
 // matchesIndexes reports whether an email with index keys keys is in every
