@@ -185,7 +185,7 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 		logged := *op
 		logged.emails = cloneEmails(emails)
 		err := wrap(s.logCreate(ctx, &logged), "create emails")
-		if !store.IsCode(err, store.Full) {
+		if !store.IsCode(err, store.Full) || s.wal.owesCancel() {
 			return err
 		}
 		// The log could not grow (nothing of it is stored): bbolt may

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,8 +71,11 @@ const (
 )
 
 var (
-	metaWAL   = []byte("wal")
-	castagnol = crc32.MakeTable(crc32.Castagnoli)
+	metaWAL = []byte("wal")
+	// metaVoided holds the cancels (uvarint first and last number) that
+	// could not be written to a log file.
+	metaVoided = []byte("walvoid")
+	castagnol  = crc32.MakeTable(crc32.Castagnoli)
 )
 
 // walOp is one create in the log.
@@ -98,7 +102,8 @@ type walLog struct {
 	size    int64
 	first   uint64 // first number of file
 	voided  spans
-	broken  bool // the last failed write could not be cut back
+	broken  bool        // the last failed write could not be cut back
+	owed    atomic.Bool // voided is not empty
 	buf     []byte
 	nextLSN uint64
 
@@ -189,7 +194,13 @@ func loadWAL(db *bolt.DB, base string) (loadedLog, error) {
 	if err != nil {
 		return l, err
 	}
-	if err := db.View(func(tx *bolt.Tx) error { l.applied = readApplied(tx); return nil }); err != nil {
+	var voided spans
+	err = db.View(func(tx *bolt.Tx) error {
+		l.applied = readApplied(tx)
+		voided, err = readVoided(tx)
+		return err
+	})
+	if err != nil {
 		return l, err
 	}
 	l.next = l.applied + 1
@@ -200,7 +211,6 @@ func loadWAL(db *bolt.DB, base string) (loadedLog, error) {
 	firsts[len(paths)] = maxLSN
 	// All files are read before anything is kept: a cancel frame comes
 	// after the frames it voids, in a later file.
-	var voided spans
 	var ops []walOp
 	owner := []int{} // index in paths of each op's file
 	for i, p := range paths {
@@ -452,12 +462,9 @@ func (w *walLog) append(calls []*walCall) {
 		if err != nil {
 			w.void(ok[0].lsn, ok[len(ok)-1].lsn)
 		}
-		if len(w.voided) > 0 {
-			// Cancel the failed numbers in a new file before answering:
-			// the failed frames may be whole on disk. When that fails too,
-			// no create is logged until it succeeds (ensureFile).
-			_ = w.ensureFile()
-		}
+		// Cancel the failed numbers before answering: the failed frames
+		// may be whole on disk.
+		w.settleVoided()
 	}
 	if err != nil {
 		err = wrap(err, "log create")
@@ -561,6 +568,7 @@ func (w *walLog) ensureFile() error {
 			return err
 		}
 		w.voided = nil
+		w.owed.Store(false)
 	}
 	return nil
 }
@@ -665,12 +673,52 @@ func (w *walLog) writeSync(p []byte) error {
 	return err
 }
 
+// settleVoided writes the cancel of voided numbers, in a new log file or,
+// when none can be made, into bbolt's meta bucket, which loadWAL reads too.
+// It reports whether none is owed any more. While one is, no create is
+// logged (ensureFile writes it first) nor written straight to bbolt
+// (CreateEmails asks owesCancel).
+func (w *walLog) settleVoided() bool {
+	if len(w.voided) == 0 {
+		return true
+	}
+	if w.ensureFile() != nil {
+		err := w.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			v := append([]byte(nil), meta.Get(metaVoided)...)
+			for _, sp := range w.voided {
+				v = binary.AppendUvarint(binary.AppendUvarint(v, sp[0]), sp[1])
+			}
+			return meta.Put(metaVoided, v)
+		})
+		if err == nil {
+			w.voided = nil
+		}
+	}
+	w.owed.Store(len(w.voided) > 0)
+	return len(w.voided) == 0
+}
+
+// readVoided returns the cancels settleVoided wrote into bbolt.
+func readVoided(tx *bolt.Tx) (spans, error) {
+	var out spans
+	d := decoder{b: tx.Bucket(bucketMeta).Get(metaVoided)}
+	for len(d.b) > 0 && d.err == nil {
+		out = append(out, [2]uint64{d.uvarint(), d.uvarint()})
+	}
+	return out, d.err
+}
+
+// owesCancel reports whether a failed log write is not cancelled yet.
+func (w *walLog) owesCancel() bool { return w.owed.Load() }
+
 // void records that the numbers from..to were not answered. When the file
 // they were written to could not be cut back, a frame of them may still be
 // whole on disk, so the next file cancels them.
 func (w *walLog) void(from, to uint64) {
 	if w.broken {
 		w.voided = append(w.voided, [2]uint64{from, to})
+		w.owed.Store(true)
 		w.broken = false
 	}
 }
@@ -746,7 +794,13 @@ func (s *Store) applyLoop() {
 		}
 		err := s.write(func(tx *bolt.Tx) error { return applyOps(tx, ops, nil) })
 		if err != nil && permanent(err) {
-			err = s.applyEach(ops)
+			// The creates applyEach commits before a failure that may
+			// pass are done: their events go out now, or never would.
+			n, eachErr := s.applyEach(ops)
+			if n > 0 {
+				s.finishApply(ops[:n])
+			}
+			ops, err = ops[n:], eachErr
 		}
 		if err != nil {
 			w.mu.Lock()
@@ -761,29 +815,10 @@ func (s *Store) applyLoop() {
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		for _, o := range ops {
-			if o.op.skipped {
-				continue
-			}
-			for i, e := range o.op.emails {
-				s.publish(o.op.firstEvent+uint64(i), store.EmailCreated, e.AccountID, e.ID, e)
-			}
+		if len(ops) > 0 {
+			s.finishApply(ops)
 		}
 		w.mu.Lock()
-		for _, o := range ops {
-			for _, k := range o.op.keys {
-				delete(w.byKey, string(k))
-			}
-			w.pendingRaw -= int64(len(o.op.body))
-			a := o.op.emails[0].AccountID
-			if w.byAccount[a] -= len(o.op.keys); w.byAccount[a] <= 0 {
-				delete(w.byAccount, a)
-			}
-		}
-		w.pending = slices.Delete(w.pending, 0, len(ops))
-		w.applied = ops[len(ops)-1].lsn
-		w.applyErr = nil
-		w.broadcast()
 		more := len(w.pending) > 0
 		w.mu.Unlock()
 		w.removeApplied()
@@ -804,11 +839,12 @@ func permanent(err error) bool {
 }
 
 // applyEach applies ops one transaction each, after their shared one failed
-// for good: a create that bbolt refuses for good (which checkCreate should
-// have stopped before logging) is set aside, marked skipped, rather than
-// holding up every create after it for ever. It returns the first failure
+// for good: a create that bbolt refuses for good (which fits and the checks
+// before logging should have stopped) is set aside, marked skipped, rather
+// than holding up every create after it for ever. It returns how many of ops
+// it got through, committed or set aside, and the failure that stopped it, one
 // that another try may not meet.
-func (s *Store) applyEach(ops []walOp) error {
+func (s *Store) applyEach(ops []walOp) (int, error) {
 	for i := range ops {
 		err := s.write(func(tx *bolt.Tx) error { return applyOps(tx, ops[i:i+1], nil) })
 		switch {
@@ -816,10 +852,40 @@ func (s *Store) applyEach(ops []walOp) error {
 		case permanent(err):
 			ops[i].op.skipped = true
 		default:
-			return err
+			return i, err
 		}
 	}
-	return nil
+	return len(ops), nil
+}
+
+// finishApply publishes the events of ops, just committed in log order, and
+// takes them out of pending.
+func (s *Store) finishApply(ops []walOp) {
+	w := s.wal
+	for _, o := range ops {
+		if o.op.skipped {
+			continue
+		}
+		for i, e := range o.op.emails {
+			s.publish(o.op.firstEvent+uint64(i), store.EmailCreated, e.AccountID, e.ID, e)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range ops {
+		for _, k := range o.op.keys {
+			delete(w.byKey, string(k))
+		}
+		w.pendingRaw -= int64(len(o.op.body))
+		a := o.op.emails[0].AccountID
+		if w.byAccount[a] -= len(o.op.keys); w.byAccount[a] <= 0 {
+			delete(w.byAccount, a)
+		}
+	}
+	w.pending = slices.Delete(w.pending, 0, len(ops))
+	w.applied = ops[len(ops)-1].lsn
+	w.applyErr = nil
+	w.broadcast()
 }
 
 // broadcast wakes everyone waiting on changed; w.mu must be held.
@@ -1087,8 +1153,9 @@ func (w *walLog) close() error {
 	if w.file != nil {
 		w.closeFile()
 	}
-	if len(w.voided) > 0 {
-		_ = w.ensureFile() // cancel failed numbers before the next Open reads them
+	if !w.settleVoided() {
+		return errors.New("a failed log write could not be cancelled (the disk fails): " +
+			"a message answered as failed may be stored by the next start")
 	}
 	w.closeFile()
 	w.spareWG.Wait()

@@ -116,6 +116,8 @@ func TestFailedWriteNotReplayed(t *testing.T) {
 	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(1)}); err != nil {
 		t.Fatal(err)
 	}
+	s.wal.spareWG.Wait()
+	s.wal.filled = true // stay on this file, spare or not
 	name, size, next := s.wal.file.Name(), s.wal.size, s.wal.nextLSN
 	ro, err := os.Open(name)
 	if err != nil {

@@ -289,6 +289,8 @@ func TestLogWriteFails(t *testing.T) {
 	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(1)}); err != nil {
 		t.Fatal(err)
 	}
+	s.wal.spareWG.Wait()
+	s.wal.filled = true // stay on this file, spare or not
 	// A read-only handle of the current file: writing and truncating it
 	// fail, as on a failing disk. No batch runs between creates.
 	ro, err := os.Open(s.wal.file.Name())
