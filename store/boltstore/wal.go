@@ -33,16 +33,19 @@ import (
 // answered. A background applier then writes what the log holds to bbolt in
 // larger transactions, each recording the last log number it applied
 // (metaWAL), and deletes log files once all they hold is applied. Open
-// applies what a crash left in the log before it serves anything.
+// loads what a crash left in the log as pending creates, which the applier
+// applies like any others (so a store on a full disk still opens).
 //
 // Reads see every answered create. A create is pending from its log write
 // until its bbolt commit. A read takes the account's pending creates, then
 // opens its bbolt transaction and reads the applied number there: a create
-// numbered above it is not in the transaction. A read by id answers such an
-// email from memory; a list or count that one of them would match waits
-// for the applier first (a few milliseconds), so a test that polls for its
-// message right after the 250 finds it, and lists that it cannot change do
-// not wait. Updates and deletes of a pending email wait for it to be applied.
+// numbered above it is not in the transaction. A read by id, a first page of
+// a list and a count take such emails from memory, so a test that polls for
+// its message right after the 250 finds it without waiting; a later page, or
+// one after a pending email, waits for the applier (a few milliseconds).
+// Updates and deletes of a pending email wait for it to be applied. While the
+// applier fails (a full disk), reads that may answer without pending creates
+// do not wait.
 //
 // Bodies over walMaxBody go straight to bbolt, as before: writing them twice
 // would cost more than the commit saves.
