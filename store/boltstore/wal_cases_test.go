@@ -112,19 +112,7 @@ func TestFailedWriteNotReplayed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "mailsink.db")
-	s := openTemp(t, path)
-	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(1)}); err != nil {
-		t.Fatal(err)
-	}
-	s.wal.spareWG.Wait()
-	s.wal.filled = true // stay on this file, spare or not
-	name, size, next := s.wal.file.Name(), s.wal.size, s.wal.nextLSN
-	ro, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := s.wal.file
-	s.wal.file = ro // write and truncate fail, as on a failing disk
+	s, good, size, next := failingLog(t, path)
 	failed := walEmail(2)
 	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{failed}); err == nil {
 		t.Fatal("create with a failing log write: got nil error")

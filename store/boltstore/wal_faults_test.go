@@ -130,19 +130,7 @@ func TestFailedWriteCancelledInBolt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "mailsink.db")
-	s := openTemp(t, path)
-	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(1)}); err != nil {
-		t.Fatal(err)
-	}
-	s.wal.spareWG.Wait()
-	s.wal.filled = true // stay on this file
-	size, next := s.wal.size, s.wal.nextLSN
-	ro, err := os.Open(s.wal.file.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := s.wal.file
-	s.wal.file = ro // write and truncate fail, as on a failing disk
+	s, good, size, next := failingLog(t, path)
 	// The names of the next files are taken: the cancel cannot be written.
 	var blocked []string
 	for n := next + 1; n < next+6; n++ {

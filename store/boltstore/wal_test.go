@@ -285,20 +285,8 @@ func TestLogWriteFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "mailsink.db")
-	s := openTemp(t, path)
-	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(1)}); err != nil {
-		t.Fatal(err)
-	}
-	s.wal.spareWG.Wait()
-	s.wal.filled = true // stay on this file, spare or not
-	// A read-only handle of the current file: writing and truncating it
-	// fail, as on a failing disk. No batch runs between creates.
-	ro, err := os.Open(s.wal.file.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := s.wal.file
-	s.wal.file = ro
+	s, good, _, _ := failingLog(t, path)
+	ro := s.wal.file
 	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(2)}); err == nil {
 		t.Fatal("create with a failing log write: got nil error")
 	}
@@ -399,4 +387,27 @@ func TestSpareFile(t *testing.T) {
 			t.Errorf("email %d after a replay of the spare file: %v", n, err)
 		}
 	}
+}
+
+// failingLog opens a store at path, logs one email (walEmail(1)), and makes
+// its log writes fail from then on, as on a failing disk: the store stays on
+// its current file and writes it through a read-only handle, so writing and
+// cutting back fail. No batch runs between the test's creates. It returns the
+// file's writable handle, and the offset and number the next frame takes.
+func failingLog(t *testing.T, path string) (s *Store, good *os.File, size int64, next uint64) {
+	t.Helper()
+	s = openTemp(t, path)
+	if err := s.CreateEmails(context.Background(), &store.Body{}, []*store.Email{walEmail(1)}); err != nil {
+		t.Fatal(err)
+	}
+	s.wal.spareWG.Wait()
+	s.wal.filled = true // stay on this file, spare or not
+	ro, err := os.Open(s.wal.file.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, size, next = s.wal.file, s.wal.size, s.wal.nextLSN
+	s.wal.file = ro
+	t.Cleanup(func() { good.Close() })
+	return s, good, size, next
 }
