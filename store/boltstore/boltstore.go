@@ -245,14 +245,31 @@ func (s *Store) publish(seq uint64, typ store.EventType, accountID, id string, e
 // Subscribe implements store.Notifier.
 func (s *Store) Subscribe(accountID string) store.Subscription { return s.events.Subscribe(accountID) }
 
+// eventWait bounds how long EventsAfter waits for events numbered before
+// the last commit to be published.
+const eventWait = time.Second
+
 // EventsAfter implements store.Notifier from this process's history, which
 // starts empty when the store is opened, after the account's logged creates
 // are applied.
 func (s *Store) EventsAfter(ctx context.Context, accountID, afterID string) ([]store.Event, bool, error) {
 	// The events of logged creates are numbered when they are applied: an
-	// answered create is in the history once it is.
+	// answered create is in the history once it is, and once the events
+	// numbered before it, which writers sharing its commit publish on their
+	// own, are out too.
 	if err := s.wal.settleAccount(ctx, accountID); err != nil {
 		return nil, false, wrap(err, "events after")
+	}
+	var seq uint64
+	if err := s.db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
+		return nil, false, wrap(err, "events after")
+	}
+	// A number committed but never published (a commit reported failed
+	// after it reached the disk) must not hold the reader for long.
+	wait, cancel := context.WithTimeout(ctx, eventWait)
+	defer cancel()
+	if err := s.events.WaitSequence(wait, seq); err != nil && ctx.Err() != nil {
+		return nil, false, wrap(ctx.Err(), "events after")
 	}
 	return s.events.After(accountID, afterID)
 }

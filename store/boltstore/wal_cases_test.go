@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -349,5 +350,63 @@ func TestOpenOnFullDisk(t *testing.T) {
 	}
 	if n, _, err := s.AccountStats(ctx, "acct"); err != nil || n != 51 {
 		t.Errorf("once there is room: %d emails, %v; want 51", n, err)
+	}
+}
+
+// After CreateEmails returns, EventsAfter of its account holds the create's
+// event, even while updates of another account share commits with the
+// applier and publish the events numbered before it on their own.
+func TestEventsAfterHoldsCreate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"))
+	other := walEmail(9999)
+	other.AccountID = "other"
+	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{other}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := fmt.Sprint(i)
+				_, _ = s.UpdateEmail(ctx, "other", other.ID, store.Update{Notes: &store.Nullable{Value: &n}})
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	sub := s.Subscribe("acct")
+	if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{walEmail(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	after := (<-sub.Events()).ID
+	sub.Close()
+	for i := 1; i <= 300; i++ {
+		e := walEmail(i)
+		if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{e}); err != nil {
+			t.Fatal(err)
+		}
+		evs, _, err := s.EventsAfter(ctx, "acct", after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ev := range evs {
+			found = found || ev.EmailID == e.ID && ev.Type == store.EmailCreated
+		}
+		if len(evs) > 0 {
+			after = evs[len(evs)-1].ID
+		}
+		if !found {
+			t.Fatalf("create %d: EventsAfter right after it lacks its event (%d events)", i, len(evs))
+		}
 	}
 }

@@ -6,6 +6,7 @@
 package eventhub
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,9 +40,11 @@ type Hub struct {
 	// start is below every id this Hub generates: events before it are
 	// not in its history.
 	start ID
-	// nextSeq and pending order PublishInOrder's events.
-	nextSeq uint64
-	pending map[uint64]store.Event
+	// nextSeq and pending order PublishInOrder's events; advanced is
+	// closed and replaced when nextSeq moves or the Hub closes.
+	nextSeq  uint64
+	pending  map[uint64]store.Event
+	advanced chan struct{}
 }
 
 // maxPending bounds the events PublishInOrder holds back waiting for an
@@ -64,6 +67,7 @@ func newHub(history int, nowMilli func() int64) *Hub {
 		subs:     map[string]map[*subscription]struct{}{},
 		nowMilli: nowMilli,
 		last:     map[string]ID{},
+		advanced: make(chan struct{}),
 	}
 	if history > 0 {
 		h.recent = map[string]*ring{}
@@ -121,6 +125,7 @@ func (h *Hub) PublishInOrder(seq uint64, e store.Event) {
 		h.pending = map[uint64]store.Event{}
 	}
 	h.pending[seq] = e
+	defer h.advance(h.nextSeq)
 	for {
 		next, ok := h.pending[h.nextSeq]
 		if !ok {
@@ -142,6 +147,36 @@ func (h *Hub) PublishInOrder(seq uint64, e store.Event) {
 		}
 		clear(h.pending)
 		h.nextSeq = seqs[len(seqs)-1] + 1
+	}
+}
+
+// advance wakes WaitSequence's callers when nextSeq has moved past was;
+// h.mu must be held.
+func (h *Hub) advance(was uint64) {
+	if h.nextSeq != was {
+		close(h.advanced)
+		h.advanced = make(chan struct{})
+	}
+}
+
+// WaitSequence waits until every event numbered up to seq by the writer's
+// sequence has been published, the Hub is closed, or ctx ends (its error).
+// A writer publishes its events right after its commit, but concurrent
+// writers in any order: a reader that must see every committed event (a
+// create's, once it has returned) waits here for those numbered before.
+func (h *Hub) WaitSequence(ctx context.Context, seq uint64) error {
+	for {
+		h.mu.Lock()
+		done, ch := h.closed || h.nextSeq > seq, h.advanced
+		h.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -257,6 +292,8 @@ func (h *Hub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
+	close(h.advanced)
+	h.advanced = make(chan struct{})
 	for _, m := range h.subs {
 		for s := range m {
 			h.dropLocked(s)

@@ -1,10 +1,13 @@
 package eventhub
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mailsink/mailsink/store"
 )
@@ -136,5 +139,39 @@ func TestIDsRevealNoOtherAccount(t *testing.T) {
 	}
 	if want := []string{"1800000000000-0", "1800000000000-1"}; !slices.Equal(ids, want) {
 		t.Errorf("account b's ids = %v, want %v whatever account a published", ids, want)
+	}
+}
+
+// TestWaitSequence: a reader waiting for number 2 is held while 1 is
+// missing, released once 1 and 2 are out, and released by Close or its
+// context otherwise.
+func TestWaitSequence(t *testing.T) {
+	h := New(0)
+	h.StartSequence(1)
+	ev := func(id string) store.Event { return store.Event{Type: store.EmailCreated, AccountID: "a", EmailID: id} }
+	h.PublishInOrder(2, ev("2"))
+	done := make(chan error, 1)
+	go func() { done <- h.WaitSequence(context.Background(), 2) }()
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := h.WaitSequence(short, 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitSequence(2) with 1 missing: %v, want it to wait until its context ends", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("WaitSequence(2) returned %v before 1 was published", err)
+	default:
+	}
+	h.PublishInOrder(1, ev("1"))
+	if err := <-done; err != nil {
+		t.Fatalf("WaitSequence(2) once 1 and 2 are out: %v", err)
+	}
+	if err := h.WaitSequence(context.Background(), 1); err != nil {
+		t.Fatalf("WaitSequence(1), already out: %v", err)
+	}
+	go func() { done <- h.WaitSequence(context.Background(), 10) }()
+	h.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("WaitSequence on a closed Hub: %v", err)
 	}
 }
