@@ -410,3 +410,55 @@ func TestEventsAfterHoldsCreate(t *testing.T) {
 		}
 	}
 }
+
+func withApplyTimes(every, soon time.Duration) Option {
+	return func(o *options) { o.applyEvery, o.applySoon = every, soon }
+}
+
+// TestApplierGathersUnlessListened checks when the applier cuts its
+// gathering short, with a gathering time no test would wait for: a create
+// whose account someone listens to is applied (and its event published)
+// after the short time, and a read that needs a pending create kicks the
+// applier at once. Unlistened creates stay pending meanwhile.
+func TestApplierGathersUnlessListened(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"), withApplyTimes(time.Hour, time.Millisecond))
+
+	quiet := walEmail(1)
+	quiet.AccountID = "quiet"
+	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("q")}, []*store.Email{quiet}); err != nil {
+		t.Fatal(err)
+	}
+	sub := s.Subscribe("acct")
+	defer sub.Close()
+	heard := walEmail(2)
+	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("h")}, []*store.Email{heard}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-sub.Events():
+		if ev.EmailID != heard.ID || ev.Type != store.EmailCreated {
+			t.Fatalf("event %+v, want the creation of %s", ev, heard.ID)
+		}
+	case <-ctx.Done():
+		t.Fatal("a listened create's event did not come within 30s (the applier gathered for an hour)")
+	}
+
+	late := walEmail(3)
+	late.AccountID = "quiet"
+	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("l")}, []*store.Email{late}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.wal.pendingOf("quiet")) == 0 {
+		t.Fatal("an unlistened create was applied at once; the applier should gather")
+	}
+	evs, _, err := s.EventsAfter(ctx, "quiet", "0-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].EmailID != quiet.ID || evs[1].EmailID != late.ID {
+		t.Fatalf("EventsAfter on the quiet account: %+v, want the creations of %s and %s", evs, quiet.ID, late.ID)
+	}
+}

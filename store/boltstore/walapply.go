@@ -42,27 +42,20 @@ func (s *Store) applyLoop() {
 	stopping := false
 	var last time.Time
 	for {
+		urgent := false
 		if !stopping {
 			select {
 			case <-w.kick:
 			case <-w.urgent:
+				urgent = true
 			case <-retry:
 			case <-w.stop:
 				stopping = true
 			}
 		}
 		retry = nil
-		// Creates gather for walApplyEvery between commits, so that one
-		// commit (two fdatasyncs) carries many, unless someone waits.
-		if wait := walApplyEvery - time.Since(last); !stopping && wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-w.urgent:
-			case <-w.stop:
-				stopping = true
-			}
-			t.Stop()
+		if !stopping && !urgent && !w.gather(last) {
+			stopping = true
 		}
 		last = time.Now()
 		w.mu.Lock()
@@ -111,11 +104,50 @@ func (s *Store) applyLoop() {
 		w.mu.Unlock()
 		w.removeApplied()
 		if more && !stopping {
-			select {
-			case w.kick <- struct{}{}:
-			default:
-			}
+			signal(w.kick)
 		}
+	}
+}
+
+// gather lets creates gather until w.every (walApplyEvery) after the last
+// commit began, so that one commit (two fdatasyncs, each page its creates
+// touch written once) carries many: until w.soonEvery when a create's events
+// are listened for, at once when someone waits. It reports false when the
+// store stops meanwhile.
+func (w *walLog) gather(last time.Time) bool {
+	every := w.every
+	for {
+		select {
+		case <-w.soon:
+			every = min(every, w.soonEvery)
+		default:
+		}
+		wait := every - time.Since(last)
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-w.soon:
+			every = min(every, w.soonEvery)
+		case <-w.urgent:
+			t.Stop()
+			return true
+		case <-w.stop:
+			t.Stop()
+			return false
+		}
+		t.Stop()
+	}
+}
+
+// signal wakes the receiver of ch, a channel of one slot, unless a wake-up
+// is pending already.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

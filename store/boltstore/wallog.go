@@ -23,7 +23,7 @@ func newWALLog(db *bolt.DB, base string, l loadedLog) *walLog {
 		base: base, db: db, nextLSN: l.next, applied: l.applied, files: l.files,
 		byAccount: map[string]int{}, byKey: map[string]uint64{}, direct: map[string]int{},
 		spareDone: make(chan error, 1),
-		changed:   make(chan struct{}), kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+		changed:   make(chan struct{}), kick: make(chan struct{}, 1), soon: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	w.batches = batch.New(1000, w.append)
@@ -54,6 +54,9 @@ func (s *Store) logCreate(ctx context.Context, op *createOp) error {
 	call := &walCall{op: op}
 	if !w.batches.Do(call) {
 		return berrors.ErrDatabaseNotOpen
+	}
+	if call.err == nil && s.events.Subscribed(op.emails[0].AccountID) {
+		signal(w.soon)
 	}
 	return call.err
 }
@@ -126,10 +129,7 @@ func (w *walLog) append(calls []*walCall) {
 	}
 	w.mu.Unlock()
 	if err == nil {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+		signal(w.kick)
 	}
 }
 

@@ -55,10 +55,7 @@ func (w *walLog) waitApplied(ctx context.Context, lsn uint64, soft bool) error {
 		case err != nil:
 			return err
 		}
-		select {
-		case w.urgent <- struct{}{}:
-		default:
-		}
+		signal(w.urgent)
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -254,6 +254,13 @@ func (h *Hub) Wants(accountID string) bool {
 	return h.recent != nil || len(h.subs[accountID]) > 0
 }
 
+// Subscribed reports whether the account has a subscriber now.
+func (h *Hub) Subscribed(accountID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[accountID]) > 0
+}
+
 // Subscribers returns how many subscriptions are open.
 func (h *Hub) Subscribers() int {
 	h.mu.Lock()

@@ -96,6 +96,29 @@ func TestDropAllEndsSubscriptions(t *testing.T) {
 	}
 }
 
+// TestSubscribed checks that only an open subscription of the account
+// counts: not the history a Hub keeps (which Wants counts), not another
+// account's subscriber, not a closed one.
+func TestSubscribed(t *testing.T) {
+	h := New(0)
+	if h.Subscribed("a") {
+		t.Fatal("Subscribed before any subscription")
+	}
+	b := h.Subscribe("b")
+	defer b.Close()
+	if h.Subscribed("a") {
+		t.Fatal("Subscribed(a) with only b subscribed")
+	}
+	a := h.Subscribe("a")
+	if !h.Subscribed("a") {
+		t.Fatal("not Subscribed(a) with a subscription of a open")
+	}
+	a.Close()
+	if h.Subscribed("a") {
+		t.Fatal("Subscribed(a) after its one subscription closed")
+	}
+}
+
 // TestPublishInOrder publishes numbered events out of order and checks they
 // arrive by number, an event waiting for its predecessors.
 func TestPublishInOrder(t *testing.T) {
