@@ -208,12 +208,19 @@ type conn struct {
 	refused     func()
 	implicitTLS bool
 	readAny     bool // a read returned bytes
+	// last is the last byte a read returned, and armed makes the next
+	// read fail with errHandOver instead of reading (fastdata.go). Only
+	// go-smtp's connection goroutine reads, and Data, which runs in it for
+	// DATA, arms.
+	last  byte
+	armed bool
 
 	// mu guards the fields below: go-smtp's Close may come from another
 	// goroutine (Server.Close) and Data runs beside go-smtp's command loop
 	// for BDAT.
 	mu      sync.Mutex
 	pending []byte    // replies not written yet
+	unread  []byte    // bytes to read before the socket's (fastData.handBack)
 	werr    error     // the error of the last failed write
 	ended   bool      // reads return net.ErrClosed
 	lost    bool      // a read of the connection failed (EOF included)
@@ -286,14 +293,23 @@ func (c *conn) admit() bool {
 	return false
 }
 
-// Read writes the held replies, then reads.
+// Read writes the held replies, then reads: what was given back first
+// (unread), then the socket.
 func (c *conn) Read(b []byte) (int, error) {
 	if c.admitLater && !c.admitted && !c.admit() {
 		return 0, net.ErrClosed
 	}
+	if c.armed {
+		return 0, errHandOver
+	}
 	c.mu.Lock()
 	err := c.flushLocked()
 	ended := c.ended
+	n := 0
+	if err == nil && !ended && len(c.unread) > 0 {
+		n = copy(b, c.unread)
+		c.unread = c.unread[n:]
+	}
 	c.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -301,7 +317,14 @@ func (c *conn) Read(b []byte) (int, error) {
 	if ended {
 		return 0, net.ErrClosed
 	}
-	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.last = b[n-1]
+		return n, nil
+	}
+	n, err = c.Conn.Read(b)
+	if n > 0 {
+		c.last = b[n-1]
+	}
 	if c.implicitTLS && !c.readAny && n > 0 {
 		c.readAny = true
 		if b[0] != 0x16 { // a TLS handshake record starts every TLS connection

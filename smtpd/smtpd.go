@@ -448,7 +448,15 @@ func (s *session) Data(r io.Reader) error {
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
 		return reply
 	}
+	var fast *fastData
+	if !bdat && s.conn != nil && s.c.Conn() == net.Conn(s.conn) { // plaintext DATA
+		fast = newFastData(s.conn, r, maxLineLength)
+		r = fast
+	}
 	raw, release, err := s.srv.readMessage(tx, deadline, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()))
+	if fast != nil {
+		fast.handBack()
+	}
 	if err == nil && bdat && s.conn.readFailed() {
 		// go-smtp ends a BDAT chunk cut short by the client's end as if
 		// it were complete: the message is truncated, and nobody gets
