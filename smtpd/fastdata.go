@@ -47,18 +47,6 @@ const (
 	stateEOF              // after ".\r\n": the end of the message
 )
 
-// catchUp holds, for each state but stateEOF, bytes that bring go-smtp's
-// reader from the start of a line to that state without ending the message,
-// and for stateEOF, the bytes that end it (handBack).
-var catchUp = [...][]byte{
-	stateBeginLine: nil,
-	stateDot:       []byte("."),
-	stateDotCR:     []byte(".\r"),
-	stateCR:        []byte("\r"),
-	stateData:      []byte("x"),
-	stateEOF:       []byte(".\r\n"),
-}
-
 // fastData reads one DATA message: through go-smtp's reader r until it hands
 // over, then from c. It is an io.Reader for Server.readMessage.
 type fastData struct {
@@ -101,10 +89,14 @@ func (f *fastData) Read(p []byte) (int, error) {
 			err = io.ErrUnexpectedEOF // the client left mid-message, as go-smtp's reader answers
 		}
 		if n > 0 {
-			if lerr := f.countLines(p[:n]); lerr != nil {
-				return 0, lerr
-			}
+			// go-smtp reads at most a bufio buffer past the end of a
+			// message, so a line past the limit there never fails the
+			// message: only a line within it does.
+			over := f.countLines(p[:n])
 			w, used := f.scan(p[:n])
+			if over >= 0 && (f.state != stateEOF || over < used) {
+				return 0, smtp.ErrTooLongLine
+			}
 			if f.state == stateEOF {
 				f.rest = slices.Clone(p[used:n])
 				return w, io.EOF
@@ -137,24 +129,26 @@ func (f *fastData) handOver(p []byte) (n int, err error, ok bool) {
 }
 
 // countLines counts raw bytes into the current line as go-smtp does: a
-// '\n' counts as the first byte of the next line.
-func (f *fastData) countLines(raw []byte) error {
+// '\n' counts as the first byte of the next line. It returns the index of
+// the first byte that takes a line past the limit, or -1.
+func (f *fastData) countLines(raw []byte) int {
+	over, base := -1, 0
 	for {
 		i := bytes.IndexByte(raw, '\n')
 		if i < 0 {
+			if over < 0 && f.line+len(raw) > f.lineLimit {
+				over = base + f.lineLimit - f.line
+			}
 			f.line += len(raw)
-			break
+			return over
 		}
-		if f.line+i > f.lineLimit {
-			return smtp.ErrTooLongLine
+		if over < 0 && f.line+i > f.lineLimit {
+			over = base + f.lineLimit - f.line
 		}
 		f.line = 1
 		raw = raw[i+1:]
+		base += i + 1
 	}
-	if f.line > f.lineLimit {
-		return smtp.ErrTooLongLine
-	}
-	return nil
 }
 
 // scan undoes the dot-stuffing of b in place, as go-smtp's reader does,
@@ -217,18 +211,52 @@ func (f *fastData) scan(b []byte) (w, used int) {
 // handBack ends the message's reading: when fastData read from the
 // connection, it gives the connection back, ahead of what it holds, the bytes
 // that bring go-smtp's reader (left at the start of the message) to where
-// fastData stopped, then what fastData read past the end of the message.
+// fastData stopped (catchUp), then what fastData read past the end of the
+// message.
 func (f *fastData) handBack() {
 	if !f.fast {
 		return
 	}
 	c := f.c
+	catch := f.catchUp()
 	c.mu.Lock()
 	if len(f.rest) == 0 && len(c.unread) == 0 {
-		c.unread = catchUp[f.state] // only ever read from
+		c.unread = catch // only ever read from
 	} else {
-		c.unread = slices.Concat(catchUp[f.state], f.rest, c.unread)
+		c.unread = slices.Concat(catch, f.rest, c.unread)
 	}
 	c.mu.Unlock()
 	f.fast, f.rest = false, nil
+}
+
+// Bytes that take go-smtp's reader from the start of the message to a state,
+// without ending the message but for endOfData.
+var (
+	endOfData = []byte(".\r\n")
+	dot       = []byte(".")
+	dotCR     = []byte(".\r")
+)
+
+// catchUp returns the bytes that take go-smtp's reader from the start of the
+// message to fastData's state, and its line count to fastData's: after an
+// error (errTooLarge) go-smtp reads the rest of the message itself, and must
+// refuse a line past its limit as it would have without fastData. Within a
+// line, a '\n' (which keeps go-smtp's reader within a line, and starts its
+// count at 1) and as many bytes more as the line holds, up to one past the
+// limit.
+func (f *fastData) catchUp() []byte {
+	line := min(f.line, f.lineLimit+1) // enough to be past the limit
+	switch f.state {
+	case stateEOF:
+		return endOfData
+	case stateDot:
+		return dot
+	case stateDotCR:
+		return dotCR
+	case stateData:
+		return slices.Concat([]byte("\n"), bytes.Repeat([]byte("x"), line-1))
+	case stateCR:
+		return slices.Concat([]byte("\n"), bytes.Repeat([]byte("x"), line-2), []byte("\r"))
+	}
+	return nil // stateBeginLine: where go-smtp's reader is
 }

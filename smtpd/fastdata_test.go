@@ -81,8 +81,8 @@ func fastDataOf(in []byte, chunks []int, lineLimit int) (out []byte, used int, e
 	for _, size := range chunks {
 		chunk := bytes.Clone(in[:size])
 		in = in[size:]
-		if err := f.countLines(chunk); err != nil {
-			return out, used, false, err
+		if f.countLines(chunk) >= 0 {
+			return out, used, false, smtp.ErrTooLongLine
 		}
 		w, u := f.scan(chunk)
 		out = append(out, chunk[:w]...)
@@ -185,4 +185,46 @@ func netPipe(t *testing.T) (server, client net.Conn) {
 	server, client = net.Pipe()
 	t.Cleanup(func() { server.Close(); client.Close() })
 	return server, client
+}
+
+// readerConn is a net.Conn whose reads come from r, as large as asked.
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *readerConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// TestFastDataLongLineAfterEnd: go-smtp's reader reads at most a bufio
+// buffer (4 KiB) past the end of a message, so a long line after ".\r\n" never
+// fails the message: go-smtp stores it and refuses the line as a command.
+// fastData may read far more past the end (readMessage's room after a large
+// SIZE); the line there must not fail the message either.
+func TestFastDataLongLineAfterEnd(t *testing.T) {
+	msg := "Subject: x\r\n\r\nbody\r\n"
+	after := strings.Repeat("A", maxLineLength+10)
+	c := &conn{Conn: &readerConn{r: strings.NewReader(msg + ".\r\n" + after)}}
+	f := newFastData(c, nil, maxLineLength)
+	f.first, f.fast = false, true
+	p := make([]byte, 4<<20)
+	n, err := f.Read(p)
+	if err != io.EOF || string(p[:n]) != msg {
+		t.Fatalf("read %.40q, %v; want the message and io.EOF", p[:n], err)
+	}
+	f.handBack()
+	if got := string(c.unread); got != ".\r\n"+after {
+		t.Fatalf("given back %d bytes, want %d", len(got), len(after)+3)
+	}
+}
+
+// TestFastDataLongLineWithin: a line past the limit within the message fails
+// it, whatever follows in the same read.
+func TestFastDataLongLineWithin(t *testing.T) {
+	in := "a" + strings.Repeat("A", maxLineLength+10) + "\r\n.\r\nQUIT\r\n"
+	c := &conn{Conn: &readerConn{r: strings.NewReader(in)}}
+	f := newFastData(c, nil, maxLineLength)
+	f.first, f.fast = false, true
+	if _, err := f.Read(make([]byte, 4<<20)); !errors.Is(err, smtp.ErrTooLongLine) {
+		t.Fatalf("err %v, want ErrTooLongLine", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -130,5 +131,38 @@ func TestPlaintextAndTLSStoreTheSame(t *testing.T) {
 		if pr != sr {
 			t.Errorf("message %d stored differently:\nplaintext %.200q\nTLS       %.200q", i, pr, sr)
 		}
+	}
+}
+
+// TestTooLargeLongLineSameAsTLS sends a message past MaxMessageBytes whose
+// line goes on past go-smtp's line limit, then NOOP. go-smtp drains the rest
+// of a message refused as too large, counting the line from its start: 552,
+// then 500 "Too long line" and the end of the connection. After fastData
+// read part of the message, go-smtp's count must come out the same.
+func TestTooLargeLongLineSameAsTLS(t *testing.T) {
+	t.Parallel()
+	e, tc := startTLS(t, func(c *config.Config) { c.MaxMessageBytes = 2000 })
+	line := strings.Repeat("A", 1<<20+50)
+	send := func(w *wireSession, rcpt string) []string {
+		w.send("EHLO wire.example\r\n")
+		w.reply()
+		w.send("MAIL FROM:<app@example.com>\r\nRCPT TO:<" + rcpt + "@acme.test>\r\nDATA\r\n")
+		codes := []string{w.reply(), w.reply(), w.reply()}
+		w.send("Subject: big\r\n\r\n" + line + "\r\n.\r\nNOOP\r\n")
+		codes = append(codes, w.reply())
+		next, err := w.tp.ReadLine()
+		if err != nil {
+			return append(codes, "closed")
+		}
+		return append(codes, next[:min(3, len(next))])
+	}
+	plainCodes := send(dialWire(t, e.SMTP), "plain")
+	secure := dialWire(t, e.SMTP)
+	secure.send("EHLO wire.example\r\n")
+	secure.reply()
+	secure.startTLS(tc)
+	tlsCodes := send(secure, "tls")
+	if strings.Join(plainCodes, " ") != strings.Join(tlsCodes, " ") {
+		t.Fatalf("replies in plaintext %v, over TLS %v", plainCodes, tlsCodes)
 	}
 }
