@@ -462,3 +462,39 @@ func TestApplierGathersUnlessListened(t *testing.T) {
 		t.Fatalf("EventsAfter on the quiet account: %+v, want the creations of %s and %s", evs, quiet.ID, late.ID)
 	}
 }
+
+// TestApplierCatchesUpWithoutGathering checks that a backlog of more than
+// one apply's worth of creates is applied batch after batch, without the
+// gathering time between them: with an hour of it, a backlog built while
+// the applier could not write is all applied once it can, though only the
+// first batch's creates asked for it.
+func TestApplierCatchesUpWithoutGathering(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"), withApplyTimes(time.Hour, time.Millisecond))
+	sub := s.Subscribe("acct")
+	defer sub.Close()
+	release := holdWriter(t, s)
+	n := 2*walApplyBatch + walApplyBatch/2
+	for i := range n {
+		if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("b")}, []*store.Email{walEmail(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	w := s.wal
+	for {
+		w.mu.Lock()
+		left, ch := len(w.pending), w.changed
+		w.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d creates still pending after 30s: the applier gathered between batches", left, n)
+		}
+	}
+}

@@ -41,8 +41,9 @@ func (s *Store) applyLoop() {
 	backoff := 10 * time.Millisecond
 	stopping := false
 	var last time.Time
+	behind := false // the last apply left creates for the next: no gathering
 	for {
-		urgent := false
+		urgent := behind
 		if !stopping {
 			select {
 			case <-w.kick:
@@ -65,6 +66,7 @@ func (s *Store) applyLoop() {
 			n++
 		}
 		ops := slices.Clone(w.pending[:n])
+		behind = n < len(w.pending)
 		w.mu.Unlock()
 		if len(ops) == 0 {
 			w.removeApplied()
