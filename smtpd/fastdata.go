@@ -70,7 +70,7 @@ func newFastData(c *conn, r io.Reader, lineLimit int) *fastData {
 func (f *fastData) Read(p []byte) (int, error) {
 	if f.first {
 		f.first = false
-		if n, err, ok := f.handOver(p); !ok {
+		if n, ok, err := f.handOver(p); !ok {
 			return n, err
 		}
 	}
@@ -114,18 +114,18 @@ func (f *fastData) Read(p []byte) (int, error) {
 // go-smtp's reader. ok is true when go-smtp's reader handed over at the start
 // of the message: nothing read, and the last byte it was given the end of a
 // line. Otherwise go-smtp's reader goes on, and n and err are what it read.
-func (f *fastData) handOver(p []byte) (n int, err error, ok bool) {
+func (f *fastData) handOver(p []byte) (n int, ok bool, err error) {
 	f.c.armed = true
 	n, err = f.r.Read(p)
 	f.c.armed = false
 	if err != errHandOver {
-		return n, err, false
+		return n, false, err
 	}
 	if n > 0 || f.c.last != '\n' {
-		return n, nil, false // the connection's next read is the socket's
+		return n, false, nil // the connection's next read is the socket's
 	}
 	f.fast = true
-	return 0, nil, true
+	return 0, true, nil
 }
 
 // countLines counts raw bytes into the current line as go-smtp does: a
