@@ -64,8 +64,9 @@ const (
 	// walApplyEvery is how long creates gather between apply commits:
 	// each commit writes every bbolt page its creates touch (an index
 	// leaf shared by 50 creates is written once, not 50 times), with two
-	// fdatasyncs. 50 ms against 10 ms: 5,147-5,522 -> 5,572-6,243 msg/s,
-	// 193-217 -> 167-190 µs of CPU per message (docs/benchmarks.md).
+	// fdatasyncs. 50 ms against 10 ms, 2 KB messages, binaries
+	// alternated: 3,883-5,314 -> 4,284-5,585 msg/s, 190-276 -> 187-245 µs
+	// of CPU per message (docs/benchmarks.md, "Round 2, fourth step").
 	// Nothing waits for it: reads of pending creates kick the applier
 	// (urgent), and so do creates of an account whose events someone
 	// listens for (soon), since a create's event goes out once applied.
