@@ -71,6 +71,24 @@ func (w *wireSession) reply() string {
 	}
 }
 
+// sameRepliesPlainAndTLS runs send on a plaintext session and on a STARTTLS
+// one, each greeted with EHLO, and fails unless both got the same replies.
+func sameRepliesPlainAndTLS(t *testing.T, addr string, tc *tls.Config, send func(w *wireSession, rcpt string) []string) {
+	t.Helper()
+	plain := dialWire(t, addr)
+	plain.send("EHLO wire.example\r\n")
+	plain.reply()
+	plainCodes := send(plain, "plain")
+	secure := dialWire(t, addr)
+	secure.send("EHLO wire.example\r\n")
+	secure.reply()
+	secure.startTLS(tc)
+	tlsCodes := send(secure, "tls")
+	if strings.Join(plainCodes, " ") != strings.Join(tlsCodes, " ") {
+		t.Fatalf("replies in plaintext %v, over TLS %v", plainCodes, tlsCodes)
+	}
+}
+
 // TestPlaintextAndTLSStoreTheSame sends messages that go-smtp's DATA reader
 // treats in particular ways (dot-stuffing, bare CR and LF, a dot and CR that
 // go missing, a line that looks like the end but is not), large ones, and
@@ -109,18 +127,7 @@ func TestPlaintextAndTLSStoreTheSame(t *testing.T) {
 		w.send("QUIT\r\n")
 		return append(codes, w.reply())
 	}
-	plain := dialWire(t, e.SMTP)
-	plain.send("EHLO wire.example\r\n")
-	plain.reply()
-	plainCodes := send(plain, "plain")
-	secure := dialWire(t, e.SMTP)
-	secure.send("EHLO wire.example\r\n")
-	secure.reply()
-	secure.startTLS(tc)
-	tlsCodes := send(secure, "tls")
-	if strings.Join(plainCodes, " ") != strings.Join(tlsCodes, " ") {
-		t.Fatalf("replies in plaintext %v, over TLS %v", plainCodes, tlsCodes)
-	}
+	sameRepliesPlainAndTLS(t, e.SMTP, tc, send)
 	for i := range messages {
 		p := items(t, e, testenv.AcmeKey, fmt.Sprintf("recipient=plain%d@acme.test", i))
 		s := items(t, e, testenv.AcmeKey, fmt.Sprintf("recipient=tls%d@acme.test", i))
@@ -144,8 +151,6 @@ func TestTooLargeLongLineSameAsTLS(t *testing.T) {
 	e, tc := startTLS(t, func(c *config.Config) { c.MaxMessageBytes = 2000 })
 	line := strings.Repeat("A", 1<<20+50)
 	send := func(w *wireSession, rcpt string) []string {
-		w.send("EHLO wire.example\r\n")
-		w.reply()
 		w.send("MAIL FROM:<app@example.com>\r\nRCPT TO:<" + rcpt + "@acme.test>\r\nDATA\r\n")
 		codes := []string{w.reply(), w.reply(), w.reply()}
 		w.send("Subject: big\r\n\r\n" + line + "\r\n.\r\nNOOP\r\n")
@@ -156,13 +161,5 @@ func TestTooLargeLongLineSameAsTLS(t *testing.T) {
 		}
 		return append(codes, next[:min(3, len(next))])
 	}
-	plainCodes := send(dialWire(t, e.SMTP), "plain")
-	secure := dialWire(t, e.SMTP)
-	secure.send("EHLO wire.example\r\n")
-	secure.reply()
-	secure.startTLS(tc)
-	tlsCodes := send(secure, "tls")
-	if strings.Join(plainCodes, " ") != strings.Join(tlsCodes, " ") {
-		t.Fatalf("replies in plaintext %v, over TLS %v", plainCodes, tlsCodes)
-	}
+	sameRepliesPlainAndTLS(t, e.SMTP, tc, send)
 }
