@@ -193,7 +193,8 @@ func BenchmarkDecodePage(b *testing.B) {
 		if i%2 == 0 {
 			e.Labels = []string{"bench", "ünïcode"}
 		}
-		v = append(v, e.ID, packRecord(newRecord(e, e.ID, "body-1").storedValues(), e.RawSize))
+		r := newRecord(e, e.ID, "body-1")
+		v = append(v, e.ID, packRecord(r.storedValues(r.values()), e.RawSize))
 	}
 	b.ReportAllocs()
 	for b.Loop() {

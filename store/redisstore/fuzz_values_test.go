@@ -15,7 +15,7 @@ func FuzzDecodeValues(f *testing.F) {
 	text := "hello"
 	e := testEmail("acct", "a@example.com", "b@example.com", 1)
 	r := newRecord(e, e.ID, "body-1")
-	f.Add(packRecord(r.storedValues(), 12))
+	f.Add(packRecord(r.storedValues(r.values()), 12))
 	f.Add(string(encodeBodyValue(&store.Body{Raw: []byte("Subject: x\r\n\r\nshort")})))
 	f.Add(string(encodeBodyValue(&store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Text: &text})))
 	f.Fuzz(func(t *testing.T, v string) {

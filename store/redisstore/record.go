@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,14 +114,14 @@ func (r *record) values() []string {
 }
 
 // storedValues returns the values of r as its record in the records hash
-// keeps them: values, with the fixed part without the id and the account,
-// which the record's hash field and key name.
-func (r *record) storedValues() []string {
+// keeps them: vals (r.values()), with the fixed part without the id and
+// the account, which the record's hash field and key name.
+func (r *record) storedValues(vals []string) []string {
 	f := r.fixed
 	f.ID, f.AccountID = "", ""
-	vals := r.values()
-	vals[0] = marshal(&f)
-	return vals
+	stored := slices.Clone(vals)
+	stored[0] = marshal(&f)
+	return stored
 }
 
 // marshal returns v as json.Marshal writes it. It cannot fail: what is

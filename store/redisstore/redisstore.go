@@ -363,7 +363,7 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 		r := newRecord(e, id, bodyID)
 		vals := r.values()
 		keys = append(keys, k.recipient(e.Recipient), k.sender(e.Sender), k.status(e.Status))
-		args = append(args, id, r.score(), formatInt(e.RawSize), packRecord(r.storedValues(), e.RawSize))
+		args = append(args, id, r.score(), formatInt(e.RawSize), packRecord(r.storedValues(vals), e.RawSize))
 		ev := createdPayload(accountID, id, vals)
 		events = append(events, ev)
 		c.ids = append(c.ids, id)
