@@ -66,6 +66,9 @@ type options struct {
 	// applyEvery and applySoon are the applier's gathering times
 	// (walLog.gather): walApplyEvery and walApplySoon but in tests.
 	applyEvery, applySoon time.Duration
+	// maxPending bounds the emails logged but not applied: walMaxPending
+	// but in tests.
+	maxPending int
 }
 
 // WithLockTimeout sets how long Open waits for the file lock that another
@@ -85,7 +88,8 @@ func WithMaxBatchSize(n int) Option {
 // the lock timeout with an error with code Unavailable. Its errors are for
 // the operator, not a client: they name the file.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{lockTimeout: time.Second, maxBatchSize: 1000, applyEvery: walApplyEvery, applySoon: walApplySoon}
+	o := options{lockTimeout: time.Second, maxBatchSize: 1000, applyEvery: walApplyEvery, applySoon: walApplySoon,
+		maxPending: walMaxPending}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -133,7 +137,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, wrap(err, "open "+path+": read the write-ahead log")
 	}
 	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1)), wal: newWALLog(db, path, logged)}
-	s.wal.every, s.wal.soonEvery = o.applyEvery, o.applySoon
+	s.wal.every, s.wal.soonEvery, s.wal.maxPending = o.applyEvery, o.applySoon, o.maxPending
 	var seq uint64
 	if err := db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
 		_ = db.Close()

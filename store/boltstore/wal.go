@@ -56,7 +56,11 @@ const (
 	walMaxBody       = 1 << 20
 	walSegmentSize   = 16 << 20
 	walRotateApplied = 4 << 20 // a fully applied file at least this big is replaced
-	walMaxPending    = 4096    // creates logged but not applied before new ones wait
+	// walMaxPending bounds the emails logged but not applied (a create of
+	// 50 recipients counts 50) before new creates wait, and so what a
+	// first page of a list merges from memory (walread.go) and how far the
+	// applier may fall behind. walMaxPendingRaw bounds their bodies.
+	walMaxPending    = 4096
 	walMaxPendingRaw = 64 << 20
 	// walApplyBatch bounds the emails of one apply transaction, and so the
 	// events it publishes at once.
@@ -118,6 +122,8 @@ type walLog struct {
 	// pending holds the logged creates not applied yet, in log order.
 	pending    []walOp
 	pendingRaw int64
+	nPending   int // emails in pending
+	maxPending int // new creates wait while nPending has reached it (walMaxPending; set by Open)
 	byAccount  map[string]int
 	byKey      map[string]uint64 // email key -> log number
 	direct     map[string]int    // email keys of creates going straight to bbolt

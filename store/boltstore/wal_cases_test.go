@@ -463,6 +463,45 @@ func TestApplierGathersUnlessListened(t *testing.T) {
 	}
 }
 
+// withMaxPending sets the bound on emails logged but not applied.
+func withMaxPending(n int) Option {
+	return func(o *options) { o.maxPending = n }
+}
+
+// TestPendingBoundCountsEmails checks that the bound on what is logged but
+// not applied counts emails, not creates, and that a create waiting for
+// room has the applier stop gathering: with a bound of 10 and an hour of
+// gathering, a create of 12 recipients is admitted (the bound was not
+// reached) and the next one returns only once those 12 are applied.
+func TestPendingBoundCountsEmails(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"), withApplyTimes(time.Hour, time.Hour), withMaxPending(10))
+	var many []*store.Email
+	for i := range 12 {
+		many = append(many, walEmail(i+1))
+	}
+	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("m")}, many); err != nil {
+		t.Fatal(err)
+	}
+	if p := s.wal.pendingOf("acct"); len(p) != 1 {
+		t.Fatalf("%d creates pending after the first, want 1 (the applier gathers for an hour)", len(p))
+	}
+	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("n")}, []*store.Email{walEmail(13)}); err != nil {
+		t.Fatalf("the create after a full log: %v (it should wait for the applier, and the applier not gather)", err)
+	}
+	p := s.wal.pendingOf("acct")
+	if len(p) > 1 || len(p) == 1 && len(p[0].op.emails) != 1 {
+		t.Fatalf("the 12 emails of the first create were still pending when the next create returned")
+	}
+	for _, e := range append(many, walEmail(13)) {
+		if _, err := s.GetEmail(ctx, "acct", e.ID); err != nil {
+			t.Fatalf("email %s: %v", e.ID, err)
+		}
+	}
+}
+
 // TestApplierCatchesUpWithoutGathering checks that a backlog of more than
 // one apply's worth of creates is applied batch after batch, without the
 // gathering time between them: with an hour of it, a backlog built while

@@ -199,6 +199,7 @@ func (s *Store) finishApply(ops []walOp) {
 			delete(w.byKey, string(k))
 		}
 		w.pendingRaw -= int64(len(o.op.body))
+		w.nPending -= len(o.op.keys)
 		a := o.op.emails[0].AccountID
 		if w.byAccount[a] -= len(o.op.keys); w.byAccount[a] <= 0 {
 			delete(w.byAccount, a)

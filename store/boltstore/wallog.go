@@ -41,6 +41,7 @@ func (w *walLog) addPending(o walOp) {
 	}
 	w.pending = append(w.pending, o)
 	w.pendingRaw += int64(len(o.op.body))
+	w.nPending += len(o.op.keys)
 	w.byAccount[o.op.emails[0].AccountID] += len(o.op.keys)
 }
 
@@ -62,11 +63,14 @@ func (s *Store) logCreate(ctx context.Context, op *createOp) error {
 }
 
 // admit waits while the applier is far behind, and refuses creates while it
-// fails: what is logged must fit in memory and be applied.
+// fails: what is logged must fit in memory and be applied. A create is
+// admitted while the pending emails are below the bound, so one create of
+// more recipients than the bound still goes through. Waiting, it tells
+// the applier to stop gathering.
 func (w *walLog) admit(ctx context.Context) error {
 	for {
 		w.mu.Lock()
-		err, full, ch := w.applyErr, len(w.pending) >= walMaxPending || w.pendingRaw >= walMaxPendingRaw, w.changed
+		err, full, ch := w.applyErr, w.nPending >= w.maxPending || w.pendingRaw >= walMaxPendingRaw, w.changed
 		w.mu.Unlock()
 		if err != nil {
 			return err
@@ -74,6 +78,7 @@ func (w *walLog) admit(ctx context.Context) error {
 		if !full {
 			return nil
 		}
+		signal(w.urgent)
 		select {
 		case <-ch:
 		case <-ctx.Done():
