@@ -478,6 +478,14 @@ func TestPendingBoundCountsEmails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"), withApplyTimes(time.Hour, time.Hour), withMaxPending(10))
+	// Let the applier take the wake-up Open gives it, which would apply
+	// the first create below at once: after this it gathers.
+	if err := s.CreateEmails(ctx, &store.Body{Raw: []byte("w")}, []*store.Email{walEmail(99)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wal.settleAll(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var many []*store.Email
 	for i := range 12 {
 		many = append(many, walEmail(i+1))
