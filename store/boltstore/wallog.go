@@ -78,12 +78,22 @@ func (w *walLog) admit(ctx context.Context) error {
 		if !full {
 			return nil
 		}
-		signal(w.urgent)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := w.urge(ctx, ch); err != nil {
+			return err
 		}
+	}
+}
+
+// urge tells the applier that someone waits for it, so that it stops
+// gathering, then waits for ch (w.changed, taken with w.mu held) or the
+// end of ctx.
+func (w *walLog) urge(ctx context.Context, ch <-chan struct{}) error {
+	signal(w.urgent)
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

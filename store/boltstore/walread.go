@@ -55,11 +55,8 @@ func (w *walLog) waitApplied(ctx context.Context, lsn uint64, soft bool) error {
 		case err != nil:
 			return err
 		}
-		signal(w.urgent)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := w.urge(ctx, ch); err != nil {
+			return err
 		}
 	}
 }
