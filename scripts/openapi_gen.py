@@ -71,7 +71,7 @@ schemas={
  "TranscriptResponse":{"type":"object","required":["item"],"properties":{"item":{"oneOf":[ref("Transcript"),{"type":"null"}],
    "description":"null for an email that did not arrive over SMTP (created with POST /v1/emails or /v1/inbound)."}}},
  "FaultStage":{"type":"string","enum":["auth","mail","rcpt","data","message"],
-   "description":"auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, given after the message since DATA's 354 comes first, or to the first BDAT chunk. message: after the whole message was read, before it is stored."},
+   "description":"auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, in place of its 354, or to the first BDAT chunk (over TLS, and to a client that sends its message without waiting for the 354, DATA gets its 354 and the reply follows the message, which is read and dropped). message: after the whole message was read, before it is stored."},
  "FaultReply":{"type":"object","required":["code"],"additionalProperties":False,"properties":{
    "code":{"type":"integer","minimum":400,"maximum":599},
    "text":{"type":"string","maxLength":200,"pattern":"^[ -~]*$","description":"Printable ASCII on one line. A leading enhanced status code of the reply's class (4.3.0 ...) is used as such; without one the server adds X.0.0."}}},

@@ -220,6 +220,7 @@ type conn struct {
 	// for BDAT.
 	mu      sync.Mutex
 	pending []byte    // replies not written yet
+	lastAt  int       // where the last write begins in pending
 	unread  []byte    // bytes to read before the socket's (fastData.handBack)
 	werr    error     // the error of the last failed write
 	ended   bool      // reads return net.ErrClosed
@@ -265,8 +266,22 @@ func (c *conn) Write(b []byte) (int, error) {
 	if c.pending == nil {
 		c.pending = c.held[:0]
 	}
+	c.lastAt = len(c.pending)
 	c.pending = append(c.pending, b...)
 	return len(b), nil
+}
+
+// retract takes back the last write when it is held still and starts with
+// prefix (a reply of go-smtp's: one write a line), and reports whether it
+// did.
+func (c *conn) retract(prefix string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastAt >= len(c.pending) || !bytes.HasPrefix(c.pending[c.lastAt:], []byte(prefix)) {
+		return false
+	}
+	c.pending = c.pending[:c.lastAt]
+	return true
 }
 
 // notTLS answers a client that speaks plaintext on the implicit-TLS port.
@@ -376,7 +391,7 @@ func (c *conn) flushLocked() error {
 	if cap(c.pending) > maxHeldReplies {
 		c.pending = nil
 	}
-	c.pending = c.pending[:0]
+	c.pending, c.lastAt = c.pending[:0], 0
 	return c.werr
 }
 

@@ -2,6 +2,8 @@ package smtpd
 
 import (
 	"context"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -137,6 +139,28 @@ func (s *session) knownRules(accountID string) ([]*store.FaultRule, bool) {
 	defer s.mu.Unlock()
 	rules, ok := s.rules[accountID]
 	return rules, ok
+}
+
+// refuseData makes a data fault's reply the answer to the DATA command: go-smtp
+// has written its 354 before calling Data, but the connection holds it until
+// the next read, so it is taken back, and go-smtp's reader r is given the end
+// of a message that never came. The client, refused, sends none. That needs a
+// plaintext connection (a TLS record cannot be taken back) and nothing of the
+// message read yet (a client that sent it before the 354); otherwise the
+// reply follows the message, which go-smtp reads and drops.
+func (s *session) refuseData(r io.Reader) {
+	if s.conn == nil || s.c.Conn() != net.Conn(s.conn) {
+		return
+	}
+	f := newFastData(s.conn, r, maxLineLength)
+	var b [1]byte
+	if _, ok, _ := f.handOver(b[:]); !ok {
+		return
+	}
+	if s.conn.retract("354 ") {
+		f.state = stateEOF
+	}
+	f.handBack()
 }
 
 // sleep waits for d, or less when the server shuts down.

@@ -105,3 +105,55 @@ func TestCountedRcptFaultCountsTransactions(t *testing.T) {
 	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
 	cmd(t, tp, "RCPT TO:<a@acme.test>", 250)
 }
+
+// TestFaultAtDataAnswersDATA checks that a data fault's reply is the answer
+// to the DATA command itself, in place of the 354 (the client then sends no
+// message), that the connection goes on in step, and that a client that sent
+// its message before the 354 gets the 354 and then the reply, after the
+// message, which is dropped.
+func TestFaultAtDataAnswersDATA(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	addFault(t, e, map[string]any{"stage": "data", "count": 1, "reply": map[string]any{"code": 451, "text": "4.3.0 Try again later"}})
+	tp, _, _ := greet(t, e.SMTP)
+	cmd(t, tp, "EHLO client.example", 250)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<refused@acme.test>", 250)
+	tp.PrintfLine("DATA")
+	if code, msg, err := tp.ReadResponse(0); code != 451 || msg != "4.3.0 Try again later" {
+		t.Fatalf("DATA: %d %q %v, want the rule's 451 in place of 354", code, msg, err)
+	}
+	// The transaction is over, and the next one on the same connection
+	// goes through: the server did not take what follows for a message.
+	cmd(t, tp, "RCPT TO:<refused@acme.test>", 502)
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<stored@acme.test>", 250)
+	cmd(t, tp, "DATA", 354)
+	tp.PrintfLine("Subject: after\r\n\r\nhi\r\n.")
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("end of DATA: %d %s %v", code, msg, err)
+	}
+	got := items(t, e, testenv.AcmeKey, "")
+	if len(got) != 1 || got[0]["recipient"] != "stored@acme.test" {
+		t.Fatalf("stored %v, want only stored@acme.test", got)
+	}
+
+	// A client that does not wait for the 354.
+	addFault(t, e, map[string]any{"stage": "data", "count": 1, "reply": map[string]any{"code": 554, "text": "5.7.1 No"}})
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<early@acme.test>", 250)
+	fmt.Fprintf(tp.W, "DATA\r\nSubject: early\r\n\r\nhi\r\n.\r\nNOOP\r\n")
+	tp.W.Flush()
+	if code, msg, err := tp.ReadResponse(354); err != nil {
+		t.Fatalf("early DATA: %d %s %v, want 354 (the message was sent already)", code, msg, err)
+	}
+	if code, msg, _ := tp.ReadResponse(0); code != 554 || msg != "5.7.1 No" {
+		t.Fatalf("after the early message: %d %q, want 554 5.7.1 No", code, msg)
+	}
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("NOOP: %d %s %v", code, msg, err)
+	}
+	if got := items(t, e, testenv.AcmeKey, "recipient=early@acme.test"); len(got) != 0 {
+		t.Errorf("stored %v, want nothing for a faulted transaction", got)
+	}
+}

@@ -443,9 +443,10 @@ func (s *session) Data(r io.Reader) error {
 		s.conn.startTransfer(deadline)
 	}
 	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
-		// For DATA, go-smtp has answered 354 already: the reply follows
-		// the message, which go-smtp reads and drops.
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
+		if !bdat && reply != errFaultDisconnect {
+			s.refuseData(r)
+		}
 		return reply
 	}
 	var fast *fastData

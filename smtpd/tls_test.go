@@ -329,3 +329,30 @@ func TestNoTLSByDefault(t *testing.T) {
 		t.Error("TLS listeners without a certificate")
 	}
 }
+
+// TestFaultAtDataOverTLS checks the data fault under STARTTLS, where the 354
+// is encrypted before the session sees the rule and cannot be taken back: the
+// rule's reply follows the message, which is dropped, and the connection goes
+// on.
+func TestFaultAtDataOverTLS(t *testing.T) {
+	t.Parallel()
+	e, tc := startTLS(t, nil)
+	if resp := e.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, map[string]any{"stage": "data", "count": 1,
+		"reply": map[string]any{"code": 451, "text": "4.3.0 Try again later"}}); resp.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/faults: %d %s", resp.Status, resp.Body)
+	}
+	r := dialRaw(t, e.SMTP)
+	r.cmd("EHLO client.test", 250)
+	r.startTLS(tc)
+	r.cmd("EHLO client.test", 250)
+	r.cmd("MAIL FROM:<app@example.com>", 250)
+	r.cmd("RCPT TO:<tls@acme.test>", 250)
+	r.cmd("DATA", 354)
+	if msg := r.cmd("Subject: tls\r\n\r\nhi\r\n.", 451); msg != "4.3.0 Try again later" {
+		t.Errorf("end of the message: %q, want the rule's text", msg)
+	}
+	r.cmd("NOOP", 250)
+	if got := items(t, e, testenv.AcmeKey, "recipient=tls@acme.test"); len(got) != 0 {
+		t.Errorf("stored %v, want nothing for a faulted transaction", got)
+	}
+}
