@@ -207,7 +207,19 @@ func (a *API) deliverProvider(w http.ResponseWriter, r *http.Request, p provider
 	}
 	a.cfg.Metrics.Inbound().Delivery(p.name, result)
 	a.log.Info("inbound webhook", "provider", p.name, "result", result, "emails", len(emails), "delivery", d.ID)
-	a.writeList(w, http.StatusOK, emails)
+	a.writeList(w, http.StatusOK, ownedBy(emails, acc))
+}
+
+// ownedBy returns the emails of acc: a delivery may store emails in other
+// accounts (their domains), which the key's answer must not show.
+func ownedBy(emails []*store.Email, acc *store.Account) []*store.Email {
+	own := emails[:0:0]
+	for _, e := range emails {
+		if e.AccountID == acc.ID {
+			own = append(own, e)
+		}
+	}
+	return own
 }
 
 // storedBefore reports whether every email was stored before the request

@@ -204,7 +204,8 @@ func TestMailgunUnsignedAccount(t *testing.T) {
 
 // TestProviderMultiAccountRetry: a delivery whose recipients belong to two
 // accounts (by domain) stores one email in each, and its retry stores
-// nothing new in either.
+// nothing new in either. The answer, to acme's key, shows acme's email
+// only: nothing of globex's.
 func TestProviderMultiAccountRetry(t *testing.T) {
 	t.Parallel()
 	forEachBackendWith(t, withInbound, func(t *testing.T, e *testenv.Env) {
@@ -214,11 +215,18 @@ func TestProviderMultiAccountRetry(t *testing.T) {
 		f.SignMailgun(mailgunKey, "token-multi", time.Now())
 		for range 2 {
 			body, ct := f.Multipart(t)
-			wantStored(t, postProvider(t, e, "/v1/inbound/mailgun/mime", acme, ct, body), 2)
+			resp := postProvider(t, e, "/v1/inbound/mailgun/mime", acme, ct, body)
+			wantStored(t, resp, 1)
+			if bytes.Contains(resp.Body, []byte("globex")) {
+				t.Errorf("acme's answer shows globex's email: %s", resp.Body)
+			}
 		}
 		a, g := list(t, e, acme, ""), list(t, e, globex, "")
 		if len(a) != 1 || len(g) != 1 || g[0]["recipient"] != "ops@globex.test" {
 			t.Errorf("acme %v, globex %v: want one email each", a, g)
+		}
+		if a[0]["recipient"] != "support@acme.test" {
+			t.Errorf("acme's email: %v", a[0])
 		}
 	})
 }
@@ -468,8 +476,13 @@ func TestSendGridSignedAccount(t *testing.T) {
 		if v := metricValue(t, e, `mailsink_inbound_webhook_signature_failures_total{provider="sendgrid"}`); v != "2" {
 			t.Errorf("signature failures = %s, want 2", v)
 		}
-		// globex sets no key: its requests need no signature.
-		wantStored(t, postProvider(t, e, "/v1/inbound/sendgrid", globex, ct, body), 1)
+		// globex sets no key: its requests need no signature. The
+		// recipient is at acme's domain, so the email is acme's, and
+		// globex's answer does not show it.
+		wantStored(t, postProvider(t, e, "/v1/inbound/sendgrid", globex, ct, body), 0)
+		if n := len(list(t, e, acme, "")); n != 2 {
+			t.Errorf("acme has %d emails, want 2", n)
+		}
 	})
 }
 

@@ -169,7 +169,7 @@ inbound_sec=sec+[{"basic":[]}]
 def refused(status, why):
   return {"description":"Refused for good ("+why+"): the provider does not retry. The message says why; nothing is stored.",**j("ErrorResponse")}
 def provider(op, summary, description, content, no_retry, extra=None):
-  ok={"description":"Stored (one email per envelope recipient), or a retry of a stored delivery: nothing new is stored and the stored emails are answered.",**j("ListResponse")}
+  ok={"description":"Stored (one email per envelope recipient), or a retry of a stored delivery: nothing new is stored and the stored emails are answered. The answer lists the emails in the key's account only: those stored in another account (a recipient at a domain it lists) are left out.",**j("ListResponse")}
   if extra: ok=extra
   return {"post":{"operationId":op,"summary":summary,"description":description,"security":inbound_sec,
     "requestBody":{"required":True,"content":content},
