@@ -21,6 +21,18 @@ type provider struct {
 	refuse int
 }
 
+// writeRefusal answers a request refused for good: a 400 in the validation
+// envelope (as every 400 of the API), another status with {"error": msg}.
+func (p provider) writeRefusal(w http.ResponseWriter, msg string) {
+	if p.refuse == http.StatusBadRequest {
+		v := newValidationError()
+		v.form(msg)
+		writeValidation(w, v)
+		return
+	}
+	writeMessage(w, p.refuse, msg)
+}
+
 var (
 	mailgun  = provider{"mailgun", http.StatusNotAcceptable}
 	sendgrid = provider{"sendgrid", http.StatusBadRequest}
@@ -246,7 +258,7 @@ func (a *API) providerError(w http.ResponseWriter, r *http.Request, p provider, 
 		}
 		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
 		a.log.Warn("inbound webhook refused", "provider", p.name, "reason", string(refusal.Reason), "why", refusal.Msg)
-		writeMessage(w, p.refuse, refusal.Msg)
+		p.writeRefusal(w, refusal.Msg)
 	case errors.Is(err, inbound.ErrUnreachable):
 		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable")
 		a.log.Warn("inbound webhook: SNS unreachable", "provider", p.name, "err", err)
@@ -262,7 +274,7 @@ func (a *API) providerError(w http.ResponseWriter, r *http.Request, p provider, 
 			msg = e.Msg
 		}
 		a.log.Warn("inbound webhook refused", "provider", p.name, "code", code, "why", msg)
-		writeMessage(w, p.refuse, msg)
+		p.writeRefusal(w, msg)
 	default:
 		a.cfg.Metrics.Inbound().Delivery(p.name, "failed")
 		writeError(w, r, a.log, err)

@@ -71,10 +71,29 @@ func wantStored(t *testing.T, resp *testenv.Response, n int) []string {
 }
 
 // wantRefused asserts status with a clear {error} message containing text.
+// A 400 comes in the validation envelope, with the message its only form
+// error.
 func wantRefused(t *testing.T, resp *testenv.Response, status int, text string) {
 	t.Helper()
-	wantError(t, resp, status)
-	if msg := resp.JSON(t)["error"].(string); !strings.Contains(msg, text) {
+	if resp.Status != status {
+		t.Fatalf("status %d, want %d: %s", resp.Status, status, resp.Body)
+	}
+	var msg string
+	switch e := resp.JSON(t)["error"].(type) {
+	case string:
+		msg = e
+		if status == http.StatusBadRequest {
+			t.Errorf("400 answers {\"error\": %q}, want the validation envelope", e)
+		}
+	case map[string]any:
+		forms, _ := e["formErrors"].([]any)
+		fields, _ := e["fieldErrors"].(map[string]any)
+		if status != http.StatusBadRequest || len(forms) != 1 || fields == nil || len(fields) != 0 {
+			t.Fatalf("%d answers %s, want one form error", status, resp.Body)
+		}
+		msg, _ = forms[0].(string)
+	}
+	if !strings.Contains(msg, text) {
 		t.Errorf("error %q does not say %q", msg, text)
 	}
 }

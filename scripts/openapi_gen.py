@@ -167,7 +167,8 @@ std=lambda **kw: {"400":r("BadRequest"),"401":r("Unauthorized"),"503":r("Unavail
 # (any user name): providers can only put credentials in the URL.
 inbound_sec=sec+[{"basic":[]}]
 def refused(status, why):
-  return {"description":"Refused for good ("+why+"): the provider does not retry. The message says why; nothing is stored.",**j("ErrorResponse")}
+  # A 400 comes in the validation envelope, the message its one form error.
+  return {"description":"Refused for good ("+why+"): the provider does not retry. The message says why; nothing is stored.",**j("ValidationErrorResponse" if status=="400" else "ErrorResponse")}
 def provider(op, summary, description, content, no_retry, extra=None):
   ok={"description":"Stored (one email per envelope recipient), or a retry of a stored delivery: nothing new is stored and the stored emails are answered. The answer lists the emails in the key's account only: those stored in another account (a recipient at a domain it lists) are left out.",**j("ListResponse")}
   if extra: ok=extra
