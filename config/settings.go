@@ -91,7 +91,7 @@ var settings = []Setting{
 		duration(positive, func(c *Config) *time.Duration { return &c.SMTP.DataTimeout })},
 	{"MAILSINK_SMTP_MAX_CONNECTIONS", "1000", "SMTP connections open at once, at most half of them from one client address (more are answered `421 4.7.0`)",
 		integer(1, 1000000, func(c *Config) *int { return &c.SMTP.MaxConnections })},
-	{"MAILSINK_SMTP_MAX_LARGE_TRANSFERS", "2", "messages (SMTP) and request bodies (HTTP) over 1 MiB read and stored at once, both together, at most half of them (at least one) from one client address; the others wait, unread, after their first MiB (so memory does not grow with the number of senders of large mail); an HTTP request waits at most a minute (then `503`), and an SMTP message holding a turn must average 256 KiB/s after its first 5 s (else `421 4.4.2`)",
+	{"MAILSINK_SMTP_MAX_LARGE_TRANSFERS", "2", "messages (SMTP) and request bodies (HTTP) over 1 MiB read and stored at once, both together, at most half of them (at least one) from one client address; the others wait, unread, after their first MiB (so memory does not grow with the number of senders of large mail); an HTTP request waits at most a minute (then `429` with `Retry-After`), and an SMTP message holding a turn must average 256 KiB/s after its first 5 s (else `421 4.4.2`)",
 		integer(1, 10000, func(c *Config) *int { return &c.SMTP.MaxLargeTransfers })},
 	{"MAILSINK_HTTP_READ_HEADER_TIMEOUT", "10s", "reading a request's headers",
 		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.ReadHeaderTimeout })},

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -69,9 +70,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// mdLink is a Markdown link of a setting's help, [text](target).
+var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
+// plainHelp is a setting's help (Markdown, for the README) as plain text:
+// code spans lose their backticks, links keep their text.
+func plainHelp(s string) string {
+	return mdLink.ReplaceAllString(strings.ReplaceAll(s, "`", ""), "$1")
+}
+
 // usage prints the commands and every setting of config.Settings.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|version|help]
+	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|compact|version|help]
 
   serve        run the service (the default command)
   healthcheck  exit 0 when the local mailsink is ready (for container health checks)
@@ -87,7 +97,7 @@ serve is configured by these environment variables (an empty one counts as unset
 		}
 		fmt.Fprintf(w, "\n  %s (default: %s)\n", s.Name, def)
 		line := "     "
-		for _, word := range strings.Fields(strings.ReplaceAll(s.Help, "`", "")) {
+		for _, word := range strings.Fields(plainHelp(s.Help)) {
 			if len(line)+1+len(word) > 80 {
 				fmt.Fprintln(w, line)
 				line = "     "

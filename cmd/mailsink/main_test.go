@@ -37,6 +37,15 @@ func TestHelpListsEverySetting(t *testing.T) {
 				t.Errorf("%v does not list %s (default: %s)", args, s.Name, def)
 			}
 		}
+		// The help is plain text: no Markdown of the README's table.
+		if help := out.String(); strings.ContainsAny(help, "`") || strings.Contains(help, "](") {
+			t.Errorf("%v prints Markdown: %s", args, help)
+		}
+		for _, cmd := range []string{"serve", "healthcheck", "compact", "version"} {
+			if !strings.Contains(strings.SplitN(out.String(), "\n", 2)[0], cmd) {
+				t.Errorf("%v: the usage line does not name %s", args, cmd)
+			}
+		}
 	}
 	if code := run([]string{"serve", "extra"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("serve with an argument: exit %d, want 2", code)
