@@ -4,7 +4,7 @@
 import json
 def ref(n): return {"$ref": "#/components/schemas/"+n}
 def nul(t, **kw): d={"type":[t,"null"]}; d.update(kw); return d
-email_fmt={"type":"string","format":"email","maxLength":254,
+email_fmt={"type":"string","format":"email",
   "pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+\\-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"}
 uuid={"type":"string","pattern":"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|[fF]{8}-[fF]{4}-[fF]{4}-[fF]{4}-[fF]{12})$"}
 dt={"type":"string","format":"date-time"}
@@ -142,6 +142,7 @@ resp={
  "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state (the account has the most webhooks it may have).",**j("ErrorResponse")},
  "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
+ "TooManyWrites":{"description":"The account's quota is reached (MAILSINK_QUOTA_MAX_EMAILS, MAILSINK_QUOTA_MAX_BYTES, or its quota in the accounts file), or too many request bodies over 1 MiB are being read at once (MAILSINK_SMTP_MAX_LARGE_TRANSFERS; Retry-After says when to try again).",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state.",**j("ErrorResponse")},
 }
 def r(n): return {"$ref":"#/components/responses/"+n}
@@ -203,7 +204,7 @@ paths={
   "post":{"operationId":"createEmail","summary":"Store a new email.","security":sec,
     "parameters":[idem],
     "requestBody":{"required":True,"content":{"application/json":{"schema":ref("CreateEmailRequest")}}},
-    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"409":r("Conflict"),"413":r("TooLarge")})},
+    "responses":std(**{"201":{"description":"Created.",**j("SingleEmailResponse")},"409":r("Conflict"),"413":r("TooLarge"),"429":r("TooManyWrites")})},
   "delete":{"operationId":"deleteEmails","summary":"Delete the account's emails matching the filters (at least one filter, or all=true).","security":sec,
     "description":"Takes the filters of list; limit, offset, wait and before are refused (400).",
     "parameters":filters+[q("all",{"type":"boolean"},"Delete every email of the account when no filter is given.")],
@@ -260,7 +261,7 @@ paths={
     "parameters":[{"name":"X-Envelope-From","in":"header","required":False,"schema":{"type":"string"}},
                   {"name":"X-Envelope-To","in":"header","required":False,"schema":{"type":"string"},"description":"Comma-separated recipients; default: the To and Cc headers."},idem],
     "requestBody":{"required":True,"content":{"message/rfc822":{"schema":{"type":"string"}}}},
-    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"409":r("Conflict"),"413":r("TooLarge")})}},
+    "responses":std(**{"201":{"description":"The stored emails.",**j("ListResponse")},"409":r("Conflict"),"413":r("TooLarge"),"429":r("TooManyWrites")})}},
  "/v1/webhooks":{
   "get":{"operationId":"listWebhooks","summary":"The account's webhooks, oldest first (without their secrets).","security":sec,
     "responses":{"200":{"description":"The webhooks.",**j("WebhookListResponse")},"401":r("Unauthorized"),"503":r("Unavailable")}},
