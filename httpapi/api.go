@@ -641,6 +641,7 @@ func (a *API) inbound(w http.ResponseWriter, r *http.Request) {
 	env := ingest.Envelope{
 		Sender:         strings.TrimSpace(r.Header.Get("X-Envelope-From")),
 		IdempotencyKey: idempotencyKey(r, v),
+		Caller:         acc.ID,
 	}
 	if env.Sender != "" && !store.ValidAddress(env.Sender) {
 		v.field("X-Envelope-From", "must be a valid email address")

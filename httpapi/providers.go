@@ -169,7 +169,7 @@ func (a *API) deliverProvider(w http.ResponseWriter, r *http.Request, p provider
 		return
 	}
 	acc := accountOf(r)
-	env := ingest.Envelope{IdempotencyKey: d.ID}
+	env := ingest.Envelope{IdempotencyKey: ingest.PrintableKey(d.ID), Caller: acc.ID}
 	if env.IdempotencyKey == "" {
 		v := newValidationError()
 		env.IdempotencyKey = idempotencyKey(r, v)

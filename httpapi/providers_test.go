@@ -250,6 +250,51 @@ func TestProviderMultiAccountRetry(t *testing.T) {
 	})
 }
 
+// TestProviderIdempotencyKeyIsTheCallers: a delivery that acme's key routes
+// to globex (a recipient at globex's domain) keeps its Idempotency-Key in
+// acme's name. It can neither see that globex used the key itself (a
+// different request would be refused) nor make globex's own later request
+// with the key fail; acme's retry is still recognised.
+func TestProviderIdempotencyKeyIsTheCallers(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		create := func(key, rcpt, idem string) *testenv.Response {
+			req, err := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/emails",
+				strings.NewReader(`{"recipient":"`+rcpt+`","sender":"s@example.com"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", idem)
+			return e.Send(t, req)
+		}
+		deliver := func(idem string) *testenv.Response {
+			f := &inboundtest.Form{Fields: map[string]string{
+				"envelope": `{"to":["ops@globex.test"],"from":"a@example.com"}`,
+				"email":    "From: a@example.com\r\nSubject: routed\r\n\r\nhi\r\n",
+			}}
+			body, ct := f.Multipart(t)
+			return postProvider(t, e, "/v1/inbound/sendgrid", acme, ct, body, "Idempotency-Key", idem)
+		}
+		// Probe: globex used run-1; acme's delivery with it is stored.
+		if resp := create(globex, "a@globex.test", "run-1"); resp.Status != http.StatusCreated {
+			t.Fatalf("globex's create: %d %s", resp.Status, resp.Body)
+		}
+		wantStored(t, deliver("run-1"), 0)
+		// Poison: acme delivers with run-2 first; globex's own run-2 is
+		// its own, and acme's retry is recognised.
+		wantStored(t, deliver("run-2"), 0)
+		if resp := create(globex, "b@globex.test", "run-2"); resp.Status != http.StatusCreated {
+			t.Errorf("globex's create after acme's delivery: %d %s, want 201", resp.Status, resp.Body)
+		}
+		wantStored(t, deliver("run-2"), 0)
+		if n := len(list(t, e, globex, "recipient=ops@globex.test")); n != 2 {
+			t.Errorf("globex has %d routed emails, want 2 (run-1 and run-2, the retry storing nothing)", n)
+		}
+	})
+}
+
 func TestSendGridWebhook(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *testenv.Env) {

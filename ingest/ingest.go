@@ -73,6 +73,12 @@ type Envelope struct {
 	// Idempotency-Key, a provider's delivery id): a repeat with the same key
 	// stores nothing new and returns what the first stored (once.go).
 	IdempotencyKey string
+	// Caller is the id of the account whose API key made the delivery, or
+	// empty (SMTP). The key is the caller's: in another account, which a
+	// recipient's domain routes to, it is reserved under a name of the
+	// caller's (crossKey), so that it neither meets nor reveals that
+	// account's own keys.
+	Caller string
 	// Transcript, when not nil, is the SMTP transaction that brought the
 	// message; each account's emails keep the part of it that account
 	// may see (store.Transcript.For).
@@ -149,10 +155,14 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 			withTranscript.Transcript = env.Transcript.For(g.accountID)
 			body = &withTranscript
 		}
-		c, err := s.reserve(ctx, env.IdempotencyKey, sum, group)
+		key := env.IdempotencyKey
+		if key != "" && env.Caller != "" && g.accountID != env.Caller {
+			key = crossKey(env.Caller, key)
+		}
+		c, err := s.reserve(ctx, key, sum, group)
 		if err == nil {
 			var got []*store.Email
-			if got, err = s.create(ctx, env.IdempotencyKey, c, body, group); err == nil {
+			if got, err = s.create(ctx, key, c, body, group); err == nil {
 				for j, i := range g.positions {
 					out[i] = got[j]
 				}

@@ -66,6 +66,27 @@ func (s *Service) reserve(ctx context.Context, key, digest string, emails []*sto
 	return pending, nil
 }
 
+// crossKey is the name under which caller's idempotency key is reserved in
+// another account. Keys of the account's own requests are printable ASCII
+// (the Idempotency-Key header, provider delivery ids: PrintableKey), so they
+// never start with the NUL that this one does.
+func crossKey(caller, key string) string {
+	return "\x00" + caller + "\x00" + key
+}
+
+// PrintableKey returns key when it is printable ASCII, else its SHA-256 in
+// hex: a provider's delivery id, made fit to be an idempotency key that no
+// crossKey can equal.
+func PrintableKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] < ' ' || key[i] > '~' {
+			sum := sha256.Sum256([]byte(key))
+			return hex.EncodeToString(sum[:])
+		}
+	}
+	return key
+}
+
 // create stores emails sharing body under the delivery's key (empty for
 // none) and returns the stored emails. A settled delivery stores nothing:
 // it returns what was stored (those deleted since as the repeat describes

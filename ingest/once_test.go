@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,4 +266,18 @@ func TestIdempotencyEdges(t *testing.T) {
 			t.Errorf("%d emails stored, want the quota of 1", n)
 		}
 	})
+}
+
+// A provider's delivery id becomes a key that no crossKey can equal.
+func TestPrintableKey(t *testing.T) {
+	if got := PrintableKey("a-b_C.9~ "); got != "a-b_C.9~ " {
+		t.Errorf("printable id changed: %q", got)
+	}
+	odd := PrintableKey("\x00acct\x00run-1")
+	if len(odd) != 64 || strings.ContainsAny(odd, "\x00") || odd == PrintableKey("\x00acct\x00run-2") {
+		t.Errorf("non-printable id: %q, want a distinct SHA-256 in hex", odd)
+	}
+	if k := crossKey("acct", "run-1"); k[0] != 0 || PrintableKey(k) == k {
+		t.Errorf("crossKey %q can be a printable key", k)
+	}
 }
