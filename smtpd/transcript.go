@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -96,7 +97,10 @@ func (s *session) noteRcpt(to string, opts *smtp.RcptOptions, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.tr.Rcpts) >= store.MaxTranscriptCommands {
-		s.tr.RcptsOmitted++
+		if s.tr.OmittedBy == nil {
+			s.tr.OmittedBy = map[string]int{}
+		}
+		s.tr.OmittedBy[accountID(acc)]++
 		return
 	}
 	s.tr.Rcpts = append(s.tr.Rcpts, store.TranscriptCommand{Address: clip(to), Params: nonNil(params), Reply: reply, AccountID: accountID(acc)})
@@ -109,6 +113,7 @@ func (s *session) noteRcpt(to string, opts *smtp.RcptOptions, err error) {
 func (s *session) transcriptLocked() *store.Transcript {
 	t := s.tr
 	t.Rcpts = append([]store.TranscriptCommand(nil), s.tr.Rcpts...)
+	t.OmittedBy = maps.Clone(s.tr.OmittedBy)
 	t.Data = "250 2.0.0 OK: queued"
 	return &t
 }

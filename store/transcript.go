@@ -21,6 +21,10 @@ type Transcript struct {
 	Rcpts         []TranscriptCommand `json:"rcpt"`
 	// RcptsOmitted counts the RCPT commands past MaxTranscriptCommands.
 	RcptsOmitted int `json:"rcptOmitted,omitempty"`
+	// OmittedBy counts them by the account they were routed to ("" for
+	// none), while the transaction is under way; For makes RcptsOmitted
+	// of it.
+	OmittedBy map[string]int `json:"-"`
 	// Data is the reply to the message.
 	Data string `json:"data"`
 }
@@ -39,7 +43,7 @@ type TranscriptCommand struct {
 const MaxTranscriptCommands = 100
 
 // For returns the transcript as accountID may see it: without the RCPT
-// commands routed to other accounts. t may be nil.
+// commands routed to other accounts, kept or omitted. t may be nil.
 func (t *Transcript) For(accountID string) *Transcript {
 	if t == nil {
 		return nil
@@ -50,6 +54,13 @@ func (t *Transcript) For(accountID string) *Transcript {
 		if c.AccountID == "" || c.AccountID == accountID {
 			out.Rcpts = append(out.Rcpts, c)
 		}
+	}
+	if t.OmittedBy != nil {
+		out.RcptsOmitted = t.OmittedBy[""]
+		if accountID != "" {
+			out.RcptsOmitted += t.OmittedBy[accountID]
+		}
+		out.OmittedBy = nil
 	}
 	return &out
 }
