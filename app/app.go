@@ -55,6 +55,8 @@ type App struct {
 	accounts  *accounts.Registry
 	// large gives turns to large request bodies.
 	large *gate.Gate
+	// bodies is the memory HTTP request bodies share (bodyBudget).
+	bodies *gate.Budget
 
 	// ctx is Start's, under which retention runs.
 	ctx context.Context
@@ -191,8 +193,10 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Metrics:           m,
 		Faults:            inject,
 	}, reg, ing, log.With("component", "smtp"))
+	a.bodies = gate.NewBudget(bodyBudget, bodyBudget/2)
 	api := httpapi.New(httpapi.Config{
 		LargeGate:         a.large,
+		BodyBudget:        a.bodies,
 		MaxRecipients:     cfg.SMTP.MaxRecipients,
 		Writes:            m.Writes.State,
 		MaxMessageBytes:   cfg.MaxMessageBytes,
@@ -416,8 +420,17 @@ func backendName(st store.Store) string {
 // Metrics returns the app's metrics (tests assert on them).
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
 
+// bodyBudget bounds the memory of HTTP request bodies' first MiB, read and
+// in use at once; a client address, and an account, may hold half of it
+// (httpapi.Config.BodyBudget). Bodies are a few KiB in the usual requests:
+// the bound is met only by many large bodies at once.
+const bodyBudget = 64 << 20
+
 // LargeGate returns the turns that large request bodies take.
 func (a *App) LargeGate() *gate.Gate { return a.large }
+
+// BodyBudget returns the memory that request bodies' first MiB share.
+func (a *App) BodyBudget() *gate.Budget { return a.bodies }
 
 // SMTPAddr returns the SMTP listener's address.
 func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }

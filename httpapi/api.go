@@ -59,6 +59,11 @@ type Config struct {
 	// LargeGate, when not nil, gives turns to request bodies past their
 	// first MiB (shared with SMTP's large messages); nil reads them at once.
 	LargeGate *gate.Gate
+	// BodyBudget, when not nil, bounds the memory that request bodies'
+	// first MiB hold while they are read and used, in all, per client
+	// address and per account (past their first MiB, LargeGate bounds
+	// them); nil reads them at once.
+	BodyBudget *gate.Budget
 	// AuthLimiter, when not nil, counts wrong API keys per client address;
 	// an address over its limit is answered 429 for every key that has not
 	// worked from it before.
@@ -716,15 +721,20 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, limit int64) (_
 const largeBody = 1 << 20
 
 // maxLargeWait bounds how long a request body waits for a turn of the
-// large-transfer gate before it is answered 503.
+// large-transfer gate before it is answered 429.
 const maxLargeWait = time.Minute
 
+// maxBudgetWait bounds how long a request body waits for room in
+// Config.BodyBudget before it is answered 429: room is short only when a
+// client or an account holds many bodies at once.
+const maxBudgetWait = 10 * time.Second
+
 // readBody reads the request body up to limit bytes; a larger body is
-// answered with 413, a broken one with 400. Past its first MiB the body is
-// read only during a turn of Config.LargeGate, held until the caller calls
-// release (after storing), so concurrent large requests cannot multiply
-// into gigabytes; a request that cannot get a turn before it ends is
-// answered 503.
+// answered with 413, a broken one with 400. Its first MiB is read only with
+// room in Config.BodyBudget, and past that the body is read only during a
+// turn of Config.LargeGate; both are held until the caller calls release
+// (after storing), so concurrent requests cannot multiply into gigabytes. A
+// request that cannot get room or a turn in time is answered 429.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (_ []byte, release func(), _ bool) {
 	return a.readBodyAs(w, r, limit, 0)
 }
@@ -747,6 +757,22 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 	if r.ContentLength >= 0 && r.ContentLength < first {
 		first = r.ContentLength
 	}
+	bucket := clientaddr.Bucket(clientAddress(r))
+	if a.cfg.BodyBudget != nil {
+		keys := []string{"address\x00" + bucket}
+		if acc := accountOf(r); acc != nil {
+			keys = append(keys, "account\x00"+acc.ID)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), maxBudgetWait)
+		rel, err := a.cfg.BodyBudget.Acquire(ctx, first+1, keys...)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeMessage(w, http.StatusTooManyRequests, "too many request bodies being read at once (from this address, for this account or in all): try again later")
+			return nil, nil, false
+		}
+		release = rel
+	}
 	buf := make([]byte, 0, first+1)
 	buf, err := readFull(body, buf, first+1)
 	more := err == nil && int64(len(buf)) > first
@@ -755,14 +781,16 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		// A client that gave up is not noticed while its body is unread:
 		// the wait is bounded so that it cannot hold a place for long.
 		ctx, cancel := context.WithTimeout(r.Context(), maxLargeWait)
-		rel, gateErr := a.cfg.LargeGate.Acquire(ctx, clientaddr.Bucket(clientAddress(r)))
+		rel, gateErr := a.cfg.LargeGate.Acquire(ctx, bucket)
 		cancel()
 		if gateErr != nil {
+			release()
 			w.Header().Set("Retry-After", "5")
 			writeMessage(w, http.StatusTooManyRequests, "too many large requests at once (from this address or in all): try again later")
 			return nil, nil, false
 		}
-		release = rel
+		budgetRel := release
+		release = func() { rel(); budgetRel() }
 		// Holding a turn, the body must keep the gate's data-rate floor.
 		rc := http.NewResponseController(w)
 		defer rc.SetReadDeadline(time.Time{})

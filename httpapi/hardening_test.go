@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -512,4 +513,56 @@ func TestSlowLargeBodyLosesItsTurn(t *testing.T) {
 	if n := len(list(t, e, acme, "recipient=slow%40acme.test")); n != 0 {
 		t.Errorf("the cut upload stored %d emails", n)
 	}
+}
+
+// TestBodiesShareMemory: request bodies' first MiB, held while they are
+// read and used, come out of a budget of 64 MiB, of which one client
+// address (and one account) holds at most half: stalled uploads from one
+// address cannot grow the server's memory with their number, and another
+// client and account go on.
+func TestBodiesShareMemory(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backends(t)[0], nil)
+	budget := e.App.BodyBudget()
+	const n, size = 40, 1 << 20
+	var pipes []*io.PipeWriter
+	done := make(chan struct{}, n)
+	for range n {
+		pr, pw := io.Pipe()
+		pipes = append(pipes, pw)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/inbound", pr)
+			req.Header.Set("Authorization", "Bearer "+acme)
+			req.ContentLength = size - 1 // all of it within the first MiB
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		go pw.Write(make([]byte, size/2)) // half, then stall
+	}
+	testenv.WaitFor(t, 10*time.Second, "the stalled uploads to fill the address's half", func() bool { return budget.Used() == 32<<20 })
+
+	// Another client address, another account: not held up.
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/v1/emails", strings.NewReader(`{"recipient":"r@globex.test","sender":"s@example.com"}`))
+	req.Header.Set("Authorization", "Bearer "+globex)
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("globex's create from another address: %d, want 201", resp.StatusCode)
+	}
+	if used := budget.Used(); used != 32<<20 {
+		t.Errorf("budget used %d, want the stalled address's half, 32 MiB", used)
+	}
+	for _, pw := range pipes {
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for range n {
+		<-done
+	}
+	testenv.WaitFor(t, 10*time.Second, "the budget to be given back", func() bool { return budget.Used() == 0 })
 }
