@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
@@ -411,6 +412,66 @@ func TestQuotaBoundsOneAccount(t *testing.T) {
 		}
 		if err := c.SendMail("app@example.com", []string{"q@acme.test"}, strings.NewReader(raw)); err != nil {
 			t.Errorf("after a delete: %v", err)
+		}
+	})
+}
+
+// An account over its quota refuses its own recipients only, and says how
+// full it is to nobody else: a message to it and to another account is
+// stored for the other (its RCPT gets the 452), and a webhook delivery of
+// another account's key that reaches it is refused without its figures.
+func TestQuotaOfOneAccountIsItsOwn(t *testing.T) {
+	t.Parallel()
+	forEachBackendWith(t, func(c *config.Config) { c.Quota.MaxEmails = 2 }, func(t *testing.T, e *testenv.Env) {
+		for i := range 2 {
+			if resp := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{"recipient": fmt.Sprintf("f%d@acme.test", i), "sender": "s@example.com"}); resp.Status != http.StatusCreated {
+				t.Fatalf("create %d: %d %s", i, resp.Status, resp.Body)
+			}
+		}
+		c := dialSMTP(t, e.SMTP)
+		if err := c.Mail("app@example.com", nil); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Rcpt("full@acme.test", nil)
+		var se *smtp.SMTPError
+		if !errors.As(err, &se) || se.Code != 452 || se.EnhancedCode != (smtp.EnhancedCode{4, 2, 2}) {
+			t.Fatalf("RCPT to the full account: %v, want 452 4.2.2", err)
+		}
+		if strings.Contains(se.Message, "stores") || strings.ContainsAny(se.Message, "0123456789") {
+			t.Errorf("an unauthenticated sender learns acme's figures: %q", se.Message)
+		}
+		if err := c.Rcpt("ok@globex.test", nil); err != nil {
+			t.Fatalf("RCPT to globex: %v", err)
+		}
+		w, err := c.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, "From: app@example.com\r\nSubject: shared\r\n\r\nhi\r\n")
+		if err := w.Close(); err != nil {
+			t.Fatalf("the message, for globex: %v", err)
+		}
+		if n := len(list(t, e, globex, "recipient=ok@globex.test")); n != 1 {
+			t.Errorf("globex stores %d, want 1", n)
+		}
+
+		// globex's key, a delivery routed to acme's domain.
+		f := &inboundtest.Form{Fields: map[string]string{
+			"envelope": `{"to":["x@globex.test","y@acme.test"],"from":"a@example.com"}`,
+			"email":    "From: a@example.com\r\nSubject: routed\r\n\r\nhi\r\n",
+		}}
+		body, ct := f.Multipart(t)
+		resp := postProvider(t, e, "/v1/inbound/sendgrid", globex, ct, body)
+		if resp.Status != http.StatusTooManyRequests || strings.ContainsAny(string(resp.Body), "0123456789") {
+			t.Errorf("globex's delivery to full acme: %d %s, want 429 without acme's figures", resp.Status, resp.Body)
+		}
+		if n := len(list(t, e, globex, "recipient=x@globex.test")); n != 0 {
+			t.Errorf("globex stores %d of the refused delivery, want nothing", n)
+		}
+		// acme's own create still tells acme its figures.
+		resp = e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{"recipient": "g@acme.test", "sender": "s@example.com"})
+		if resp.Status != http.StatusTooManyRequests || !strings.Contains(string(resp.Body), "quota of 2 emails") {
+			t.Errorf("acme's own create: %d %s, want 429 with its quota", resp.Status, resp.Body)
 		}
 	})
 }

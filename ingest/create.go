@@ -95,7 +95,7 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 		e.MessageID = &id
 	}
 	e.RawSize = int64(len(raw))
-	got, err := s.create(ctx, in.IdempotencyKey, c, body, []*store.Email{e})
+	got, err := s.create(ctx, in.AccountID, in.IdempotencyKey, c, body, []*store.Email{e})
 	if err != nil {
 		return nil, err
 	}

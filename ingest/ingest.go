@@ -73,8 +73,9 @@ type Envelope struct {
 	// Idempotency-Key, a provider's delivery id): a repeat with the same key
 	// stores nothing new and returns what the first stored (once.go).
 	IdempotencyKey string
-	// Caller is the id of the account whose API key made the delivery, or
-	// empty (SMTP). The key is the caller's: in another account, which a
+	// Caller is the id of the account whose API key made the delivery (an
+	// SMTP AUTH's too), or empty. A quota refusal gives an account's
+	// figures only to its caller. The key is the caller's: in another account, which a
 	// recipient's domain routes to, it is reserved under a name of the
 	// caller's (crossKey), so that it neither meets nor reveals that
 	// account's own keys.
@@ -147,6 +148,18 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		}
 		sum = digest(parts...)
 	}
+	if env.IdempotencyKey == "" && len(groups) > 1 {
+		// An account over its quota stops the delivery before any
+		// account's emails are stored: the others would be stored, shown
+		// to their readers and taken back. (With a key, a repeat of a
+		// stored delivery must not meet the quota; each account's step
+		// checks it.)
+		for _, g := range groups {
+			if err := s.checkQuota(ctx, env.Caller, g.emails); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var stored []*store.Email
 	for _, g := range groups {
 		group, body := g.emails, body
@@ -162,7 +175,7 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		c, err := s.reserve(ctx, key, sum, group)
 		if err == nil {
 			var got []*store.Email
-			if got, err = s.create(ctx, key, c, body, group); err == nil {
+			if got, err = s.create(ctx, env.Caller, key, c, body, group); err == nil {
 				for j, i := range g.positions {
 					out[i] = got[j]
 				}

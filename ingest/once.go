@@ -93,9 +93,9 @@ func PrintableKey(key string) string {
 // them). With a key, a Conflict means that another request with the key
 // stored these very ids (a concurrent retry), which is success too. The
 // account's quota is checked before anything is written.
-func (s *Service) create(ctx context.Context, key string, c claim, body *store.Body, emails []*store.Email) ([]*store.Email, error) {
+func (s *Service) create(ctx context.Context, caller, key string, c claim, body *store.Body, emails []*store.Email) ([]*store.Email, error) {
 	if c != settled {
-		if err := s.checkQuota(ctx, emails); err != nil {
+		if err := s.checkQuota(ctx, caller, emails); err != nil {
 			return nil, err
 		}
 		err := s.store.CreateEmails(ctx, body, emails)

@@ -398,6 +398,17 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
 	}
+	if s.srv.ingest.HasQuota(acc.ID) {
+		// An account that can store no more refuses its recipient alone:
+		// the message goes on to the others.
+		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+		err := s.srv.ingest.QuotaFull(ctx, accountID(s.account), acc.ID)
+		cancel()
+		if err != nil {
+			s.srv.cfg.Metrics.SMTPRejection("quota")
+			return s.srv.reply(err, s.remote)
+		}
+	}
 	s.mu.Lock()
 	from := s.from
 	s.mu.Unlock()
@@ -425,7 +436,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
-	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked()}
+	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked(), Caller: accountID(s.account)}
 	sizeHint, tx := s.size, s.tx
 	rules := maps.Clone(s.rules)
 	if rules == nil {
