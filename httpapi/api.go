@@ -749,7 +749,7 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		tooLarge, broken = refuse, refuse
 	}
 	if r.ContentLength > limit {
-		writeMessage(w, tooLarge, "request body too large")
+		writeRefusal(w, tooLarge, "request body too large")
 		return nil, nil, false
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
@@ -807,7 +807,7 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		release()
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
-			writeMessage(w, tooLarge, "request body too large")
+			writeRefusal(w, tooLarge, "request body too large")
 			return nil, nil, false
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -815,7 +815,7 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 			return nil, nil, false
 		}
 		if refuse != 0 {
-			writeMessage(w, broken, "could not read the request body")
+			writeRefusal(w, broken, "could not read the request body")
 			return nil, nil, false
 		}
 		v := newValidationError()

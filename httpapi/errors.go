@@ -80,6 +80,19 @@ func writeValidation(w http.ResponseWriter, v *validationError) {
 	writeJSON(w, http.StatusBadRequest, map[string]any{"error": v})
 }
 
+// writeRefusal answers status with msg: a 400 in the validation envelope,
+// as every 400 of the API, with msg its one form error; another status with
+// {"error": msg}.
+func writeRefusal(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusBadRequest {
+		v := newValidationError()
+		v.form(msg)
+		writeValidation(w, v)
+		return
+	}
+	writeMessage(w, status, msg)
+}
+
 func writeMessage(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }

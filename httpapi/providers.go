@@ -21,18 +21,6 @@ type provider struct {
 	refuse int
 }
 
-// writeRefusal answers a request refused for good: a 400 in the validation
-// envelope (as every 400 of the API), another status with {"error": msg}.
-func (p provider) writeRefusal(w http.ResponseWriter, msg string) {
-	if p.refuse == http.StatusBadRequest {
-		v := newValidationError()
-		v.form(msg)
-		writeValidation(w, v)
-		return
-	}
-	writeMessage(w, p.refuse, msg)
-}
-
 var (
 	mailgun  = provider{"mailgun", http.StatusNotAcceptable}
 	sendgrid = provider{"sendgrid", http.StatusBadRequest}
@@ -258,7 +246,7 @@ func (a *API) providerError(w http.ResponseWriter, r *http.Request, p provider, 
 		}
 		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
 		a.log.Warn("inbound webhook refused", "provider", p.name, "reason", string(refusal.Reason), "why", refusal.Msg)
-		p.writeRefusal(w, refusal.Msg)
+		writeRefusal(w, p.refuse, refusal.Msg)
 	case errors.Is(err, inbound.ErrUnreachable):
 		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable")
 		a.log.Warn("inbound webhook: SNS unreachable", "provider", p.name, "err", err)
@@ -274,7 +262,7 @@ func (a *API) providerError(w http.ResponseWriter, r *http.Request, p provider, 
 			msg = e.Msg
 		}
 		a.log.Warn("inbound webhook refused", "provider", p.name, "code", code, "why", msg)
-		p.writeRefusal(w, msg)
+		writeRefusal(w, p.refuse, msg)
 	default:
 		a.cfg.Metrics.Inbound().Delivery(p.name, "failed")
 		writeError(w, r, a.log, err)

@@ -569,3 +569,15 @@ func TestInboundBasicAuth(t *testing.T) {
 		wantError(t, e.Send(t, req), http.StatusUnauthorized)
 	})
 }
+
+// A body too large for the webhook is refused with the provider's no-retry
+// status; SendGrid's and SES's 400 comes in the validation envelope.
+func TestProviderBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	forEachBackendWith(t, func(c *config.Config) { c.MaxMessageBytes = 64 << 10 }, func(t *testing.T, e *testenv.Env) {
+		huge := bytes.Repeat([]byte("a"), 2<<20)
+		wantRefused(t, postProvider(t, e, "/v1/inbound/sendgrid", acme, "multipart/form-data; boundary=x", huge), http.StatusBadRequest, "too large")
+		wantRefused(t, postProvider(t, e, "/v1/inbound/ses", acme, "text/plain", huge), http.StatusBadRequest, "too large")
+		wantRefused(t, postProvider(t, e, "/v1/inbound/mailgun", acme, "multipart/form-data; boundary=x", huge), http.StatusNotAcceptable, "too large")
+	})
+}

@@ -60,7 +60,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}),
 		SMTPRejected: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_rejections_total",
-			Help: "SMTP commands refused before DATA, by reason: invalid_address (MAIL, RCPT), no_account (RCPT), auth_failed, auth_limited (AUTH), tls_required (MAIL, AUTH before STARTTLS).",
+			Help: "SMTP commands refused before DATA, by reason: invalid_address (MAIL, RCPT), no_account (RCPT), auth_failed, auth_limited (AUTH), tls_required (MAIL, AUTH before STARTTLS), quota (RCPT to an account that can store no more).",
 		}, []string{"reason"}),
 		SMTPMessages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsink_smtp_messages_total",

@@ -71,7 +71,7 @@ schemas={
  "TranscriptResponse":{"type":"object","required":["item"],"properties":{"item":{"oneOf":[ref("Transcript"),{"type":"null"}],
    "description":"null for an email that did not arrive over SMTP (created with POST /v1/emails or /v1/inbound)."}}},
  "FaultStage":{"type":"string","enum":["auth","mail","rcpt","data","message"],
-   "description":"auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, in place of its 354, or to the first BDAT chunk (over TLS, and to a client that sends its message without waiting for the 354, DATA gets its 354 and the reply follows the message, which is read and dropped). message: after the whole message was read, before it is stored."},
+   "description":"auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, in place of its 354, or to the first BDAT chunk (over TLS, and when some of the message has come in before the answer, from a client that does not wait for the 354, DATA gets its 354 and the reply follows the message, which is read and dropped; what such a client sends after the refusal is read as commands, as by any server that refuses DATA). message: after the whole message was read, before it is stored."},
  "FaultReply":{"type":"object","required":["code"],"additionalProperties":False,"properties":{
    "code":{"type":"integer","minimum":400,"maximum":599},
    "text":{"type":"string","maxLength":200,"pattern":"^[ -~]*$","description":"Printable ASCII on one line. A leading enhanced status code of the reply's class (4.3.0 ...) is used as such; without one the server adds X.0.0."}}},
@@ -142,7 +142,7 @@ resp={
  "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state (the account has the most webhooks it may have).",**j("ErrorResponse")},
  "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
- "TooManyWrites":{"description":"The account's quota is reached (MAILSINK_QUOTA_MAX_EMAILS, MAILSINK_QUOTA_MAX_BYTES, or its quota in the accounts file), or too many request bodies over 1 MiB are being read at once (MAILSINK_SMTP_MAX_LARGE_TRANSFERS; Retry-After says when to try again).",**j("ErrorResponse")},
+ "TooManyWrites":{"description":"The account's quota is reached (MAILSINK_QUOTA_MAX_EMAILS, MAILSINK_QUOTA_MAX_BYTES, or its quota in the accounts file; on requests that store), or the request body found no room in time: too many bodies being read at once from this address, for this account or in all (64 MiB of first MiBs; past 1 MiB, MAILSINK_SMTP_MAX_LARGE_TRANSFERS turns). Retry-After says when to try again.",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state.",**j("ErrorResponse")},
 }
 def r(n): return {"$ref":"#/components/responses/"+n}
@@ -291,6 +291,12 @@ paths={
     "responses":{"200":{"description":"The certificate chain in use, PEM.","content":{"application/x-pem-file":{"schema":{"type":"string"}}}},
       "404":{"description":"No TLS certificate is configured.",**j("ErrorResponse")}}}},
 }
+# Every request with a body may wait for room for it (the body budget, the
+# large-transfer turns) and then be answered 429.
+for ops in paths.values():
+  for op in ops.values():
+    if "requestBody" in op and "429" not in op["responses"]:
+      op["responses"]["429"]=r("TooManyWrites")
 doc={"openapi":"3.1.0","info":{"title":"mailsink API","version":"1.0.0",
   "description":"Captured email inspection: list, create, read, update and delete the emails of the API key's account."},
  "servers":[{"url":"/"}],"security":sec,"paths":paths,

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -269,6 +270,32 @@ func (c *conn) Write(b []byte) (int, error) {
 	c.lastAt = len(c.pending)
 	c.pending = append(c.pending, b...)
 	return len(b), nil
+}
+
+// quiet reports whether nothing the client sent waits to be read: nothing
+// handed back (unread) and, on a TCP connection, nothing in the socket. A
+// connection of another kind (a PROXY protocol one, which buffers) is not
+// known to be quiet. Only go-smtp's connection goroutine reads.
+func (c *conn) quiet() bool {
+	c.mu.Lock()
+	handedBack := len(c.unread) > 0
+	c.mu.Unlock()
+	tc, ok := c.Conn.(*net.TCPConn)
+	if handedBack || !ok {
+		return false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	quiet := false
+	var b [1]byte
+	raw.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		quiet = err == syscall.EAGAIN
+		return true // look once, never wait
+	})
+	return quiet
 }
 
 // retract takes back the last write when it is held still and starts with

@@ -145,9 +145,13 @@ func (s *session) knownRules(accountID string) ([]*store.FaultRule, bool) {
 // has written its 354 before calling Data, but the connection holds it until
 // the next read, so it is taken back, and go-smtp's reader r is given the end
 // of a message that never came. The client, refused, sends none. That needs a
-// plaintext connection (a TLS record cannot be taken back) and nothing of the
-// message read yet (a client that sent it before the 354); otherwise the
-// reply follows the message, which go-smtp reads and drops.
+// plaintext TCP connection (a TLS record cannot be taken back) on which
+// nothing has come after the DATA line (a client that sent its message
+// without waiting for the 354: the rule's delay gives it time to); otherwise
+// the reply follows the message, which go-smtp reads and drops. A client
+// that sends its message after the refusal, without having waited for it,
+// has it read as commands, as by any server that refuses DATA: RFC 5321
+// has clients wait for the 354.
 func (s *session) refuseData(r io.Reader) {
 	if s.conn == nil || s.c.Conn() != net.Conn(s.conn) {
 		return
@@ -157,7 +161,7 @@ func (s *session) refuseData(r io.Reader) {
 	if _, ok, _ := f.handOver(b[:]); !ok {
 		return
 	}
-	if s.conn.retract("354 ") {
+	if s.conn.quiet() && s.conn.retract("354 ") {
 		f.state = stateEOF
 	}
 	f.handBack()

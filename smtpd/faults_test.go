@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -155,5 +156,35 @@ func TestFaultAtDataAnswersDATA(t *testing.T) {
 	}
 	if got := items(t, e, testenv.AcmeKey, "recipient=early@acme.test"); len(got) != 0 {
 		t.Errorf("stored %v, want nothing for a faulted transaction", got)
+	}
+
+	// A client that sends its message in a write of its own, once the
+	// server has read DATA, without waiting for the answer: the rule's
+	// delay lets it arrive before the refusal, which then follows the
+	// message rather than have it read as commands.
+	addFault(t, e, map[string]any{"stage": "data", "count": 1, "delay": "300ms", "reply": map[string]any{"code": 451, "text": "4.3.0 Later"}})
+	cmd(t, tp, "MAIL FROM:<app@example.com>", 250)
+	cmd(t, tp, "RCPT TO:<apart@acme.test>", 250)
+	faults := e.App.Metrics().SMTPFaults
+	matched := func() float64 {
+		return testutil.ToFloat64(faults.WithLabelValues("data", "reply")) + testutil.ToFloat64(faults.WithLabelValues("data", "delay"))
+	}
+	before := matched()
+	fmt.Fprintf(tp.W, "DATA\r\n")
+	tp.W.Flush()
+	testenv.WaitFor(t, 5*time.Second, "the rule to match DATA", func() bool { return matched() > before })
+	fmt.Fprintf(tp.W, "MAIL FROM:<smuggled@example.com>\r\nRCPT TO:<smuggled@acme.test>\r\n.\r\nNOOP\r\n")
+	tp.W.Flush()
+	if code, msg, err := tp.ReadResponse(354); err != nil {
+		t.Fatalf("DATA with its message sent apart: %d %s %v, want 354", code, msg, err)
+	}
+	if code, msg, _ := tp.ReadResponse(0); code != 451 || msg != "4.3.0 Later" {
+		t.Fatalf("after the message: %d %q, want 451 4.3.0 Later", code, msg)
+	}
+	if code, msg, err := tp.ReadResponse(250); err != nil {
+		t.Fatalf("NOOP: %d %s %v", code, msg, err)
+	}
+	if got := items(t, e, testenv.AcmeKey, "recipient=smuggled@acme.test"); len(got) != 0 {
+		t.Errorf("the message's lines were read as commands: %v", got)
 	}
 }

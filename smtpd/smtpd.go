@@ -402,7 +402,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 		// An account that can store no more refuses its recipient alone:
 		// the message goes on to the others.
 		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
-		err := s.srv.ingest.QuotaFull(ctx, accountID(s.account), acc.ID)
+		err := s.srv.ingest.QuotaFull(ctx, accountID(s.onlyAccount()), acc.ID)
 		cancel()
 		if err != nil {
 			s.srv.cfg.Metrics.SMTPRejection("quota")
@@ -436,7 +436,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 func (s *session) Data(r io.Reader) error {
 	start := time.Now()
 	s.mu.Lock()
-	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked(), Caller: accountID(s.account)}
+	env := ingest.Envelope{Sender: s.from, Recipients: slices.Clone(s.rcpts), Transcript: s.transcriptLocked(), Caller: accountID(s.onlyAccount())}
 	sizeHint, tx := s.size, s.tx
 	rules := maps.Clone(s.rules)
 	if rules == nil {

@@ -158,7 +158,7 @@ export type TranscriptResponse = {
   item: Transcript | null;
 };
 
-/** auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, in place of its 354, or to the first BDAT chunk (over TLS, and to a client that sends its message without waiting for the 354, DATA gets its 354 and the reply follows the message, which is read and dropped). message: after the whole message was read, before it is stored. */
+/** auth: the reply to a successful AUTH (only when the client authenticates with an API key). mail: the reply to MAIL FROM (with AUTH, or when a single account is configured). rcpt: the reply to RCPT TO. data: before the message is read: the reply to DATA, in place of its 354, or to the first BDAT chunk (over TLS, and when some of the message has come in before the answer, from a client that does not wait for the 354, DATA gets its 354 and the reply follows the message, which is read and dropped; what such a client sends after the refusal is read as commands, as by any server that refuses DATA). message: after the whole message was read, before it is stored. */
 export type FaultStage = "auth" | "mail" | "rcpt" | "data" | "message";
 
 export type FaultReply = {
