@@ -273,6 +273,13 @@ func (s *Service) fanOut(ctx context.Context, accountID string) error {
 	if next == cursor {
 		return nil
 	}
+	if len(events) > 0 {
+		// The webhooks again: one made after the first read may have
+		// events in this batch (wants leaves out those from before it).
+		if hooks, err = s.store.ListWebhooks(ctx, accountID); err != nil {
+			return err
+		}
+	}
 	var ds []*store.Delivery
 	now := s.now().UTC()
 	for _, e := range events {

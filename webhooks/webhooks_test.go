@@ -6,7 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/eventhub"
 	"github.com/mailsink/mailsink/store/redisstore"
 	"github.com/mailsink/mailsink/webhooks"
 )
@@ -543,5 +547,76 @@ func TestMetrics(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "mailsink_webhook_attempts_total"); err != nil || n != len(metrics.WebhookOutcomes) {
 		t.Fatalf("attempts series = %d (%v), want the %d outcomes only", n, err, len(metrics.WebhookOutcomes))
+	}
+}
+
+// racingEvents runs race once, at the first EventsAfter after it is armed:
+// between the worker's reading of the webhooks and of the events.
+type racingEvents struct {
+	store.Notifier
+	armed atomic.Bool
+	race  func()
+}
+
+func (r *racingEvents) EventsAfter(ctx context.Context, accountID, afterID string) ([]store.Event, bool, error) {
+	if r.armed.CompareAndSwap(true, false) {
+		r.race()
+	}
+	return r.Notifier.EventsAfter(ctx, accountID, afterID)
+}
+
+// TestWebhookMadeDuringFanOut: a webhook made while the worker fans events
+// out, after it read the webhooks, gets the events made after it (found by
+// a CI run: the worker fanned them out to the webhooks it had read).
+func TestWebhookMadeDuringFanOut(t *testing.T) {
+	st := testenv.OpenBolt(t)
+	defer st.Close()
+	events := &racingEvents{Notifier: st.(store.Notifier)}
+	s := webhooks.New(testConfig(), st.(store.WebhookStore), events, nil, testLog(), nil, nil)
+	s.SetPrivateTargets([]string{acct})
+	first, late := newReceiver(t), newReceiver(t)
+	h := createWebhook(t, s, acct, first.url(), store.WebhookFilter{})
+	var other atomic.Pointer[store.Webhook]
+	events.race = func() { // on the worker's goroutine: t.Error only
+		ctx := context.Background()
+		w, err := s.Create(ctx, store.Webhook{AccountID: acct, URL: late.url(),
+			Events: []store.EventType{store.EmailCreated}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		other.Store(w)
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		subject := "after the webhook"
+		e := &store.Email{ID: store.NewID(), AccountID: acct, Sender: "app@example.com", Recipient: "user@acme.test",
+			Subject: &subject, Status: store.StatusReceived, Labels: []string{}, RawSize: 10,
+			ReceivedAt: now, CreatedAt: now, UpdatedAt: now}
+		body := &store.Body{Raw: []byte("Subject: x\r\n\r\nhi"), Headers: map[string]string{}, Attachments: []store.Attachment{}}
+		if err := st.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
+			t.Error(err)
+			return
+		}
+		// Until the email's event is there for the worker's read.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			evs, _, err := st.(store.Notifier).EventsAfter(ctx, acct, eventhub.ID{}.String())
+			if err == nil && slices.ContainsFunc(evs, func(ev store.Event) bool { return ev.EmailID == e.ID }) {
+				return
+			}
+			runtime.Gosched()
+		}
+		t.Error("the email's event did not come")
+	}
+	events.armed.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	createEmail(t, st, acct, "user@acme.test", "before")
+	testenv.WaitFor(t, 10*time.Second, "the late webhook's delivery", func() bool {
+		w := other.Load()
+		return w != nil && len(deliveries(t, s, w)) >= 1
+	})
+	if len(deliveries(t, s, h)) < 2 {
+		t.Errorf("the first webhook has %d deliveries, want both emails'", len(deliveries(t, s, h)))
 	}
 }
