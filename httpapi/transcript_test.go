@@ -122,52 +122,44 @@ func TestTranscriptPerAccount(t *testing.T) {
 
 	// Past the transcript's 100 RCPTs, the ones left out are counted for
 	// the account they were routed to only: globex's, refused by its own
-	// fault rule, are not acme's to count.
-	addFault(t, e, globex, map[string]any{"stage": "rcpt", "recipient": "@globex.test",
-		"reply": map[string]any{"code": 550, "text": "5.1.1 No"}})
-	if err := c.Mail("app@example.com", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Rcpt("b@acme.test", nil); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 150 {
-		c.Rcpt(fmt.Sprintf("r%d@globex.test", i), nil) // 550
-	}
-	w, err := c.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte(raw))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	// fault rule, are not acme's to count. One transaction: to, then n
+	// RCPTs that the rule refuses (550), then the message.
+	send := func(to, refused string, n int) {
+		t.Helper()
+		if err := c.Mail("app@example.com", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Rcpt(to, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			c.Rcpt(fmt.Sprintf("r%d@%s", i, refused), nil)
+		}
+		w, err := c.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(raw))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	omitted := func(key, rcpt string) any {
 		id := list(t, e, key, "recipient="+rcpt)[0]["id"].(string)
 		return get(t, e, "/v1/emails/"+id+"/transcript", key).JSON(t)["item"].(map[string]any)["rcptOmitted"]
 	}
+	refuse := func(key, domain string) {
+		addFault(t, e, key, map[string]any{"stage": "rcpt", "recipient": "@" + domain,
+			"reply": map[string]any{"code": 550, "text": "5.1.1 No"}})
+	}
+	refuse(globex, "globex.test")
+	send("b@acme.test", "globex.test", 150)
 	if got := omitted(acme, "b%40acme.test"); got != nil {
 		t.Errorf("acme's transcript counts %v omitted RCPTs, all globex's", got)
 	}
 	// acme's own are counted.
-	addFault(t, e, acme, map[string]any{"stage": "rcpt", "recipient": "@mail.acme.test",
-		"reply": map[string]any{"code": 550, "text": "5.1.1 No"}})
-	if err := c.Mail("app@example.com", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Rcpt("c@acme.test", nil); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 120 {
-		c.Rcpt(fmt.Sprintf("n%d@mail.acme.test", i), nil) // 550
-	}
-	if w, err = c.Data(); err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte(raw))
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	refuse(acme, "mail.acme.test")
+	send("c@acme.test", "mail.acme.test", 120)
 	if got := omitted(acme, "c%40acme.test"); got != 21.0 {
 		t.Errorf("acme's transcript counts %v omitted RCPTs, want 21 (121 RCPTs, 100 kept)", got)
 	}
