@@ -627,3 +627,32 @@ func TestBodiesShareMemory(t *testing.T) {
 	}
 	testenv.WaitFor(t, 10*time.Second, "the budget to be given back", func() bool { return budget.Used() == 0 })
 }
+
+// A JSON body that is not UTF-8 is refused with 400, on every route that
+// takes one, and changes nothing: before, PATCH stored U+FFFD in place of
+// the bad bytes.
+func TestJSONBodyMustBeUTF8(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Backends(t)[0], nil)
+	created := e.Do(t, http.MethodPost, "/v1/emails", acme, map[string]any{"recipient": "u@acme.test", "sender": "s@example.com"})
+	if created.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", created.Status, created.Body)
+	}
+	id := created.JSON(t)["item"].(map[string]any)["id"].(string)
+	bad := "{\"notes\":\"caf\xe9\"}"
+	for _, c := range []struct{ method, path string }{
+		{http.MethodPatch, "/v1/emails/" + id},
+		{http.MethodPost, "/v1/emails"},
+		{http.MethodPost, "/v1/faults"},
+		{http.MethodPost, "/v1/webhooks"},
+	} {
+		resp := e.Do(t, c.method, c.path, acme, bad)
+		if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), "UTF-8") {
+			t.Errorf("%s %s with invalid UTF-8: %d %s, want 400 naming UTF-8", c.method, c.path, resp.Status, resp.Body)
+		}
+	}
+	got := e.Do(t, http.MethodGet, "/v1/emails/"+id, acme, nil).JSON(t)["item"].(map[string]any)
+	if got["notes"] != nil {
+		t.Errorf("notes %q after the refused PATCH, want null", got["notes"])
+	}
+}

@@ -157,6 +157,12 @@ func parseObject(body []byte, v *validationError) (*object, bool) {
 		v.form("request body is required: send a JSON object")
 		return nil, false
 	}
+	if !utf8.Valid(trimmed) {
+		// encoding/json would turn the bad bytes into U+FFFD and store
+		// that: the client would never learn that its text was changed.
+		v.form("request body is not valid UTF-8, which JSON must be (RFC 8259)")
+		return nil, false
+	}
 	if jsonDepth(trimmed) > maxJSONDepth {
 		v.form(fmt.Sprintf("request body nests JSON deeper than %d levels", maxJSONDepth))
 		return nil, false
