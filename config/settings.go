@@ -119,7 +119,7 @@ var settings = []Setting{
 		duration(0, func(c *Config) *time.Duration { return &c.Retention.MaxAge })},
 	{"MAILSINK_RETENTION_MAX_EMAILS", "0", "keep at most this many emails per account, deleting the oldest; `0` is no limit",
 		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Retention.MaxEmails })},
-	{"MAILSINK_QUOTA_MAX_EMAILS", "0", "most emails one account may store; past it SMTP answers `452 4.2.2` to its RCPTs (the message goes on to other accounts' recipients; one that fills it up between RCPT and the end of DATA is refused whole) and the API `429`; a webhook delivery with recipients in it is refused whole (its one answer is for all); the refusal gives the account's figures only to its own key (API, SMTP AUTH, or any SMTP client when it is the only account); `0` is no limit (an account may override it: `quota` in the accounts file)",
+	{"MAILSINK_QUOTA_MAX_EMAILS", "0", "most emails one account may store; past it SMTP answers `452 4.2.2` to its RCPTs (the message goes on to other accounts' recipients; one that fills it up between RCPT and the end of DATA is refused whole) and the API `429`; a webhook delivery with recipients in it is refused whole (its one answer is for all) with `503`, which providers retry; the refusal gives the account's figures only to its own key (API, SMTP AUTH, or any SMTP client when it is the only account); `0` is no limit (an account may override it: `quota` in the accounts file)",
 		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Quota.MaxEmails })},
 	{"MAILSINK_QUOTA_MAX_BYTES", "0", "most bytes of raw messages one account may store, likewise; `0` is no limit",
 		integer(0, 1<<53-1, func(c *Config) *int64 { return &c.Quota.MaxBytes })},

@@ -736,21 +736,25 @@ const maxBudgetWait = 10 * time.Second
 // (after storing), so concurrent requests cannot multiply into gigabytes. A
 // request that cannot get room or a turn in time is answered 429.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (_ []byte, release func(), _ bool) {
-	return a.readBodyAs(w, r, limit, 0)
+	body, release, status := a.readBodyAs(w, r, limit, 0)
+	return body, release, status == 0
 }
 
 // readBodyAs is readBody answering a body too large or broken with refuse
-// instead of 413 and 400, when refuse is not 0 (a provider's status that
-// stops its retries).
-func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, refuse int) (_ []byte, release func(), _ bool) {
+// instead of 413 and 400, and one that found no room in time with 503
+// instead of 429, when refuse is not 0 (a provider's status that stops its
+// retries). It returns the status it answered, or 0 when it read the body.
+func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, refuse int) (_ []byte, release func(), status int) {
 	release = func() {}
-	tooLarge, broken := http.StatusRequestEntityTooLarge, http.StatusBadRequest
+	// busy answers a body that found no room in time: 429, or for a
+	// provider 503, the status every provider retries.
+	tooLarge, broken, busy := http.StatusRequestEntityTooLarge, http.StatusBadRequest, http.StatusTooManyRequests
 	if refuse != 0 {
-		tooLarge, broken = refuse, refuse
+		tooLarge, broken, busy = refuse, refuse, http.StatusServiceUnavailable
 	}
 	if r.ContentLength > limit {
 		writeRefusal(w, tooLarge, "request body too large")
-		return nil, nil, false
+		return nil, nil, tooLarge
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	first := min(limit, largeBody)
@@ -768,8 +772,8 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		cancel()
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
-			writeMessage(w, http.StatusTooManyRequests, "too many request bodies being read at once (from this address, for this account or in all): try again later")
-			return nil, nil, false
+			writeMessage(w, busy, "too many request bodies being read at once (from this address, for this account or in all): try again later")
+			return nil, nil, busy
 		}
 		release = rel
 	}
@@ -786,8 +790,8 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		if gateErr != nil {
 			release()
 			w.Header().Set("Retry-After", "5")
-			writeMessage(w, http.StatusTooManyRequests, "too many large requests at once (from this address or in all): try again later")
-			return nil, nil, false
+			writeMessage(w, busy, "too many large requests at once (from this address or in all): try again later")
+			return nil, nil, busy
 		}
 		budgetRel := release
 		release = func() { rel(); budgetRel() }
@@ -808,22 +812,22 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
 			writeRefusal(w, tooLarge, "request body too large")
-			return nil, nil, false
+			return nil, nil, tooLarge
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			writeMessage(w, http.StatusRequestTimeout, "the request body came too slowly: past its first MiB it must average 256 KiB/s")
-			return nil, nil, false
+			return nil, nil, http.StatusRequestTimeout
 		}
 		if refuse != 0 {
 			writeRefusal(w, broken, "could not read the request body")
-			return nil, nil, false
+			return nil, nil, broken
 		}
 		v := newValidationError()
 		v.form("could not read the request body")
 		writeValidation(w, v)
-		return nil, nil, false
+		return nil, nil, http.StatusBadRequest
 	}
-	return buf, release, true
+	return buf, release, 0
 }
 
 // rateFloor is a large body's reader while it holds a turn: it moves the

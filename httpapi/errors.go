@@ -52,16 +52,23 @@ var clientMessage = map[store.Code]string{
 	store.Internal:      "internal error",
 }
 
+// storeMessage is what a client is told of err: its own message, but for
+// an internal error, else its code's.
+func storeMessage(err error) string {
+	code := store.CodeOf(err)
+	var e *store.Error
+	if errors.As(err, &e) && e.Msg != "" && code != store.Internal {
+		return e.Msg
+	}
+	return clientMessage[code]
+}
+
 // writeError answers err with the status of its code and the matching
 // envelope. Only internal errors are logged with their cause.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	code := store.CodeOf(err)
 	status := statusOf[code]
-	msg := clientMessage[code]
-	var e *store.Error
-	if errors.As(err, &e) && e.Msg != "" && code != store.Internal {
-		msg = e.Msg
-	}
+	msg := storeMessage(err)
 	switch code {
 	case store.Invalid:
 		v := newValidationError()

@@ -139,11 +139,14 @@ func (a *API) inboundSES(w http.ResponseWriter, r *http.Request) {
 // readProviderBody reads a webhook's body; one too large or broken is
 // refused with the provider's no-retry status.
 func (a *API) readProviderBody(w http.ResponseWriter, r *http.Request, p provider) ([]byte, func(), bool) {
-	body, release, ok := a.readBodyAs(w, r, a.providerBodyLimit(), p.refuse)
-	if !ok {
+	body, release, status := a.readBodyAs(w, r, a.providerBodyLimit(), p.refuse)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable") // retried
+	case status != 0:
 		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
 	}
-	return body, release, ok
+	return body, release, status == 0
 }
 
 // deliverProvider stores a delivery: one email per envelope recipient, each
@@ -254,13 +257,15 @@ func (a *API) providerError(w http.ResponseWriter, r *http.Request, p provider, 
 	case code == store.Unavailable:
 		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable")
 		writeError(w, r, a.log, err)
+	case code == store.QuotaExceeded:
+		// 503, which every provider retries (SendGrid and SNS would drop
+		// a 429): the mail is stored once the account has room again.
+		a.cfg.Metrics.Inbound().Delivery(p.name, "unavailable")
+		w.Header().Set("Retry-After", "60")
+		writeMessage(w, http.StatusServiceUnavailable, storeMessage(err))
 	case code == store.Invalid || code == store.Conflict || code == store.TooLarge:
 		a.cfg.Metrics.Inbound().Delivery(p.name, "refused")
-		msg := clientMessage[code]
-		var e *store.Error
-		if errors.As(err, &e) && e.Msg != "" {
-			msg = e.Msg
-		}
+		msg := storeMessage(err)
 		a.log.Warn("inbound webhook refused", "provider", p.name, "code", code, "why", msg)
 		writeRefusal(w, p.refuse, msg)
 	default:

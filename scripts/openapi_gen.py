@@ -175,7 +175,8 @@ def provider(op, summary, description, content, no_retry, extra=None):
   if extra: ok=extra
   return {"post":{"operationId":op,"summary":summary,"description":description,"security":inbound_sec,
     "requestBody":{"required":True,"content":content},
-    "responses":{"200":ok,no_retry[0]:refused(*no_retry),"401":r("Unauthorized"),"503":r("Unavailable")}}}
+    "responses":{"200":ok,no_retry[0]:refused(*no_retry),"401":r("Unauthorized"),
+      "503":{"description":"Not stored for now, and retried by the provider: the store is unavailable, an account of the delivery is over its quota, or too many request bodies are being read at once.",**j("ErrorResponse")}}}}
 form={"multipart/form-data":{"schema":{"type":"object"}},"application/x-www-form-urlencoded":{"schema":{"type":"object"}}}
 mailgun=("Mailgun route forward(): the parsed message (message-headers, body-plain, body-html, attachment-N), or the raw MIME in body-mime "
   "when the URL ends in /mime. With the account's inbound.mailgunSigningKey, timestamp, token and signature (hex HMAC-SHA256 of timestamp+token) "
@@ -293,9 +294,10 @@ paths={
 }
 # Every request with a body may wait for room for it (the body budget, the
 # large-transfer turns) and then be answered 429.
-for ops in paths.values():
+# A provider's webhook answers 503 instead (every provider retries it).
+for path, ops in paths.items():
   for op in ops.values():
-    if "requestBody" in op and "429" not in op["responses"]:
+    if "requestBody" in op and "429" not in op["responses"] and not path.startswith("/v1/inbound/"):
       op["responses"]["429"]=r("TooManyWrites")
 doc={"openapi":"3.1.0","info":{"title":"mailsink API","version":"1.0.0",
   "description":"Captured email inspection: list, create, read, update and delete the emails of the API key's account."},
