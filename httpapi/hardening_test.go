@@ -443,14 +443,7 @@ func TestQuotaOfOneAccountIsItsOwn(t *testing.T) {
 		if err := c.Rcpt("ok@globex.test", nil); err != nil {
 			t.Fatalf("RCPT to globex: %v", err)
 		}
-		w, err := c.Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(w, "From: app@example.com\r\nSubject: shared\r\n\r\nhi\r\n")
-		if err := w.Close(); err != nil {
-			t.Fatalf("the message, for globex: %v", err)
-		}
+		sendData(t, c, "From: app@example.com\r\nSubject: shared\r\n\r\nhi\r\n")
 		if n := len(list(t, e, globex, "recipient=ok@globex.test")); n != 1 {
 			t.Errorf("globex stores %d, want 1", n)
 		}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -88,6 +89,20 @@ func TestEventsAcrossReplicas(t *testing.T) {
 }
 
 // dialSMTP opens an SMTP client connection; the test closes it.
+// sendData sends raw as the message of c's transaction and fails the test
+// unless the server answers it with 250.
+func sendData(t testing.TB, c *smtp.Client, raw string) {
+	t.Helper()
+	w, err := c.Data()
+	if err != nil {
+		t.Fatalf("DATA: %v", err)
+	}
+	io.WriteString(w, raw)
+	if err := w.Close(); err != nil {
+		t.Fatalf("end of DATA: %v", err)
+	}
+}
+
 func dialSMTP(t testing.TB, addr string) *smtp.Client {
 	t.Helper()
 	c, err := smtp.Dial(addr)

@@ -39,14 +39,7 @@ func TestTranscript(t *testing.T) {
 		if err := c.Rcpt("t@acme.test", nil); err != nil {
 			t.Fatal(err)
 		}
-		w, err := c.Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(raw))
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		sendData(t, c, raw)
 		c.Quit()
 
 		items := list(t, e, acme, "recipient=t%40acme.test")
@@ -135,14 +128,7 @@ func TestTranscriptPerAccount(t *testing.T) {
 		for i := range n {
 			c.Rcpt(fmt.Sprintf("r%d@%s", i, refused), nil)
 		}
-		w, err := c.Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(raw))
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		sendData(t, c, raw)
 	}
 	omitted := func(key, rcpt string) any {
 		id := list(t, e, key, "recipient="+rcpt)[0]["id"].(string)
