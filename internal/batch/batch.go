@@ -1,12 +1,16 @@
-// Package batch runs concurrent calls in batches without a timer: a call
-// that arrives while a batch runs waits, and the next batch carries every
-// call that arrived meanwhile. A lone call runs at once, and the size of a
-// batch follows the load: the longer a batch takes, the more calls the next
-// one carries. boltstore uses it to share one fsync among concurrent
-// commits.
+// Package batch runs concurrent calls in batches: a call that arrives
+// while a batch runs waits, and the next batch carries every call that
+// arrived meanwhile. A lone call runs at once, and the size of a batch
+// follows the load: the longer a batch takes, the more calls the next one
+// carries. With Gather, a batch also waits a little for the calls that
+// recent batches suggest are coming. boltstore uses it to share one fsync
+// among concurrent commits.
 package batch
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Batcher runs batches of calls of type T with its run function, one batch
 // at a time, in the goroutine of one of the batch's callers.
@@ -19,7 +23,18 @@ type Batcher[T any] struct {
 	leading bool // a caller is running batches
 	closed  bool
 	idle    sync.Cond // signalled when leading ends
+
+	// gather is Gather's wait (0: none); recent holds the sizes of the
+	// last batches, next the slot for the next one, and arrived gets a
+	// token when a call queues behind a leader.
+	gather  time.Duration
+	recent  [recentBatches]int
+	next    int
+	arrived chan struct{}
 }
+
+// recentBatches is how many batch sizes Gather's estimate looks back over.
+const recentBatches = 32
 
 type call[T any] struct {
 	v T
@@ -37,6 +52,18 @@ func New[T any](size int, run func([]T)) *Batcher[T] {
 	return b
 }
 
+// Gather makes each batch wait, for at most d, until as many calls are
+// queued as three quarters of the largest of the last 32 batches: where a
+// batch has a fixed cost (an fsync), concurrent callers that come a moment
+// apart then share it instead of paying for one batch each. Callers that
+// never overlap make batches of one, and theirs do not wait; a wait that
+// runs out forgets the sizes seen, so after a burst at most one batch waits
+// in vain. Call it before the first Do.
+func (b *Batcher[T]) Gather(d time.Duration) {
+	b.gather = d
+	b.arrived = make(chan struct{}, 1)
+}
+
 // Do runs v in a batch and returns once that batch has run. It reports
 // false, without running v, after Close.
 func (b *Batcher[T]) Do(v T) bool {
@@ -48,6 +75,12 @@ func (b *Batcher[T]) Do(v T) bool {
 	}
 	b.queue = append(b.queue, c)
 	if b.leading {
+		if b.arrived != nil {
+			select {
+			case b.arrived <- struct{}{}:
+			default: // a token is there already
+			}
+		}
 		b.mu.Unlock()
 		if lead := <-c.wake; !lead {
 			return true
@@ -68,10 +101,13 @@ func (b *Batcher[T]) Do(v T) bool {
 // than running batches until the queue is empty, bounds the wait of the
 // caller that leads to one batch of its own.
 func (b *Batcher[T]) lead() {
+	b.wait()
 	b.mu.Lock()
 	n := min(len(b.queue), b.max)
 	calls := b.queue[:n:n]
 	b.queue = b.queue[n:]
+	b.recent[b.next] = n
+	b.next = (b.next + 1) % len(b.recent)
 	b.mu.Unlock()
 
 	vs := make([]T, len(calls))
@@ -92,6 +128,40 @@ func (b *Batcher[T]) lead() {
 	b.queue = nil
 	b.leading = false
 	b.idle.Broadcast()
+}
+
+// wait is Gather's wait before a batch: until the queue holds the calls
+// that recent batches suggest, or the wait runs out.
+func (b *Batcher[T]) wait() {
+	if b.gather <= 0 {
+		return
+	}
+	b.mu.Lock()
+	largest := 0
+	for _, n := range b.recent {
+		largest = max(largest, n)
+	}
+	want := min((3*largest+2)/4, b.max)
+	queued := len(b.queue)
+	b.mu.Unlock()
+	if queued >= want {
+		return
+	}
+	timer := time.NewTimer(b.gather)
+	defer timer.Stop()
+	for queued < want {
+		select {
+		case <-b.arrived:
+		case <-timer.C:
+			b.mu.Lock()
+			clear(b.recent[:])
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Lock()
+		queued = len(b.queue)
+		b.mu.Unlock()
+	}
 }
 
 // Close makes later calls to Do report false and waits for the queued

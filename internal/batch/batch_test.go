@@ -1,8 +1,11 @@
 package batch
 
 import (
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Every call runs exactly once, in a batch of at most the maximum size, and
@@ -95,5 +98,81 @@ func TestClose(t *testing.T) {
 	done.Wait()
 	if b.Do("late") {
 		t.Error("Do after Close reported true")
+	}
+}
+
+// With Gather, a batch waits for the calls recent batches suggest: after a
+// batch of 4, a lone call waits until 3 are queued. A wait that runs out
+// forgets the sizes seen, so the next lone call does not wait.
+func TestGather(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	release := make(chan struct{})
+	b := New(8, func(vs []int) {
+		mu.Lock()
+		first := len(sizes) == 0
+		sizes = append(sizes, len(vs))
+		mu.Unlock()
+		if first {
+			<-release // hold the first batch so that the next one holds 4
+		}
+	})
+	b.Gather(time.Hour)
+	ran := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(sizes)
+	}
+	queued := func() (int, bool) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue), b.leading
+	}
+	var wg sync.WaitGroup
+	do := func(v int) {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Do(v) }()
+	}
+
+	do(0)
+	for ran() < 1 {
+		runtime.Gosched()
+	}
+	for i := 1; i <= 4; i++ {
+		do(i)
+	}
+	for n, _ := queued(); n < 4; n, _ = queued() {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+
+	// A lone call now waits for two more.
+	do(5)
+	for {
+		if ran() > 2 {
+			t.Fatalf("a lone call ran at once after a batch of 4: batches %v", sizes)
+		}
+		if n, leading := queued(); n == 1 && leading {
+			break
+		}
+		runtime.Gosched()
+	}
+	do(6)
+	do(7)
+	wg.Wait()
+	if want := []int{1, 4, 3}; !slices.Equal(sizes, want) {
+		t.Fatalf("batches %v, want %v", sizes, want)
+	}
+
+	// A wait that runs out forgets: the sizes seen are those after it.
+	b.gather = time.Millisecond
+	do(8)
+	wg.Wait()
+	if want := []int{1, 4, 3, 1}; !slices.Equal(sizes, want) {
+		t.Fatalf("batches %v, want %v", sizes, want)
+	}
+	if largest := slices.Max(b.recent[:]); largest != 1 {
+		t.Errorf("after a wait ran out, the largest recent batch is %d, want 1 (the lone one)", largest)
 	}
 }

@@ -27,6 +27,7 @@ func newWALLog(db *bolt.DB, base string, l loadedLog) *walLog {
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	w.batches = batch.New(1000, w.append)
+	w.batches.Gather(walGather)
 	for _, o := range l.ops {
 		w.addPending(o)
 	}
