@@ -77,13 +77,12 @@ const (
 	walApplyEvery = 50 * time.Millisecond
 	walApplySoon  = 10 * time.Millisecond
 	// walGather is how long a log write may wait for the creates that
-	// recent writes suggest are coming (batch.Gather). An fdatasync costs
-	// this machine 100-200 µs of CPU (one SMTP sender: 340 µs per message
-	// in all, against 168 µs with 8), so fewer, larger writes leave more
-	// CPU for the sessions. 2 KB messages over 8 connections, binaries
-	// alternated: 5,310-5,973 -> 5,919-6,683 msg/s, 168-189 -> 147-163 µs
-	// per message; one and two connections did not slow down
-	// (docs/benchmarks.md, "Round 2, seventh step").
+	// recent writes suggest are coming (batch.Gather): concurrent sessions
+	// then share more fdatasyncs (4.3 creates per write instead of 2.25).
+	// 2 KB messages over 8 connections, five alternated rounds: 5,855 ->
+	// 6,189 msg/s on average, 174 -> 163 µs of CPU per message; one and
+	// two connections did not slow down (docs/benchmarks.md, "Round 2,
+	// seventh step").
 	walGather = 800 * time.Microsecond
 
 	frameCreate byte = 1
