@@ -153,6 +153,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
 	}
 
+	// On Redis, dashboard sessions work on every replica.
+	uiSessions, _ := raw.(store.UISessions)
+
 	var inject *faults.Injector
 	if fs, ok := raw.(store.FaultStore); ok {
 		inject = faults.New(fs, faults.Config{
@@ -210,6 +213,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		Dashboard: web.New(web.Config{
 			Store: bodies, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
+			Sessions: uiSessions,
 		}),
 		Certificate: certPEM,
 		Faults:      inject,

@@ -1,21 +1,26 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/clientaddr"
+	"github.com/mailsink/mailsink/store"
 )
 
-// cookieName is the session cookie; it holds a random session id, never
-// the key.
+// cookieName is the session cookie. Its value names the session's account
+// and a random id, never the key: base64url(account id) "." base64url(32
+// random bytes).
 const cookieName = "mailsink_session"
 
 // maxSessions bounds the sessions kept in memory, and maxAccountSessions
@@ -26,41 +31,46 @@ const (
 	maxAccountSessions = 100
 )
 
-// sessions maps random session ids to account ids, in memory: a restart
-// signs every browser out of the cookie endpoints, and the page mints a new
-// session when it loads.
+// sessions keeps dashboard sessions: in the store when it shares them
+// between replicas (store.UISessions, on Redis), else in this process's
+// memory, where a restart signs every browser out of the cookie endpoints
+// and the page mints a new session when it loads.
 type sessions struct {
-	ttl time.Duration
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]session
+	ttl    time.Duration
+	now    func() time.Time
+	shared store.UISessions
+	mu     sync.Mutex
+	m      map[string]session // by cookie value, when not shared
 }
 
-// session is an account's session, and the digest of the key that opened
-// it: each use checks that the key still belongs to the account, so that a
-// key removed from the accounts file ends its sessions too.
+// session is an account's session in memory, and the digest of the key
+// that opened it.
 type session struct {
-	accountID string
-	key       [32]byte
-	expires   time.Time
+	store.UISession
+	expires time.Time
 }
 
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{ttl: ttl, now: now, m: map[string]session{}}
+func newSessions(ttl time.Duration, now func() time.Time, shared store.UISessions) *sessions {
+	return &sessions{ttl: ttl, now: now, shared: shared, m: map[string]session{}}
 }
 
-// create returns a new session id for the account, opened with the key
-// whose digest is key.
-func (s *sessions) create(accountID string, key [32]byte) string {
+// create returns the cookie value of a new session for the account, opened
+// with the key whose digest is key.
+func (s *sessions) create(ctx context.Context, accountID string, key [32]byte) (string, error) {
 	b := make([]byte, 32)
 	rand.Read(b)
 	id := base64.RawURLEncoding.EncodeToString(b)
+	cookie := base64.RawURLEncoding.EncodeToString([]byte(accountID)) + "." + id
+	sess := store.UISession{AccountID: accountID, KeyDigest: key}
+	if s.shared != nil {
+		return cookie, s.shared.CreateUISession(ctx, id, sess, s.ttl, maxAccountSessions)
+	}
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := 0
 	for _, v := range s.m {
-		if v.accountID == accountID {
+		if v.AccountID == accountID {
 			mine++
 		}
 	}
@@ -70,8 +80,26 @@ func (s *sessions) create(accountID string, key [32]byte) string {
 	if len(s.m) >= maxSessions {
 		s.prune(now, "")
 	}
-	s.m[id] = session{accountID: accountID, key: key, expires: now.Add(s.ttl)}
-	return id
+	s.m[cookie] = session{UISession: sess, expires: now.Add(s.ttl)}
+	return cookie, nil
+}
+
+// maxAccountID is the longest account id an accounts file may give, and so
+// the longest a cookie may name.
+const maxAccountID = 128
+
+// parseCookie returns the account id and session id a cookie value names,
+// or false.
+func parseCookie(cookie string) (accountID, id string, ok bool) {
+	a, id, ok := strings.Cut(cookie, ".")
+	if !ok || len(id) != 43 || len(a) > base64.RawURLEncoding.EncodedLen(maxAccountID) {
+		return "", "", false
+	}
+	acc, err := base64.RawURLEncoding.DecodeString(a)
+	if err != nil || len(acc) == 0 || len(acc) > maxAccountID {
+		return "", "", false
+	}
+	return string(acc), id, true
 }
 
 // prune drops expired sessions and the one closest to expiry, of the
@@ -82,7 +110,7 @@ func (s *sessions) prune(now time.Time, accountID string) {
 		switch {
 		case !now.Before(v.expires):
 			delete(s.m, id)
-		case accountID != "" && v.accountID != accountID:
+		case accountID != "" && v.AccountID != accountID:
 		case oldest == "" || v.expires.Before(s.m[oldest].expires):
 			oldest = id
 		}
@@ -92,25 +120,42 @@ func (s *sessions) prune(now time.Time, accountID string) {
 	}
 }
 
-// session returns session id, and false when it is unknown or expired.
-func (s *sessions) session(id string) (session, bool) {
+// session returns the session a cookie value names, and false when it is
+// unknown or expired.
+func (s *sessions) session(ctx context.Context, cookie string) (store.UISession, bool, error) {
+	accountID, id, ok := parseCookie(cookie)
+	if !ok {
+		return store.UISession{}, false, nil
+	}
+	if s.shared != nil {
+		return s.shared.UISession(ctx, accountID, id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, ok := s.m[id]
+	v, ok := s.m[cookie]
 	if !ok {
-		return session{}, false
+		return store.UISession{}, false, nil
 	}
 	if !s.now().Before(v.expires) {
-		delete(s.m, id)
-		return session{}, false
+		delete(s.m, cookie)
+		return store.UISession{}, false, nil
 	}
-	return v, true
+	return v.UISession, true, nil
 }
 
-func (s *sessions) delete(id string) {
+// delete ends the session a cookie value names.
+func (s *sessions) delete(ctx context.Context, cookie string) error {
+	accountID, id, ok := parseCookie(cookie)
+	if !ok {
+		return nil
+	}
+	if s.shared != nil {
+		return s.shared.DeleteUISession(ctx, accountID, id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, id)
+	delete(s.m, cookie)
+	return nil
 }
 
 // signIn mints a session for the account of the request's API key and
@@ -133,24 +178,44 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusUnauthorized, "invalid API key")
 		return
 	}
-	if c, err := r.Cookie(cookieName); err == nil {
-		h.sessions.delete(c.Value)
+	ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+	defer cancel()
+	var err error
+	if c, cerr := r.Cookie(cookieName); cerr == nil {
+		err = h.sessions.delete(ctx, c.Value)
+	}
+	cookie := ""
+	if err == nil {
+		cookie, err = h.sessions.create(ctx, acc.ID, config.Digest(key))
+	}
+	if err != nil {
+		h.storeFailed(w, "sign in", err)
+		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: h.sessions.create(acc.ID, config.Digest(key)), Path: Prefix,
+		Name: cookieName, Value: cookie, Path: Prefix,
 		MaxAge: int(h.cfg.SessionTTL.Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"account": map[string]string{"id": acc.ID, "slug": acc.Slug, "name": acc.Name}})
 }
 
-// signOut ends the cookie's session and expires the cookie.
+// signOut ends the cookie's session and expires the cookie. When the store
+// cannot end it, the browser forgets the cookie all the same, and the
+// answer says so.
 func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(cookieName); err == nil {
-		h.sessions.delete(c.Value)
+	var err error
+	if c, cerr := r.Cookie(cookieName); cerr == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+		defer cancel()
+		err = h.sessions.delete(ctx, c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	if err != nil {
+		h.storeFailed(w, "sign out", err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -158,15 +223,38 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 // or answers 401 and returns "".
 func (h *Handler) sessionAccount(w http.ResponseWriter, r *http.Request) string {
 	if c, err := r.Cookie(cookieName); err == nil {
-		if v, ok := h.sessions.session(c.Value); ok {
-			if acc, ok := h.cfg.Accounts.ByDigest(v.key); ok && acc.ID == v.accountID {
-				return v.accountID
+		ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
+		defer cancel()
+		v, ok, err := h.sessions.session(ctx, c.Value)
+		if err != nil {
+			h.storeFailed(w, "read session", err)
+			return ""
+		}
+		if ok {
+			if acc, ok := h.cfg.Accounts.ByDigest(v.KeyDigest); ok && acc.ID == v.AccountID {
+				return v.AccountID
 			}
-			h.sessions.delete(c.Value) // the key was revoked, or moved to another account
+			// The key was revoked, or moved to another account; ending
+			// the session is tidying only, so a failure is not reported.
+			_ = h.sessions.delete(ctx, c.Value)
 		}
 	}
 	writeMessage(w, http.StatusUnauthorized, "no dashboard session: reload the dashboard and sign in")
 	return ""
+}
+
+// sessionTimeout bounds a session's trip to the store.
+const sessionTimeout = 5 * time.Second
+
+// storeFailed answers a session's store error: 503 when the store is
+// unavailable, else 500, logged.
+func (h *Handler) storeFailed(w http.ResponseWriter, what string, err error) {
+	if store.IsCode(err, store.Unavailable) || errors.Is(err, context.DeadlineExceeded) {
+		writeMessage(w, http.StatusServiceUnavailable, "store unavailable: retry")
+		return
+	}
+	h.cfg.Log.Error("dashboard: "+what, "err", err)
+	writeMessage(w, http.StatusInternalServerError, "internal error")
 }
 
 // clientAddress is the request's client: the peer, or the address a trusted

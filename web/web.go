@@ -51,6 +51,9 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Sessions, when not nil, keeps dashboard sessions where every replica
+	// finds them; else each process keeps its own in memory.
+	Sessions store.UISessions
 }
 
 // Handler serves the dashboard.
@@ -80,7 +83,7 @@ func New(cfg Config) *Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: cfg, files: loadAssets(), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
+	h := &Handler{cfg: cfg, files: loadAssets(), sessions: newSessions(cfg.SessionTTL, cfg.Now, cfg.Sessions)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.page)
 	mux.HandleFunc("POST /ui/session", h.signIn)
