@@ -220,7 +220,7 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 }
 
 // sessionAccount returns the account id of the request's session cookie,
-// or answers 401 and returns "".
+// or answers (401, or 503 when the store cannot tell) and returns "".
 func (h *Handler) sessionAccount(w http.ResponseWriter, r *http.Request) string {
 	if c, err := r.Cookie(cookieName); err == nil {
 		ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
