@@ -2,7 +2,7 @@
 // while a batch runs waits, and the next batch carries every call that
 // arrived meanwhile. A lone call runs at once, and the size of a batch
 // follows the load: the longer a batch takes, the more calls the next one
-// carries. With Gather, a batch also waits a little for the calls that
+// carries. With Gather, a batch may first wait a little for the calls that
 // recent batches suggest are coming. boltstore uses it to share one fsync
 // among concurrent commits.
 package batch
@@ -56,9 +56,10 @@ func New[T any](size int, run func([]T)) *Batcher[T] {
 // queued as three quarters of the largest of the last 32 batches: where a
 // batch has a fixed cost (an fsync), concurrent callers that come a moment
 // apart then share it instead of paying for one batch each. Callers that
-// never overlap make batches of one, and theirs do not wait; a wait that
-// runs out forgets the sizes seen, so after a burst at most one batch waits
-// in vain. Call it before the first Do.
+// never overlap make batches of one, and theirs do not wait. A wait that
+// runs out forgets the sizes seen, its own batch's included, so after a
+// burst (however long ago) one batch at most waits in vain. Close ends a
+// wait at once. Call it before the first Do.
 func (b *Batcher[T]) Gather(d time.Duration) {
 	b.gather = d
 	b.arrived = make(chan struct{}, 1)
@@ -75,12 +76,7 @@ func (b *Batcher[T]) Do(v T) bool {
 	}
 	b.queue = append(b.queue, c)
 	if b.leading {
-		if b.arrived != nil {
-			select {
-			case b.arrived <- struct{}{}:
-			default: // a token is there already
-			}
-		}
+		b.signal()
 		b.mu.Unlock()
 		if lead := <-c.wake; !lead {
 			return true
@@ -101,13 +97,15 @@ func (b *Batcher[T]) Do(v T) bool {
 // than running batches until the queue is empty, bounds the wait of the
 // caller that leads to one batch of its own.
 func (b *Batcher[T]) lead() {
-	b.wait()
+	vain := !b.wait()
 	b.mu.Lock()
 	n := min(len(b.queue), b.max)
 	calls := b.queue[:n:n]
 	b.queue = b.queue[n:]
-	b.recent[b.next] = n
-	b.next = (b.next + 1) % len(b.recent)
+	if !vain {
+		b.recent[b.next] = n
+		b.next = (b.next + 1) % len(b.recent)
+	}
 	b.mu.Unlock()
 
 	vs := make([]T, len(calls))
@@ -131,10 +129,11 @@ func (b *Batcher[T]) lead() {
 }
 
 // wait is Gather's wait before a batch: until the queue holds the calls
-// that recent batches suggest, or the wait runs out.
-func (b *Batcher[T]) wait() {
+// that recent batches suggest, or Close. It reports false when the wait ran
+// out, having forgotten the sizes seen.
+func (b *Batcher[T]) wait() bool {
 	if b.gather <= 0 {
-		return
+		return true
 	}
 	b.mu.Lock()
 	largest := 0
@@ -142,25 +141,37 @@ func (b *Batcher[T]) wait() {
 		largest = max(largest, n)
 	}
 	want := min((3*largest+2)/4, b.max)
-	queued := len(b.queue)
+	done := len(b.queue) >= want || b.closed
 	b.mu.Unlock()
-	if queued >= want {
-		return
+	if done {
+		return true
 	}
 	timer := time.NewTimer(b.gather)
 	defer timer.Stop()
-	for queued < want {
+	for !done {
 		select {
 		case <-b.arrived:
 		case <-timer.C:
 			b.mu.Lock()
 			clear(b.recent[:])
 			b.mu.Unlock()
-			return
+			return false
 		}
 		b.mu.Lock()
-		queued = len(b.queue)
+		done = len(b.queue) >= want || b.closed
 		b.mu.Unlock()
+	}
+	return true
+}
+
+// signal wakes a Gather wait to look at the queue again; b.mu is held.
+func (b *Batcher[T]) signal() {
+	if b.arrived == nil {
+		return
+	}
+	select {
+	case b.arrived <- struct{}{}:
+	default: // a token is there already
 	}
 }
 
@@ -170,6 +181,7 @@ func (b *Batcher[T]) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
+	b.signal()
 	for b.leading {
 		b.idle.Wait()
 	}

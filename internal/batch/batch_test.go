@@ -103,7 +103,8 @@ func TestClose(t *testing.T) {
 
 // With Gather, a batch waits for the calls recent batches suggest: after a
 // batch of 4, a lone call waits until 3 are queued. A wait that runs out
-// forgets the sizes seen, so the next lone call does not wait.
+// forgets the sizes seen, its own batch's included, so the next lone call
+// does not wait.
 func TestGather(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
@@ -117,16 +118,11 @@ func TestGather(t *testing.T) {
 			<-release // hold the first batch so that the next one holds 4
 		}
 	})
-	b.Gather(time.Hour)
+	b.Gather(time.Minute)
 	ran := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(sizes)
-	}
-	queued := func() (int, bool) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.queue), b.leading
 	}
 	var wg sync.WaitGroup
 	do := func(v int) {
@@ -141,7 +137,7 @@ func TestGather(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		do(i)
 	}
-	for n, _ := queued(); n < 4; n, _ = queued() {
+	for queued(b) < 4 {
 		runtime.Gosched()
 	}
 	close(release)
@@ -149,13 +145,7 @@ func TestGather(t *testing.T) {
 
 	// A lone call now waits for two more.
 	do(5)
-	for {
-		if ran() > 2 {
-			t.Fatalf("a lone call ran at once after a batch of 4: batches %v", sizes)
-		}
-		if n, leading := queued(); n == 1 && leading {
-			break
-		}
+	for queued(b) < 1 && ran() == 2 {
 		runtime.Gosched()
 	}
 	do(6)
@@ -165,14 +155,80 @@ func TestGather(t *testing.T) {
 		t.Fatalf("batches %v, want %v", sizes, want)
 	}
 
-	// A wait that runs out forgets: the sizes seen are those after it.
+	// A wait that runs out forgets every size, its own batch's too.
 	b.gather = time.Millisecond
 	do(8)
 	wg.Wait()
 	if want := []int{1, 4, 3, 1}; !slices.Equal(sizes, want) {
 		t.Fatalf("batches %v, want %v", sizes, want)
 	}
-	if largest := slices.Max(b.recent[:]); largest != 1 {
-		t.Errorf("after a wait ran out, the largest recent batch is %d, want 1 (the lone one)", largest)
+	if largest := slices.Max(b.recent[:]); largest != 0 {
+		t.Errorf("after a wait ran out, the largest recent batch is %d, want none", largest)
 	}
+	// So the next lone call runs at once, whatever the wait allowed.
+	b.gather = time.Minute
+	start := time.Now()
+	b.Do(9)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("a lone call after a wait ran out took %v: it waited", took)
+	}
+}
+
+// Close ends a Gather wait at once, and the waiting call runs.
+func TestGatherClose(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	b := New(8, func(vs []int) {
+		mu.Lock()
+		first := len(sizes) == 0
+		sizes = append(sizes, len(vs))
+		mu.Unlock()
+		if first {
+			<-release
+		}
+	})
+	b.Gather(time.Minute)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); b.Do(0) }()
+	for queued(b) > 0 || !leading(b) {
+		runtime.Gosched()
+	}
+	go func() { defer wg.Done(); b.Do(1) }()
+	go func() { defer wg.Done(); b.Do(2) }()
+	for queued(b) < 2 {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait() // batches [1, 2]: a lone call now waits for another
+
+	ran := make(chan bool)
+	go func() { ran <- b.Do(3) }()
+	for queued(b) < 1 {
+		runtime.Gosched()
+	}
+	start := time.Now()
+	b.Close()
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("Close took %v: it waited for the gathering to run out", took)
+	}
+	if !<-ran {
+		t.Error("the call queued before Close did not run")
+	}
+	if want := []int{1, 2, 1}; !slices.Equal(sizes, want) {
+		t.Errorf("batches %v, want %v", sizes, want)
+	}
+}
+
+func queued[T any](b *Batcher[T]) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+func leading[T any](b *Batcher[T]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.leading
 }
