@@ -180,14 +180,10 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), sessionTimeout)
 	defer cancel()
-	var err error
-	if c, cerr := r.Cookie(cookieName); cerr == nil {
-		err = h.sessions.delete(ctx, c.Value)
+	if c, err := r.Cookie(cookieName); err == nil {
+		_ = h.sessions.delete(ctx, c.Value) // tidying: it expires anyway
 	}
-	cookie := ""
-	if err == nil {
-		cookie, err = h.sessions.create(ctx, acc.ID, config.Digest(key))
-	}
+	cookie, err := h.sessions.create(ctx, acc.ID, config.Digest(key))
 	if err != nil {
 		h.storeFailed(w, "sign in", err)
 		return
@@ -247,10 +243,14 @@ func (h *Handler) sessionAccount(w http.ResponseWriter, r *http.Request) string 
 const sessionTimeout = 5 * time.Second
 
 // storeFailed answers a session's store error: 503 when the store is
-// unavailable, else 500, logged.
+// unavailable, 507 when it is full, else 500, logged.
 func (h *Handler) storeFailed(w http.ResponseWriter, what string, err error) {
-	if store.IsCode(err, store.Unavailable) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case store.IsCode(err, store.Unavailable) || errors.Is(err, context.DeadlineExceeded):
 		writeMessage(w, http.StatusServiceUnavailable, "store unavailable: retry")
+		return
+	case store.IsCode(err, store.Full):
+		writeMessage(w, http.StatusInsufficientStorage, "the store is full: no session could be made")
 		return
 	}
 	h.cfg.Log.Error("dashboard: "+what, "err", err)

@@ -32,7 +32,9 @@ type uiSessionJSON struct {
 
 // createUISessionScript sets the session KEYS[1] to ARGV[1] for ARGV[2]
 // milliseconds and lists it in KEYS[2], whose expired entries it drops and
-// whose entries past ARGV[3] it ends, closest to expiry first. Expiry is by
+// whose entries past ARGV[3], closest to expiry first, it unlists and
+// returns (the caller deletes them: a script touches only the keys it is
+// given). The list lives as long as its longest session. Expiry is by
 // Redis's clock, so replicas' clocks do not matter.
 var createUISessionScript = redis.NewScript(`
 local t = redis.call('TIME')
@@ -41,15 +43,28 @@ local ttl = tonumber(ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+local ended = {}
 local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
 if over > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], over)
   for i = 1, #popped, 2 do
-    redis.call('DEL', popped[i])
+    ended[#ended + 1] = popped[i]
   end
 end
-redis.call('PEXPIRE', KEYS[2], ttl)
-return 1
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+if last[2] then
+  redis.call('PEXPIREAT', KEYS[2], last[2])
+end
+return ended
+`)
+
+// getUISessionScript returns the session KEYS[1] while KEYS[2] lists it: a
+// session past the limit ends when it is unlisted, before its key is gone.
+var getUISessionScript = redis.NewScript(`
+if redis.call('ZSCORE', KEYS[2], KEYS[1]) then
+  return redis.call('GET', KEYS[1])
+end
+return false
 `)
 
 // deleteUISessionScript ends the session KEYS[1] and unlists it from KEYS[2].
@@ -67,12 +82,24 @@ func (s *Store) CreateUISession(ctx context.Context, id string, sess store.UISes
 	}
 	k := s.account(sess.AccountID)
 	keys := []string{k.uiSession(id), k.uiSessions()}
-	return classify(createUISessionScript.Run(ctx, s.client, keys, v, max(ttl.Milliseconds(), 1), max(limit, 1)).Err())
+	ended, err := createUISessionScript.Run(ctx, s.client, keys, v, max(ttl.Milliseconds(), 1), max(limit, 1)).StringSlice()
+	if err != nil {
+		return classify(err)
+	}
+	// Unlisted, they are ended already; deleting their keys frees the
+	// memory before they expire, and a failure leaves them to expire.
+	for _, key := range ended {
+		if key != keys[0] {
+			s.client.Del(ctx, key)
+		}
+	}
+	return nil
 }
 
 // UISession implements store.UISessions.
 func (s *Store) UISession(ctx context.Context, accountID, id string) (store.UISession, bool, error) {
-	v, err := s.client.Get(ctx, s.account(accountID).uiSession(id)).Bytes()
+	k := s.account(accountID)
+	v, err := getUISessionScript.Run(ctx, s.client, []string{k.uiSession(id), k.uiSessions()}).Text()
 	switch {
 	case err == redis.Nil:
 		return store.UISession{}, false, nil
@@ -80,7 +107,7 @@ func (s *Store) UISession(ctx context.Context, accountID, id string) (store.UISe
 		return store.UISession{}, false, classify(err)
 	}
 	var got uiSessionJSON
-	digest, derr := []byte(nil), json.Unmarshal(v, &got)
+	digest, derr := []byte(nil), json.Unmarshal([]byte(v), &got)
 	if derr == nil {
 		digest, derr = hex.DecodeString(got.KeyDigest)
 	}

@@ -48,6 +48,13 @@ func TestUISessions(t *testing.T) {
 		if n := s.client.ZCard(ctx, k.uiSessions()).Val(); n != 3 {
 			t.Errorf("the account lists %d sessions, want 3", n)
 		}
+		if n := s.client.Exists(ctx, k.uiSession("id-1")).Val() + s.client.Exists(ctx, k.uiSession("id-2")).Val(); n != 0 {
+			t.Errorf("%d keys of ended sessions are still there", n)
+		}
+		// The list lives as long as its longest session (id-5's).
+		if ttl := s.client.PTTL(ctx, k.uiSessions()).Val(); ttl <= time.Hour+4*time.Minute || ttl > time.Hour+5*time.Minute {
+			t.Errorf("the session list expires in %v, want with id-5, in 1h05m", ttl)
+		}
 		// Another account's sessions are not counted against it.
 		if err := s.CreateUISession(ctx, "id-1", uiSession("globex", 9), time.Hour, 1); err != nil {
 			t.Fatal(err)
