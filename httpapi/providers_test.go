@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,8 +17,6 @@ import (
 	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/redisstore"
 )
 
 const (
@@ -446,21 +443,8 @@ func TestSESCertificateFile(t *testing.T) {
 // 503, which makes it retry.
 func TestProviderStoreOutage(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "redis://" + ln.Addr().String() + "/0"
-	ln.Close()
-	down := testenv.Backend{Name: "down", Open: func(t *testing.T) store.Store {
-		client, err := redisstore.NewClient(dead, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return redisstore.New(client, redisstore.Options{Prefix: "mailsink-test:down:"})
-	}}
 	sns := inboundtest.NewSNS(t)
-	e := testenv.Start(t, down, func(c *config.Config) {
+	e := testenv.Start(t, testenv.DownRedis(t), func(c *config.Config) {
 		withInbound(c)
 		c.SNSClient = sns.Client()
 		c.Store.Timeout = 2 * time.Second

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/redisstore"
 )
 
 // On Redis a dashboard session works on every replica: a browser behind a
@@ -60,20 +57,7 @@ func TestSessionWorksOnEveryReplica(t *testing.T) {
 // With the store down, signing in and reading with a session answer 503,
 // which the page shows as a store outage, not as a signed-out session.
 func TestSessionStoreOutage(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "redis://" + ln.Addr().String() + "/0"
-	ln.Close()
-	down := testenv.Backend{Name: "down", Open: func(t *testing.T) store.Store {
-		client, err := redisstore.NewClient(dead, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return redisstore.New(client, redisstore.Options{Prefix: "mailsink-test:down:"})
-	}}
-	e := testenv.Start(t, down, func(c *config.Config) { c.Store.Timeout = 2 * time.Second })
+	e := testenv.Start(t, testenv.DownRedis(t), func(c *config.Config) { c.Store.Timeout = 2 * time.Second })
 	req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/ui/session", nil)
 	req.Header.Set("Authorization", "Bearer "+testenv.AcmeKey)
 	if res := e.Send(t, req); res.Status != http.StatusServiceUnavailable || res.Header.Get("Set-Cookie") != "" {

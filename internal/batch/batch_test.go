@@ -106,24 +106,7 @@ func TestClose(t *testing.T) {
 // forgets the sizes seen, its own batch's included, so the next lone call
 // does not wait.
 func TestGather(t *testing.T) {
-	var mu sync.Mutex
-	var sizes []int
-	release := make(chan struct{})
-	b := New(8, func(vs []int) {
-		mu.Lock()
-		first := len(sizes) == 0
-		sizes = append(sizes, len(vs))
-		mu.Unlock()
-		if first {
-			<-release // hold the first batch so that the next one holds 4
-		}
-	})
-	b.Gather(time.Minute)
-	ran := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(sizes)
-	}
+	b, log := gathering()
 	var wg sync.WaitGroup
 	do := func(v int) {
 		wg.Add(1)
@@ -131,7 +114,7 @@ func TestGather(t *testing.T) {
 	}
 
 	do(0)
-	for ran() < 1 {
+	for log.ran() < 1 {
 		runtime.Gosched()
 	}
 	for i := 1; i <= 4; i++ {
@@ -140,27 +123,27 @@ func TestGather(t *testing.T) {
 	for queued(b) < 4 {
 		runtime.Gosched()
 	}
-	close(release)
+	close(log.release)
 	wg.Wait()
 
 	// A lone call now waits for two more.
 	do(5)
-	for queued(b) < 1 && ran() == 2 {
+	for queued(b) < 1 && log.ran() == 2 {
 		runtime.Gosched()
 	}
 	do(6)
 	do(7)
 	wg.Wait()
-	if want := []int{1, 4, 3}; !slices.Equal(sizes, want) {
-		t.Fatalf("batches %v, want %v", sizes, want)
+	if want := []int{1, 4, 3}; !slices.Equal(log.sizes, want) {
+		t.Fatalf("batches %v, want %v", log.sizes, want)
 	}
 
 	// A wait that runs out forgets every size, its own batch's too.
 	b.gather = time.Millisecond
 	do(8)
 	wg.Wait()
-	if want := []int{1, 4, 3, 1}; !slices.Equal(sizes, want) {
-		t.Fatalf("batches %v, want %v", sizes, want)
+	if want := []int{1, 4, 3, 1}; !slices.Equal(log.sizes, want) {
+		t.Fatalf("batches %v, want %v", log.sizes, want)
 	}
 	if largest := slices.Max(b.recent[:]); largest != 0 {
 		t.Errorf("after a wait ran out, the largest recent batch is %d, want none", largest)
@@ -176,19 +159,7 @@ func TestGather(t *testing.T) {
 
 // Close ends a Gather wait at once, and the waiting call runs.
 func TestGatherClose(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var sizes []int
-	b := New(8, func(vs []int) {
-		mu.Lock()
-		first := len(sizes) == 0
-		sizes = append(sizes, len(vs))
-		mu.Unlock()
-		if first {
-			<-release
-		}
-	})
-	b.Gather(time.Minute)
+	b, log := gathering()
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); b.Do(0) }()
@@ -200,7 +171,7 @@ func TestGatherClose(t *testing.T) {
 	for queued(b) < 2 {
 		runtime.Gosched()
 	}
-	close(release)
+	close(log.release)
 	wg.Wait() // batches [1, 2]: a lone call now waits for another
 
 	ran := make(chan bool)
@@ -216,9 +187,42 @@ func TestGatherClose(t *testing.T) {
 	if !<-ran {
 		t.Error("the call queued before Close did not run")
 	}
-	if want := []int{1, 2, 1}; !slices.Equal(sizes, want) {
-		t.Errorf("batches %v, want %v", sizes, want)
+	if want := []int{1, 2, 1}; !slices.Equal(log.sizes, want) {
+		t.Errorf("batches %v, want %v", log.sizes, want)
 	}
+}
+
+// sizeLog records the sizes of the batches it runs, holding the first
+// until release is closed, so that the calls after it queue up.
+type sizeLog struct {
+	mu      sync.Mutex
+	sizes   []int
+	release chan struct{}
+}
+
+func (l *sizeLog) run(vs []int) {
+	l.mu.Lock()
+	first := len(l.sizes) == 0
+	l.sizes = append(l.sizes, len(vs))
+	l.mu.Unlock()
+	if first {
+		<-l.release
+	}
+}
+
+func (l *sizeLog) ran() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sizes)
+}
+
+// gathering returns a Batcher of up to 8 calls that gathers for a minute,
+// and the log of its batches.
+func gathering() (*Batcher[int], *sizeLog) {
+	l := &sizeLog{release: make(chan struct{})}
+	b := New(8, l.run)
+	b.Gather(time.Minute)
+	return b, l
 }
 
 func queued[T any](b *Batcher[T]) int {

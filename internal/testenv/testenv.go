@@ -119,6 +119,26 @@ func SharedRedis(t *testing.T) Backend {
 	}}
 }
 
+// DownRedis returns a backend on a Redis that is not there: a loopback
+// port nothing listens on. mailsink starts on it, and every store call
+// fails as in an outage.
+func DownRedis(t *testing.T) Backend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "redis://" + ln.Addr().String() + "/0"
+	ln.Close()
+	return Backend{Name: "down", Open: func(t *testing.T) store.Store {
+		client, err := redisstore.NewClient(dead, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return redisstore.New(client, redisstore.Options{Prefix: "mailsink-test:down:"})
+	}}
+}
+
 // DeletePrefix removes every key under prefix.
 func DeletePrefix(t *testing.T, url, prefix string) {
 	t.Helper()

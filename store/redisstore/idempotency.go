@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"time"
 
@@ -14,12 +12,8 @@ import (
 
 var _ store.Idempotency = (*Store)(nil)
 
-// idem is the key of an idempotency key's reservation: the key is hashed, so
-// that what a client sends never shapes key names.
-func (k accountKeys) idem(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return k.base + "idem:" + hex.EncodeToString(sum[:])
-}
+// idem is the key of an idempotency key's reservation.
+func (k accountKeys) idem(key string) string { return k.hashed("idem:", key) }
 
 // reserveScript sets KEYS[1] to ARGV[1] for ARGV[2] milliseconds unless it
 // is set; it returns false when it set it, else the value already there.

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 
@@ -18,6 +19,13 @@ func (s *Store) account(accountID string) accountKeys {
 }
 
 // records is the hash of the account's email records, by email id.
+// hashed is the key of kind for name, hashed so that what a client sends
+// never shapes key names.
+func (k accountKeys) hashed(kind, name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return k.base + kind + hex.EncodeToString(sum[:])
+}
+
 func (k accountKeys) records() string { return k.base + "em" }
 
 // emailPrefix is the part of an email's metadata key of the older layout

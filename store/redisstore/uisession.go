@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"time"
@@ -16,10 +15,7 @@ var _ store.UISessions = (*Store)(nil)
 
 // uiSession is the key of a dashboard session; its id is hashed, so that
 // key names never hold a live session id.
-func (k accountKeys) uiSession(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return k.base + "ui:" + hex.EncodeToString(sum[:])
-}
+func (k accountKeys) uiSession(id string) string { return k.hashed("ui:", id) }
 
 // uiSessions is the sorted set of the account's session keys, by expiry in
 // Unix milliseconds.
