@@ -2,7 +2,12 @@ package web_test
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +71,55 @@ func TestSessionStoreOutage(t *testing.T) {
 	cookie := http.Header{"Cookie": {"mailsink_session=" + "YWNtZQ." + strings.Repeat("A", 43)}}
 	if res := get(t, e, "/ui/preview/00000000-0000-4000-8000-000000000000", cookie); res.Status != http.StatusServiceUnavailable {
 		t.Errorf("preview with the store down: %d, want 503", res.Status)
+	}
+}
+
+// A person's dashboard behind a load balancer that sends each request to the
+// next of two replicas on one Redis: signing in, the live list, the HTML
+// preview and the downloads all work, whichever replica a request reaches.
+func TestDashboardBehindRoundRobin(t *testing.T) {
+	shared := testenv.SharedRedis(t)
+	a := testenv.Start(t, shared, nil)
+	b := testenv.Start(t, shared, nil)
+	var next atomic.Int64
+	var mu sync.Mutex
+	previews := map[string]int{} // preview and download requests per replica
+	lb := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			target := []string{a.BaseURL, b.BaseURL}[next.Add(1)%2]
+			u, _ := url.Parse(target)
+			r.SetURL(u)
+			r.Out.Host = r.In.Host
+			if strings.HasPrefix(r.In.URL.Path, "/ui/emails/") || strings.HasPrefix(r.In.URL.Path, "/ui/preview/") {
+				mu.Lock()
+				previews[target]++
+				mu.Unlock()
+			}
+		},
+		FlushInterval: -1,
+	})
+	t.Cleanup(lb.Close)
+	traffic.allow(strings.TrimPrefix(lb.URL, "http://"))
+	env := &testenv.Env{App: a.App, BaseURL: lb.URL, SMTP: a.SMTP}
+
+	p := openTab(t, env)
+	p.signIn(testenv.AcmeKey)
+	sendMail(t, b, "noreply@shop.example", "ada@acme.test", welcomeMail("ada@acme.test", "Welcome to the shop"))
+	p.waitFor("the new mail in the list", `[...document.querySelectorAll('#message-list .subject')].some(e => e.textContent === 'Welcome to the shop')`)
+	p.click("#message-list .row-link")
+	p.waitFor("the message view", `document.querySelector('#message-subject')?.textContent === 'Welcome to the shop'`)
+	id := eval[string](p, "location.hash.slice('#/emails/'.length)")
+	for i := 0; i < 4; i++ {
+		if got := fetchWithCookie(t, p, "/ui/preview/"+id); !strings.Contains(got, `<h1 id="greeting">Hello Ada</h1>`) {
+			t.Errorf("preview %d through the balancer: %.200s", i, got)
+		}
+		if got := fetchWithCookie(t, p, "/ui/emails/"+id+"/attachments/1"); !strings.HasPrefix(got, "%PDF-1.4") {
+			t.Errorf("attachment download %d through the balancer: %.200s", i, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if previews[a.BaseURL] == 0 || previews[b.BaseURL] == 0 {
+		t.Errorf("previews and downloads per replica: %v; want both replicas to serve some", previews)
 	}
 }
