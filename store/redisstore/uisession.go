@@ -85,9 +85,7 @@ func (s *Store) CreateUISession(ctx context.Context, id string, sess store.UISes
 	// Unlisted, they are ended already; deleting their keys frees the
 	// memory before they expire, and a failure leaves them to expire.
 	for _, key := range ended {
-		if key != keys[0] {
-			s.client.Del(ctx, key)
-		}
+		s.client.Del(ctx, key)
 	}
 	return nil
 }
