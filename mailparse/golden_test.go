@@ -238,7 +238,18 @@ func checkInvariants(t testing.TB, raw []byte) {
 			t.Errorf("header name %q is not lower case", k)
 		}
 	}
+	want := map[int]bool{len(m.Body.Attachments): true} // one past the end: absent
+	for i := range m.Body.Attachments {
+		want[i] = true
+	}
+	all := ReadAttachments(raw, want)
+	if len(all) != len(m.Body.Attachments) {
+		t.Errorf("ReadAttachments read %d attachments, Body has %d", len(all), len(m.Body.Attachments))
+	}
 	for i, a := range m.Body.Attachments {
+		if _, content, _ := ReadAttachment(raw, i); !bytes.Equal(all[i], content) {
+			t.Errorf("attachment %d: ReadAttachments has %d bytes, ReadAttachment %d", i, len(all[i]), len(content))
+		}
 		valid("Filename", a.Filename)
 		valid("ContentType", a.ContentType)
 		valid("Disposition", a.Disposition)

@@ -179,6 +179,37 @@ func ReadAttachment(raw []byte, index int) (att Attachment, content []byte, ok b
 	return att, content, ok
 }
 
+// ReadAttachments returns the decoded contents of the attachments whose
+// indexes (as for ReadAttachment) are in want, reading raw once. An index
+// with no attachment is absent from the result.
+func ReadAttachments(raw []byte, want map[int]bool) (contents map[int][]byte) {
+	contents = map[int][]byte{}
+	if len(want) == 0 {
+		return contents
+	}
+	defer func() {
+		if recover() != nil {
+			contents = map[int][]byte{}
+		}
+	}()
+	hdr, body := splitHeader(skipMboxLine(raw))
+	n := -1
+	w := walker{visit: func(l *leaf, r io.Reader) bool {
+		if !l.attachment() {
+			return true
+		}
+		n++
+		if want[n] {
+			content := []byte{}
+			readChunks(l.decoded(r), func(b []byte) { content = append(content, b...) })
+			contents[n] = content
+		}
+		return len(contents) < len(want)
+	}}
+	w.walk(readHeader(hdr), bytes.NewReader(body), 0, "text/plain")
+	return contents
+}
+
 // parse fills m from raw. Unlike Parse it lets panics through, so tests and
 // the fuzzer see them.
 func parse(m *Message, raw []byte) {

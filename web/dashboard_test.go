@@ -103,13 +103,14 @@ func TestSignInSeeNewMailLiveAndReadIt(t *testing.T) {
 	if got := eval[string](p, "document.querySelector('#preview-frame').getAttribute('sandbox')"); got != "" {
 		t.Errorf("preview sandbox = %q, want empty (no allow-scripts, no allow-same-origin)", got)
 	}
-	// The frame loaded the message and, from inside it, its cid: image.
+	// The frame loaded the message, its cid: image inline: the frame's own
+	// requests carry no session cookie.
 	traffic.waitForRequest(t, mark, "/ui/preview/"+id)
-	traffic.waitForRequest(t, mark, "/ui/emails/"+id+"/attachments/0")
 	preview := fetchWithCookie(t, p, "/ui/preview/"+id)
-	if !strings.Contains(preview, `<h1 id="greeting">Hello Ada</h1>`) || !strings.Contains(preview, `src="/ui/emails/`+id+`/attachments/0"`) {
-		t.Errorf("preview HTML does not show the message with its cid: image pointing at attachment 0:\n%s", preview)
+	if !strings.Contains(preview, `<h1 id="greeting">Hello Ada</h1>`) || !strings.Contains(preview, `src="data:image/png;base64,`+pixelPNG+`"`) {
+		t.Errorf("preview HTML does not show the message with its cid: image inline:\n%s", preview)
 	}
+	seeInlineImage(t, env, id)
 
 	p.click("#tab-text")
 	p.waitFor("the text", `document.querySelector('#panel-text').innerText.includes('Hello Ada, confirm your account')`)
@@ -137,6 +138,16 @@ func TestSignInSeeNewMailLiveAndReadIt(t *testing.T) {
 	q.signIn(testenv.AcmeKey)
 	q.visit("/#/emails/" + id)
 	q.waitFor("the message from its URL", `document.querySelector('#message-subject')?.textContent === 'Welcome to the shop'`)
+}
+
+// seeInlineImage opens the email's preview in a tab of its own, sandboxed as
+// in the frame, and waits until its cid: image (the 1x1 logo) has loaded.
+func seeInlineImage(t *testing.T, env *testenv.Env, id string) {
+	t.Helper()
+	q := openTab(t, env)
+	q.signIn(testenv.AcmeKey)
+	q.visit("/ui/preview/" + id)
+	q.waitFor("the inline image", `(i => i && i.complete && i.naturalWidth === 1)(document.querySelector('img[alt=logo]'))`)
 }
 
 // fetchWithCookie fetches a dashboard URL from the page, with its session

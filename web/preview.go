@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"html"
 	"mime"
@@ -90,13 +91,58 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><pre style=\"white-space:pre-wrap;font:14px/1.5 monospace\">%s</pre>", html.EscapeString(text))
 		return
 	}
-	w.Write([]byte(rewriteHTML(*body.HTML, id, body.Attachments)))
+	inline := mailparse.ReadAttachments(body.Raw, inlineImages(*body.HTML, body.Attachments))
+	w.Write([]byte(rewriteHTML(*body.HTML, id, body.Attachments, inline)))
 }
 
-// rewriteHTML points cid: URLs at the dashboard's attachment endpoint and
-// disarms http-equiv and <link>. The frame's CSP and sandbox are what make the HTML
-// harmless; this only makes inline images show.
-func rewriteHTML(src, id string, atts []store.Attachment) string {
+// Bounds of the images a preview carries inline: each, and all together
+// (decoded sizes).
+const (
+	maxInlineImage = 2 << 20
+	maxInlineTotal = 8 << 20
+)
+
+// inlineImages returns the indexes of the attachments that the HTML shows
+// by cid: and that the preview carries inline, as data: URLs: images,
+// within maxInlineImage each and maxInlineTotal in all. The frame is
+// sandboxed, so its own requests carry no session cookie: an image it
+// fetched from the attachment endpoint would not show.
+func inlineImages(src string, atts []store.Attachment) map[int]bool {
+	index := cidIndex(atts)
+	want := map[int]bool{}
+	var total int64
+	for _, m := range cidRef.FindAllString(src, -1) {
+		i, ok := cidTarget(m, index)
+		if !ok || want[i] {
+			continue
+		}
+		if _, image := imageType(atts[i]); image && atts[i].Size <= maxInlineImage && total+atts[i].Size <= maxInlineTotal {
+			want[i] = true
+			total += atts[i].Size
+		}
+	}
+	return want
+}
+
+// imageType returns the attachment's media type, without parameters, and
+// whether it is an image type fit for a data: URL.
+func imageType(a store.Attachment) (string, bool) {
+	if a.ContentType == nil {
+		return "", false
+	}
+	mt, _, err := mime.ParseMediaType(*a.ContentType)
+	sub, ok := strings.CutPrefix(mt, "image/")
+	if err != nil || !ok || sub == "" || strings.IndexFunc(sub, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '+' || r == '-')
+	}) >= 0 {
+		return "", false
+	}
+	return mt, true
+}
+
+// cidIndex maps the attachments' Content-IDs, lower case and without
+// angle brackets, to their indexes; the first of a repeated id wins.
+func cidIndex(atts []store.Attachment) map[string]int {
 	index := map[string]int{}
 	for i, a := range atts {
 		if a.ContentID != nil {
@@ -106,15 +152,35 @@ func rewriteHTML(src, id string, atts []store.Attachment) string {
 			}
 		}
 	}
+	return index
+}
+
+// cidTarget returns the index of the attachment a cid: URL m names.
+func cidTarget(m string, index map[string]int) (int, bool) {
+	ref := m[len("cid:"):]
+	if u, err := url.PathUnescape(ref); err == nil {
+		ref = u
+	}
+	i, ok := index[strings.ToLower(ref)]
+	return i, ok
+}
+
+// rewriteHTML points cid: URLs at the images in inline, as data: URLs, or
+// else at the dashboard's attachment endpoint, and disarms http-equiv and
+// <link>. The frame's CSP and sandbox are what make the HTML harmless;
+// this only makes inline images show.
+func rewriteHTML(src, id string, atts []store.Attachment, inline map[int][]byte) string {
+	index := cidIndex(atts)
 	out := cidRef.ReplaceAllStringFunc(src, func(m string) string {
-		ref := m[len("cid:"):]
-		if u, err := url.PathUnescape(ref); err == nil {
-			ref = u
+		i, ok := cidTarget(m, index)
+		if !ok {
+			return m
 		}
-		if i, ok := index[strings.ToLower(ref)]; ok {
-			return Prefix + "emails/" + id + "/attachments/" + strconv.Itoa(i)
+		if content, ok := inline[i]; ok {
+			mt, _ := imageType(atts[i])
+			return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(content)
 		}
-		return m
+		return Prefix + "emails/" + id + "/attachments/" + strconv.Itoa(i)
 	})
 	out = refreshRef.ReplaceAllString(out, "data-blocked-http-equiv=")
 	return linkRef.ReplaceAllString(out, "<blocked-link")

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mailsink/mailsink/store"
@@ -26,8 +27,43 @@ func TestRewriteHTML(t *testing.T) {
 		{`<link rel="prefetch" href="http://evil.example/">`, `<blocked-link rel="prefetch" href="http://evil.example/">`},
 		{`<LINK rel=stylesheet><linkage>`, `<blocked-link rel=stylesheet><linkage>`},
 	} {
-		if got := rewriteHTML(tc.in, "ID", atts); got != tc.want {
+		if got := rewriteHTML(tc.in, "ID", atts, nil); got != tc.want {
 			t.Errorf("rewriteHTML(%s)\n got %s\nwant %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The images a preview carries inline: those its HTML shows by cid:, of an
+// image type, within the bounds; rewriteHTML makes them data: URLs.
+func TestInlineImages(t *testing.T) {
+	str := func(s string) *string { return &s }
+	atts := []store.Attachment{
+		{ContentID: str("<logo@shop>"), ContentType: str(`image/PNG; name="logo.png"`), Size: 3},
+		{ContentID: str("<doc@shop>"), ContentType: str("application/pdf"), Size: 3},
+		{ContentID: str("<big@shop>"), ContentType: str("image/jpeg"), Size: maxInlineImage + 1},
+		{ContentID: str("<odd@shop>"), ContentType: str(`image/svg+xml"onload=x`), Size: 3},
+		{ContentID: str("<unused@shop>"), ContentType: str("image/gif"), Size: 3},
+	}
+	html := `<img src="cid:logo@shop"><img src="cid:LOGO@shop"><a href="cid:doc@shop"></a><img src="cid:big@shop"><img src="cid:odd@shop">`
+	want := inlineImages(html, atts)
+	if len(want) != 1 || !want[0] {
+		t.Fatalf("inlineImages = %v, want only the PNG (0)", want)
+	}
+	got := rewriteHTML(html, "ID", atts, map[int][]byte{0: []byte("PNG")})
+	wantHTML := `<img src="data:image/png;base64,UE5H"><img src="data:image/png;base64,UE5H"><a href="/ui/emails/ID/attachments/1"></a>` +
+		`<img src="/ui/emails/ID/attachments/2"><img src="/ui/emails/ID/attachments/3">`
+	if got != wantHTML {
+		t.Errorf("rewriteHTML\n got %s\nwant %s", got, wantHTML)
+	}
+
+	// All together they stay within maxInlineTotal.
+	many := make([]store.Attachment, 10)
+	html = ""
+	for i := range many {
+		many[i] = store.Attachment{ContentID: str(fmt.Sprintf("<%d@shop>", i)), ContentType: str("image/png"), Size: maxInlineImage}
+		html += fmt.Sprintf(`<img src="cid:%d@shop">`, i)
+	}
+	if n := len(inlineImages(html, many)); n != maxInlineTotal/maxInlineImage {
+		t.Errorf("%d images of the largest size inline, want %d", n, maxInlineTotal/maxInlineImage)
 	}
 }

@@ -117,6 +117,8 @@ func TestDashboardBehindRoundRobin(t *testing.T) {
 			t.Errorf("attachment download %d through the balancer: %.200s", i, got)
 		}
 	}
+	seeInlineImage(t, env, id)
+	p.screenshot("behind-round-robin")
 	mu.Lock()
 	defer mu.Unlock()
 	if previews[a.BaseURL] == 0 || previews[b.BaseURL] == 0 {

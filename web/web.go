@@ -2,7 +2,7 @@
 // /ui/, plain ES modules and CSS embedded in the binary. The dashboard is a
 // client of the public /v1 API, sending the API key in the Authorization
 // header from the browser. What a header cannot carry (the sandboxed HTML
-// preview, cid: images, downloads) uses a session cookie scoped to /ui/,
+// preview, downloads) uses a session cookie scoped to /ui/,
 // minted by POST /ui/session with the key in the Authorization header; the
 // endpoints that accept the cookie only read.
 package web

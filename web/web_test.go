@@ -149,8 +149,8 @@ func TestSessionCookie(t *testing.T) {
 	if preview.Status != http.StatusOK || preview.Header.Get("Content-Security-Policy") != wantCSP || preview.Header.Get("X-Frame-Options") != "SAMEORIGIN" {
 		t.Errorf("preview: %d, CSP %q, X-Frame-Options %q", preview.Status, preview.Header.Get("Content-Security-Policy"), preview.Header.Get("X-Frame-Options"))
 	}
-	if !bytes.Contains(preview.Body, []byte(`<img src="/ui/emails/`+id+`/attachments/0" alt="logo">`)) {
-		t.Errorf("preview does not point the cid: image at attachment 0:\n%s", preview.Body)
+	if !bytes.Contains(preview.Body, []byte(`<img src="data:image/png;base64,`+pixelPNG+`" alt="logo">`)) {
+		t.Errorf("preview does not carry the cid: image inline:\n%s", preview.Body)
 	}
 	if got := get(t, env, "/ui/preview/"+id+"?remote=1", withCookie(c)).Header.Get("Content-Security-Policy"); !strings.Contains(got, "img-src 'self' data: https: http:;") {
 		t.Errorf("preview with remote images: CSP %q", got)
