@@ -215,12 +215,25 @@ func TestReloadOnChange(t *testing.T) {
 }
 
 // TestWaitForStore starts on a Redis that is not there yet: WaitForStore
-// says what it waits for, then returns once Redis answers.
+// says what it waits for, then returns once Redis answers. The port is one
+// the system gave out and took back, so another test may listen there
+// meanwhile; the attempt is then made again on another port.
 func TestWaitForStore(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not installed")
 	}
+	for range 5 {
+		if waitForStore(t) {
+			return
+		}
+	}
+	t.Fatal("every free port was taken before redis-server could listen on it")
+}
+
+// waitForStore makes one attempt of TestWaitForStore; it reports false when
+// redis-server could not listen on the port.
+func waitForStore(t *testing.T) bool {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -240,8 +253,10 @@ func TestWaitForStore(t *testing.T) {
 
 	waiting := make(chan error, 10)
 	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		done <- a.WaitForStore(context.Background(), 50*time.Millisecond, func(err error) { waiting <- err })
+		done <- a.WaitForStore(ctx, 50*time.Millisecond, func(err error) { waiting <- err })
 	}()
 	select {
 	case err := <-waiting:
@@ -252,12 +267,30 @@ func TestWaitForStore(t *testing.T) {
 		t.Fatal("WaitForStore did not report what it waits for")
 	}
 	redis := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	out, err := redis.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := redis.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		redis.Process.Kill()
 		redis.Wait()
+	}()
+	// redis-server logs that it is ready, or why it is not and exits.
+	lines := bufio.NewScanner(out)
+	ready := false
+	for !ready && lines.Scan() {
+		ready = strings.Contains(lines.Text(), "Ready to accept connections")
+	}
+	if !ready {
+		t.Logf("redis-server could not listen on port %d; trying another", port)
+		return false
+	}
+	go func() {
+		for lines.Scan() {
+		}
 	}()
 	select {
 	case err := <-done:
@@ -267,4 +300,5 @@ func TestWaitForStore(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("WaitForStore did not return once Redis was up")
 	}
+	return true
 }
