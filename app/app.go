@@ -165,6 +165,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			// Every SMTP transaction reads its account's rules: on Redis
 			// a round trip, which concurrent transactions share.
 			ShareReads: backendName(raw) == "redis",
+			Local:      backendName(raw) == "embedded",
 		})
 	}
 

@@ -6,7 +6,9 @@
 // The SMTP server reads an account's rules once per transaction (Rules)
 // and checks each stage against them (Match), with no cache beyond the
 // transaction: a rule created or deleted through any process applies to
-// the next transaction every process starts. A counted rule's matches are
+// the next transaction every process starts. (The embedded store, which one
+// process owns, keeps the rules in memory and forgets them with each
+// change, which comes to the same.) A counted rule's matches are
 // taken from the store atomically, so "the next N" is exact across
 // processes.
 package faults
@@ -69,6 +71,9 @@ type Config struct {
 	// is a round trip. An embedded store reads faster than the calls could
 	// wait for each other.
 	ShareReads bool
+	// Local says the store is in this process (the embedded one): its
+	// calls wait on no network, so callers need not bound them (Local).
+	Local bool
 }
 
 // Injector keeps fault rules and decides which one a transaction meets.
@@ -140,6 +145,11 @@ func (in *Injector) readRules(reads []*rulesRead) {
 		r.rules, r.err = rules, err
 	}
 }
+
+// Local reports whether the rules are in this process's store
+// (Config.Local): the SMTP server then reads them without a timeout, whose
+// timer was most of the cost of a stage without rules.
+func (in *Injector) Local() bool { return in != nil && in.cfg.Local }
 
 // MaxDelay returns the longest delay a new rule may ask for.
 func (in *Injector) MaxDelay() time.Duration { return in.cfg.MaxDelay }

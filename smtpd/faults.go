@@ -47,7 +47,7 @@ func (s *session) fault(p faults.Point, known ruleSet) *smtp.SMTPError {
 		rules, ok = s.knownRules(p.AccountID)
 	}
 	if !ok {
-		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+		ctx, cancel := s.faultCtx()
 		if known != nil { // Data: read them without the session's lock
 			rules = s.srv.cfg.Faults.Rules(ctx, p.AccountID)
 		} else {
@@ -58,7 +58,7 @@ func (s *session) fault(p faults.Point, known ruleSet) *smtp.SMTPError {
 	if len(rules) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
+	ctx, cancel := s.faultCtx()
 	rule := s.srv.cfg.Faults.Match(ctx, rules, p) // may take a counted rule's match
 	cancel()
 	if rule == nil {
@@ -111,6 +111,15 @@ func noRules(rcpts []ingest.Recipient, known ruleSet) bool {
 		}
 	}
 	return true
+}
+
+// faultCtx returns the context of a call of Config.Faults: with the store
+// timeout, unless the rules are in this process (faults.Injector.Local).
+func (s *session) faultCtx() (context.Context, context.CancelFunc) {
+	if s.srv.cfg.Faults.Local() {
+		return s.srv.ctx, func() {}
+	}
+	return context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
 }
 
 // faultRules returns the account's fault rules, read once per transaction

@@ -45,6 +45,8 @@ type Store struct {
 	events *eventhub.Hub
 	// wal logs creates before bbolt has them (wal.go).
 	wal *walLog
+	// faults caches the fault rules (faults.go).
+	faults faultCache
 }
 
 var (
@@ -336,12 +338,24 @@ func (op *createOp) prepare() {
 	}
 }
 
-// apply writes the body, the emails and their indexes in tx.
+// apply writes the body, the emails, their indexes and the account's
+// totals in tx.
 func (op *createOp) apply(tx *bolt.Tx) error {
+	if err := op.write(tx, 0); err != nil {
+		return err
+	}
+	// The totals are read from tx and written back, so a run that a group
+	// commit repeats after a rollback adds them once.
+	return addStats(tx, op.emails[0].AccountID, int64(len(op.emails)), op.rawBytes)
+}
+
+// write writes the body, the emails and their indexes in tx, not the
+// account's totals. Its first absent emails are known not to be in tx.
+func (op *createOp) write(tx *bolt.Tx, absent int) error {
 	eb, ib := writeBucket(tx, bucketEmails), writeBucket(tx, bucketIndex)
 	bodies := writeBucket(tx, bucketBodies)
-	for i, e := range op.emails {
-		if eb.Get(op.keys[i]) != nil {
+	for i, e := range op.emails[absent:] {
+		if eb.Get(op.keys[absent+i]) != nil {
 			return store.Errorf(store.Conflict, "email %s already exists", e.ID)
 		}
 	}
@@ -372,11 +386,6 @@ func (op *createOp) apply(tx *bolt.Tx) error {
 				return err
 			}
 		}
-	}
-	// The totals are read from tx and written back, so a run that a group
-	// commit repeats after a rollback adds them once.
-	if err := addStats(tx, op.emails[0].AccountID, int64(len(op.emails)), op.rawBytes); err != nil {
-		return err
 	}
 	first, err := nextEvents(tx, len(op.emails))
 	op.firstEvent = first

@@ -16,20 +16,46 @@ import (
 
 // applyOps writes ops to tx, skipping those whose first email is there
 // already (applied before a crash cut the log's clean-up short) or whose
-// number a cancel frame voided, and records the last number.
+// number a cancel frame voided, and records the last number. Each
+// account's totals are written once, for all its ops: two lookups and a put
+// fewer per create (BenchmarkApply).
 func applyOps(tx *bolt.Tx, ops []walOp, voided spans) error {
 	emails := tx.Bucket(bucketEmails)
+	var sums []accountTotals // an account or a few: a slice beats a map
 	for i := range ops {
 		o := ops[i].op
 		o.skipped = voided.holds(ops[i].lsn) || emails.Get(o.keys[0]) != nil
 		if o.skipped {
 			continue
 		}
-		if err := o.apply(tx); err != nil {
+		if err := o.write(tx, 1); err != nil {
+			return err
+		}
+		sums = addTotals(sums, o.emails[0].AccountID, int64(len(o.emails)), o.rawBytes)
+	}
+	for _, t := range sums {
+		if err := addStats(tx, t.accountID, t.emails, t.rawBytes); err != nil {
 			return err
 		}
 	}
 	return writeApplied(tx, ops[len(ops)-1].lsn)
+}
+
+// accountTotals is what a transaction adds to an account's totals.
+type accountTotals struct {
+	accountID        string
+	emails, rawBytes int64
+}
+
+func addTotals(sums []accountTotals, accountID string, emails, rawBytes int64) []accountTotals {
+	for i := range sums {
+		if sums[i].accountID == accountID {
+			sums[i].emails += emails
+			sums[i].rawBytes += rawBytes
+			return sums
+		}
+	}
+	return append(sums, accountTotals{accountID, emails, rawBytes})
 }
 
 // applyLoop applies what is logged to bbolt until stop, then applies the

@@ -218,3 +218,62 @@ func testFaultConsumeConcurrent(t *testing.T, s store.Store) {
 	}
 	wantRuleIDs(t, fs, acctA)
 }
+
+// testFaultReadsDuringChanges checks that a change is seen by the next read
+// however many reads run meanwhile (a store that caches rules must never
+// keep what a read took before a change), and that what a read returns is
+// the caller's to change.
+func testFaultReadsDuringChanges(t *testing.T, s store.Store) {
+	fs := faultStore(t, s)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := fs.Faults(ctx, acctA); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var ids []string
+	for n := 1; n <= 30; n++ {
+		r := newRule(acctA, n, counted(2))
+		if err := fs.CreateFault(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+		wantRuleIDs(t, fs, acctA, ids...)
+		if ok, err := fs.ConsumeFault(ctx, acctA, r.ID); !ok || err != nil {
+			t.Fatalf("consume rule %d: got %v, %v", n, ok, err)
+		}
+		if got := wantRuleIDs(t, fs, acctA, ids...); got[n-1].Remaining != 1 {
+			t.Fatalf("rule %d after a consume: %d remaining, want 1", n, got[n-1].Remaining)
+		}
+	}
+	for n := 30; n > 20; n-- {
+		if err := fs.DeleteFault(ctx, acctA, ids[n-1]); err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:n-1]
+		wantRuleIDs(t, fs, acctA, ids...)
+	}
+	close(stop)
+	wg.Wait()
+
+	got := wantRuleIDs(t, fs, acctA, ids...)
+	got[0].Remaining, got[0].Stage = 99, store.FaultRcpt
+	got[1] = nil
+	if again := wantRuleIDs(t, fs, acctA, ids...); again[0].Remaining != 1 || again[0].Stage != store.FaultData || again[1] == nil {
+		t.Errorf("a read after the caller changed what the last one returned: %+v", again[:2])
+	}
+}

@@ -88,6 +88,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FaultExpiry", testFaultExpiry},
 		{"FaultLimit", testFaultLimit},
 		{"FaultConsumeConcurrent", testFaultConsumeConcurrent},
+		{"FaultReadsDuringChanges", testFaultReadsDuringChanges},
 		{"Webhooks", testWebhooks},
 		{"DeliveryQueue", testDeliveryQueue},
 		{"ConcurrentClaims", testConcurrentClaims},
