@@ -21,7 +21,7 @@ import (
 // fewer per create (BenchmarkApply).
 func applyOps(tx *bolt.Tx, ops []walOp, voided spans) error {
 	emails := tx.Bucket(bucketEmails)
-	var sums []accountTotals // an account or a few: a slice beats a map
+	sums := map[string]accountTotals{}
 	for i := range ops {
 		o := ops[i].op
 		o.skipped = voided.holds(ops[i].lsn) || emails.Get(o.keys[0]) != nil
@@ -31,10 +31,13 @@ func applyOps(tx *bolt.Tx, ops []walOp, voided spans) error {
 		if err := o.write(tx, 1); err != nil {
 			return err
 		}
-		sums = addTotals(sums, o.emails[0].AccountID, int64(len(o.emails)), o.rawBytes)
+		t := sums[o.emails[0].AccountID]
+		t.emails += int64(len(o.emails))
+		t.rawBytes += o.rawBytes
+		sums[o.emails[0].AccountID] = t
 	}
-	for _, t := range sums {
-		if err := addStats(tx, t.accountID, t.emails, t.rawBytes); err != nil {
+	for accountID, t := range sums {
+		if err := addStats(tx, accountID, t.emails, t.rawBytes); err != nil {
 			return err
 		}
 	}
@@ -42,21 +45,7 @@ func applyOps(tx *bolt.Tx, ops []walOp, voided spans) error {
 }
 
 // accountTotals is what a transaction adds to an account's totals.
-type accountTotals struct {
-	accountID        string
-	emails, rawBytes int64
-}
-
-func addTotals(sums []accountTotals, accountID string, emails, rawBytes int64) []accountTotals {
-	for i := range sums {
-		if sums[i].accountID == accountID {
-			sums[i].emails += emails
-			sums[i].rawBytes += rawBytes
-			return sums
-		}
-	}
-	return append(sums, accountTotals{accountID, emails, rawBytes})
-}
+type accountTotals struct{ emails, rawBytes int64 }
 
 // applyLoop applies what is logged to bbolt until stop, then applies the
 // rest and returns.

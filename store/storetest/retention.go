@@ -100,13 +100,25 @@ func testStatsConcurrent(t *testing.T, s store.Store) {
 				}
 			}()
 		}
+		// Another account's creates among them: a store that adds up the
+		// totals of many creates at once keeps each account's apart.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := newEmail(acctB, emails+i, func(e *store.Email) { e.RawSize = int64(1000 + i) })
+			if err := s.CreateEmails(ctx, newBody(emails+i), []*store.Email{e}); err != nil {
+				errs <- fmt.Errorf("CreateEmails(%s, %d): %w", acctB, i, err)
+			}
+		}()
 	}
 	wg.Wait()
-	var sum int64
+	var sum, sumB int64
 	for i := range emails {
 		sum += int64(100 + i)
+		sumB += int64(1000 + i)
 	}
 	wantStats(t, s, acctA, emails, sum, "after racing creates")
+	wantStats(t, s, acctB, emails, sumB, "after racing creates of another account")
 
 	for i := 0; i < emails; i += 2 {
 		sum -= int64(100 + i)
