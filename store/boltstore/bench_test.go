@@ -14,12 +14,29 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
+// benchRaw returns the source of the create benchmarks' emails: 2 KB.
+func benchRaw() []byte {
+	return []byte("Subject: benchmark\r\n\r\n" + strings.Repeat("0123456789abcdef", 2048/16))
+}
+
+// benchEmail returns the body and email of the create benchmarks' email n,
+// to one of 100 recipients, with raw (benchRaw) as its source.
+func benchEmail(raw []byte, n int64, now time.Time) (*store.Body, *store.Email) {
+	text := string(raw[22:])
+	e := &store.Email{
+		ID: store.NewID(), AccountID: "acct", Sender: "sender@example.com",
+		Recipient: fmt.Sprintf("user%d@example.com", n%100), Subject: ptr("benchmark"),
+		Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)),
+		ReceivedAt: now, CreatedAt: now, UpdatedAt: now,
+	}
+	return &store.Body{Raw: raw, Text: &text, Headers: map[string]string{"subject": "benchmark"}}, e
+}
+
 // BenchmarkCreate stores one email with a 2 KB body per operation, from
 // 1×GOMAXPROCS and 16×GOMAXPROCS goroutines: the second shows how much
 // batching lets concurrent writers share commits and fsyncs.
 func BenchmarkCreate(b *testing.B) {
-	raw := []byte("Subject: benchmark\r\n\r\n" + strings.Repeat("0123456789abcdef", 2048/16))
-	text := string(raw[22:])
+	raw := benchRaw()
 	for _, par := range []int{1, 16} {
 		b.Run(fmt.Sprintf("parallelism=%d", par), func(b *testing.B) {
 			s := openTemp(b, filepath.Join(b.TempDir(), "bench.db"))
@@ -32,14 +49,7 @@ func BenchmarkCreate(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					i := n.Add(1)
-					e := &store.Email{
-						ID: store.NewID(), AccountID: "acct", Sender: "sender@example.com",
-						Recipient: fmt.Sprintf("user%d@example.com", i%100), Subject: ptr("benchmark"),
-						Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)),
-						ReceivedAt: now, CreatedAt: now, UpdatedAt: now,
-					}
-					body := &store.Body{Raw: raw, Text: &text, Headers: map[string]string{"subject": "benchmark"}}
+					body, e := benchEmail(raw, n.Add(1), now)
 					if err := s.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
 						b.Error(err)
 						return
@@ -183,8 +193,7 @@ func BenchmarkApply(b *testing.B) {
 	const perTx = 250
 	s := openTemp(b, filepath.Join(b.TempDir(), "bench.db"))
 	s.db.NoSync = true
-	raw := []byte("Subject: benchmark\r\n\r\n" + strings.Repeat("0123456789abcdef", 2048/16))
-	text := string(raw[22:])
+	raw := benchRaw()
 	var lsn uint64
 	n := 0
 	b.ReportAllocs()
@@ -194,13 +203,7 @@ func BenchmarkApply(b *testing.B) {
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		for i := range ops {
 			n++
-			e := &store.Email{
-				ID: store.NewID(), AccountID: "acct", Sender: "sender@example.com",
-				Recipient: fmt.Sprintf("user%d@example.com", n%100), Subject: ptr("benchmark"),
-				Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)),
-				ReceivedAt: now, CreatedAt: now, UpdatedAt: now,
-			}
-			body := &store.Body{Raw: raw, Text: &text, Headers: map[string]string{"subject": "benchmark"}}
+			body, e := benchEmail(raw, int64(n), now)
 			lsn++
 			ops[i] = walOp{lsn: lsn, op: newCreateOp(body, []*store.Email{e})}
 		}
