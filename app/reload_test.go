@@ -228,12 +228,13 @@ func TestWaitForStore(t *testing.T) {
 			return
 		}
 	}
-	t.Fatal("every free port was taken before redis-server could listen on it")
+	t.Fatal("five ports in a row were taken before redis-server could listen on them")
 }
 
 // waitForStore makes one attempt of TestWaitForStore; it reports false when
-// redis-server could not listen on the port.
+// redis-server could not listen on the port because something else does.
 func waitForStore(t *testing.T) bool {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -274,24 +275,45 @@ func waitForStore(t *testing.T) bool {
 	if err := redis.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// redis-server logs that it is ready, or why it is not and exits; its
+	// log is read to the end before Wait.
+	ready := make(chan bool, 1)
+	logged := make(chan string, 1)
+	go func() {
+		var log strings.Builder
+		lines := bufio.NewScanner(out)
+		said := false
+		for lines.Scan() {
+			log.WriteString(lines.Text() + "\n")
+			if !said && strings.Contains(lines.Text(), "Ready to accept connections") {
+				said = true
+				ready <- true
+			}
+		}
+		if !said {
+			ready <- false
+		}
+		logged <- log.String()
+	}()
 	defer func() {
 		redis.Process.Kill()
+		<-logged
 		redis.Wait()
 	}()
-	// redis-server logs that it is ready, or why it is not and exits.
-	lines := bufio.NewScanner(out)
-	ready := false
-	for !ready && lines.Scan() {
-		ready = strings.Contains(lines.Text(), "Ready to accept connections")
-	}
-	if !ready {
-		t.Logf("redis-server could not listen on port %d; trying another", port)
-		return false
-	}
-	go func() {
-		for lines.Scan() {
+	select {
+	case ok := <-ready:
+		if !ok {
+			log := <-logged
+			logged <- log
+			if strings.Contains(log, "Address already in use") {
+				t.Logf("port %d was taken before redis-server could listen; trying another", port)
+				return false
+			}
+			t.Fatalf("redis-server did not start:\n%s", log)
 		}
-	}()
+	case <-time.After(30 * time.Second):
+		t.Fatal("redis-server neither got ready nor exited")
+	}
 	select {
 	case err := <-done:
 		if err != nil {

@@ -71,8 +71,10 @@ type Config struct {
 	// is a round trip. An embedded store reads faster than the calls could
 	// wait for each other.
 	ShareReads bool
-	// Local says the store is in this process (the embedded one): its
-	// calls wait on no network, so callers need not bound them (Local).
+	// Local says the store is in this process (the embedded one), whose
+	// calls look at their context only as they begin: a timeout would not
+	// bound them, only cost its timer (Local). They may still wait, for a
+	// commit and its fdatasyncs.
 	Local bool
 }
 
@@ -147,8 +149,9 @@ func (in *Injector) readRules(reads []*rulesRead) {
 }
 
 // Local reports whether the rules are in this process's store
-// (Config.Local): the SMTP server then reads them without a timeout, whose
-// timer was most of the cost of a stage without rules.
+// (Config.Local), whose calls a timeout would not bound: the SMTP server
+// then calls it without one, whose timer was most of the cost of a stage
+// without rules.
 func (in *Injector) Local() bool { return in != nil && in.cfg.Local }
 
 // MaxDelay returns the longest delay a new rule may ask for.

@@ -114,7 +114,8 @@ func noRules(rcpts []ingest.Recipient, known ruleSet) bool {
 }
 
 // faultCtx returns the context of a call of Config.Faults: with the store
-// timeout, unless the rules are in this process (faults.Injector.Local).
+// timeout, unless the rules are in this process's store, which would not
+// heed it (faults.Injector.Local).
 func (s *session) faultCtx() (context.Context, context.CancelFunc) {
 	if s.srv.cfg.Faults.Local() {
 		return s.srv.ctx, func() {}

@@ -965,6 +965,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store. It waits for transactions in progress.
 func (s *Store) Close() error {
+	s.faults.close()
 	walErr := s.wal.close()
 	s.commits.close()
 	s.events.Close()

@@ -338,3 +338,72 @@ func TestUpgradeStats(t *testing.T) {
 		t.Errorf("Compact of a version 5 file: got %v, want an error that names a newer mailsink", err)
 	}
 }
+
+// TestFaultCache checks the fault rules' cache step by step: a read from
+// the file that a change overtook is not kept, another account's change
+// does not void it, and a closed store serves nothing from it.
+func TestFaultCache(t *testing.T) {
+	t.Parallel()
+	var c faultCache
+	rules := []*store.FaultRule{{ID: "r1", AccountID: "a"}}
+	if _, _, ok := c.get("a"); ok {
+		t.Fatal("an empty cache served rules")
+	}
+
+	// A read that began before a change ended must not store what it read.
+	_, gen, _ := c.get("a")
+	c.forget("a")
+	c.put("a", gen, rules)
+	if _, _, ok := c.get("a"); ok {
+		t.Error("a read overtaken by a change was kept")
+	}
+
+	// Another account's change does not void a read.
+	_, gen, _ = c.get("a")
+	c.forget("b")
+	c.put("a", gen, rules)
+	got, _, ok := c.get("a")
+	if !ok || len(got) != 1 || got[0].ID != "r1" {
+		t.Fatalf("a read with only another account's change between: got %v, %v", got, ok)
+	}
+	if got[0] == rules[0] {
+		t.Error("the cache handed out the rule it was given, not a copy")
+	}
+
+	c.forget("a")
+	if _, _, ok := c.get("a"); ok {
+		t.Error("rules served after the account's change")
+	}
+
+	_, gen, _ = c.get("a")
+	c.put("a", gen, rules)
+	_, gen2, _ := c.get("b")
+	c.close()
+	if _, _, ok := c.get("a"); ok {
+		t.Error("rules served after close")
+	}
+	c.put("b", gen2, rules) // a read that began before close
+	if _, _, ok := c.get("b"); ok {
+		t.Error("rules stored after close")
+	}
+}
+
+// TestFaultsAfterClose checks that a closed store's fault rules are
+// unavailable, as everything else of it is, even when they were cached.
+func TestFaultsAfterClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Faults(ctx, "acct"); err != nil { // cached: none
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Faults(ctx, "acct"); !store.IsCode(err, store.Unavailable) {
+		t.Errorf("Faults after Close: got %v, want Unavailable", err)
+	}
+}

@@ -17,13 +17,14 @@ var _ store.FaultStore = (*Store)(nil)
 // bbolt transaction and a decoding of each rule per message were 3% of the
 // server's CPU. The file is locked by this process, so every change goes
 // through the methods below, which forget the account's entry once their
-// commit is over. gen counts those changes: a read stores what it read only
-// if none ended while it read, so a read that began before a change never
-// stores what the change replaced.
+// commit is over. gens counts each account's changes: a read stores what it
+// read only if none of the account's ended while it read, so a read that
+// began before a change never stores what the change replaced.
 type faultCache struct {
-	mu    sync.Mutex
-	gen   uint64
-	rules map[string][]*store.FaultRule // by account id; nil: none
+	mu     sync.Mutex
+	rules  map[string][]*store.FaultRule // by account id; nil: none
+	gens   map[string]uint64             // by account id: changes so far
+	closed bool                          // the store is closed: nothing is stored
 }
 
 // get returns a copy of the account's cached rules, or the generation a
@@ -33,17 +34,17 @@ func (c *faultCache) get(accountID string) (rules []*store.FaultRule, gen uint64
 	defer c.mu.Unlock()
 	cached, ok := c.rules[accountID]
 	if !ok {
-		return nil, c.gen, false
+		return nil, c.gens[accountID], false
 	}
 	return cloneFaults(cached), 0, true
 }
 
-// put stores the rules read from the file under gen, unless a change ended
-// since.
+// put stores the rules read from the file under gen, unless one of the
+// account's changes ended since.
 func (c *faultCache) put(accountID string, gen uint64, rules []*store.FaultRule) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen {
+	if c.closed || gen != c.gens[accountID] {
 		return
 	}
 	if c.rules == nil {
@@ -57,12 +58,24 @@ func (c *faultCache) put(accountID string, gen uint64, rules []*store.FaultRule)
 func (c *faultCache) forget(accountID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
+	if c.gens == nil {
+		c.gens = map[string]uint64{}
+	}
+	c.gens[accountID]++
 	delete(c.rules, accountID)
 }
 
-// cloneFaults copies rules and each rule, so that neither a caller nor the
-// cache sees the other's changes.
+// close empties the cache for good, so that reads after Close fail as the
+// file's do, even one that read before Close and stores after.
+func (c *faultCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.rules = nil
+}
+
+// cloneFaults copies rules, each rule and what a rule points to, so that
+// neither a caller nor the cache sees the other's changes.
 func cloneFaults(rules []*store.FaultRule) []*store.FaultRule {
 	if len(rules) == 0 {
 		return nil
@@ -70,6 +83,14 @@ func cloneFaults(rules []*store.FaultRule) []*store.FaultRule {
 	out := make([]*store.FaultRule, len(rules))
 	for i, r := range rules {
 		c := *r
+		if r.Reply != nil {
+			reply := *r.Reply
+			c.Reply = &reply
+		}
+		if r.Probability != nil {
+			p := *r.Probability
+			c.Probability = &p
+		}
 		out[i] = &c
 	}
 	return out

@@ -228,6 +228,15 @@ func testFaultReadsDuringChanges(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	stopped := false
+	stopReads := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	defer stopReads() // also when a check fails
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -267,13 +276,14 @@ func testFaultReadsDuringChanges(t *testing.T, s store.Store) {
 		ids = ids[:n-1]
 		wantRuleIDs(t, fs, acctA, ids...)
 	}
-	close(stop)
-	wg.Wait()
+	stopReads()
 
 	got := wantRuleIDs(t, fs, acctA, ids...)
 	got[0].Remaining, got[0].Stage = 99, store.FaultRcpt
+	got[0].Reply.Text, *got[0].Probability = "changed", 1
 	got[1] = nil
-	if again := wantRuleIDs(t, fs, acctA, ids...); again[0].Remaining != 1 || again[0].Stage != store.FaultData || again[1] == nil {
-		t.Errorf("a read after the caller changed what the last one returned: %+v", again[:2])
+	again := wantRuleIDs(t, fs, acctA, ids...)
+	if r := again[0]; r.Remaining != 1 || r.Stage != store.FaultData || r.Reply.Text != "4.3.0 try later" || *r.Probability != 0.25 || again[1] == nil {
+		t.Errorf("a read after the caller changed what the last one returned: %+v, reply %+v, probability %v", r, *r.Reply, *r.Probability)
 	}
 }
