@@ -216,3 +216,33 @@ func BenchmarkApply(b *testing.B) {
 	st := s.db.Stats()
 	b.ReportMetric(float64(st.TxStats.GetWrite())/float64(n), "pages/email")
 }
+
+// BenchmarkFaults reads an account's fault rules as the SMTP server does in
+// every transaction, for an account with none and one with three: from the
+// cache (faultCache), and from the file, as after every change to them.
+func BenchmarkFaults(b *testing.B) {
+	ctx := context.Background()
+	s := openTemp(b, filepath.Join(b.TempDir(), "bench.db"))
+	for i := range 3 {
+		r := &store.FaultRule{ID: fmt.Sprintf("rule-%d", i), AccountID: "three", Stage: store.FaultRcpt,
+			Recipient: "nobody@example.com", Reply: &store.FaultReply{Code: 451, Text: "4.3.0 try later"}}
+		if err := s.CreateFault(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, account := range []string{"none", "three"} {
+		for _, cached := range []bool{true, false} {
+			b.Run(fmt.Sprintf("rules=%s/cached=%v", account, cached), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if !cached {
+						s.faults.forget(account)
+					}
+					if _, err := s.Faults(ctx, account); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
