@@ -228,15 +228,10 @@ func testFaultReadsDuringChanges(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	stopped := false
-	stopReads := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	defer stopReads() // also when a check fails
+	defer func() { // also when a check fails
+		close(stop)
+		wg.Wait()
+	}()
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -276,7 +271,6 @@ func testFaultReadsDuringChanges(t *testing.T, s store.Store) {
 		ids = ids[:n-1]
 		wantRuleIDs(t, fs, acctA, ids...)
 	}
-	stopReads()
 
 	got := wantRuleIDs(t, fs, acctA, ids...)
 	got[0].Remaining, got[0].Stage = 99, store.FaultRcpt
