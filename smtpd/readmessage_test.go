@@ -17,7 +17,7 @@ import (
 func TestReadMessage(t *testing.T) {
 	turns := gate.New(1, 1)
 	s := &Server{cfg: Config{LargeGate: turns}, ctx: context.Background()}
-	for _, size := range []int{0, 1, 4095, largeMessage - 1, largeMessage, largeMessage + 1, 2*largeMessage + 3} {
+	for _, size := range []int{0, 1, 4095, chunkSize - 1, chunkSize, chunkSize + 1, 5*chunkSize + 7, largeMessage - 1, largeMessage, largeMessage + 1, 2*largeMessage + 3} {
 		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
 			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
 				msg := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
@@ -36,6 +36,30 @@ func TestReadMessage(t *testing.T) {
 					t.Errorf("read %d bytes, want the %d sent", len(raw), len(msg))
 				}
 			})
+		}
+	}
+}
+
+// The buffers a message is read into are reused for the next message, so
+// what readMessage returns must be a copy: reading more messages must not
+// change it.
+func TestReadMessageKeepsEarlierMessages(t *testing.T) {
+	s := &Server{ctx: context.Background()}
+	var kept [][]byte
+	for i, size := range []int{10, chunkSize + 10, 3*chunkSize + 10} {
+		for j := range 3 {
+			msg := bytes.Repeat([]byte{byte('a' + 3*i + j)}, size)
+			raw, release, err := s.readMessage(context.Background(), time.Time{}, bytes.NewReader(msg), 0, nil, "192.0.2.1")
+			release()
+			if err != nil || !bytes.Equal(raw, msg) {
+				t.Fatalf("message %d/%d: read %d bytes, err %v", i, j, len(raw), err)
+			}
+			kept = append(kept, raw)
+		}
+	}
+	for i, raw := range kept {
+		if want := byte('a' + i); bytes.IndexFunc(raw, func(r rune) bool { return r != rune(want) }) >= 0 {
+			t.Errorf("message %d changed after later reads", i)
 		}
 	}
 }
@@ -80,5 +104,27 @@ func TestReadMessageWaitEndsAtTheDeadline(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < 50*time.Millisecond || waited > 5*time.Second {
 		t.Errorf("gave up after %v, want about 50ms", waited)
+	}
+}
+
+// BenchmarkReadMessage reads messages whose size the client did not
+// announce from memory: the cost of the buffers, without the socket's.
+func BenchmarkReadMessage(b *testing.B) {
+	for _, size := range []int{2 << 10, 100 << 10, largeMessage} {
+		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
+			s := &Server{ctx: context.Background()}
+			msg := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+			r := bytes.NewReader(msg)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(msg)
+				raw, release, err := s.readMessage(context.Background(), time.Time{}, r, 0, nil, "192.0.2.1")
+				release()
+				if err != nil || len(raw) != size {
+					b.Fatalf("read %d bytes, err %v; want %d", len(raw), err, size)
+				}
+			}
+		})
 	}
 }

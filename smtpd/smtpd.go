@@ -4,6 +4,7 @@
 package smtpd
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -96,6 +97,7 @@ type Server struct {
 	ln       net.Listener
 	tlsLn    net.Listener // the implicit-TLS listener, or nil
 	conns    connSet
+	chunks   sync.Pool // *[]byte of chunkSize, for readChunks
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -568,11 +570,13 @@ func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader
 	if s.cfg.MaxMessageBytes > 0 {
 		limit = int(s.cfg.MaxMessageBytes) + 1 // one more byte to see the message is too large
 	}
-	first := 4 << 10
+	var done bool
 	if sizeHint > 0 && sizeHint <= largeMessage {
-		first = int(sizeHint) + 1 // one more byte to see the end
+		// One more byte to see the end.
+		raw, done, err = readInto(r, make([]byte, 0, int(sizeHint)+1), min(limit, largeMessage+1))
+	} else {
+		raw, done, err = s.readChunks(r, min(limit, largeMessage+1))
 	}
-	raw, done, err := readInto(r, make([]byte, 0, first), min(limit, largeMessage+1))
 	if err == nil && !done && len(raw) == limit {
 		err = errTooLarge
 	}
@@ -645,6 +649,40 @@ func (f *rateFloor) Read(b []byte) (int, error) {
 	n, err := f.r.Read(b)
 	f.n += int64(n)
 	return n, err
+}
+
+// chunkSize is the size of the buffers that readChunks reads into.
+const chunkSize = 64 << 10
+
+// readChunks reads r as readInto(r, nil, limit) does, but into buffers of
+// chunkSize kept for reuse (Server.chunks), and returns what it read in one
+// allocation of its size. A message whose size the client did not announce
+// then costs one copy, where growing one buffer by doubling zeroed and copied
+// it several times over (a tenth of the CPU of a 100 KB message).
+func (s *Server) readChunks(r io.Reader, limit int) (raw []byte, done bool, err error) {
+	var held [4]*[]byte
+	var parts [4][]byte
+	chunks, read := held[:0], parts[:0]
+	for n := 0; n < limit && !done && err == nil; {
+		c, ok := s.chunks.Get().(*[]byte)
+		if !ok {
+			b := make([]byte, chunkSize)
+			c = &b
+		}
+		chunks = append(chunks, c)
+		var b []byte
+		b, done, err = readInto(r, (*c)[:0], min(chunkSize, limit-n))
+		read = append(read, b)
+		n += len(b)
+	}
+	raw = bytes.Join(read, nil) // one allocation, not zeroed before it is filled
+	for _, c := range chunks {
+		s.chunks.Put(c)
+	}
+	if raw == nil {
+		raw = []byte{}
+	}
+	return raw, done, err
 }
 
 // readInto appends what r gives to buf until r ends (done) or buf holds
