@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -170,7 +171,7 @@ func bulkLoad(b *testing.B, s *Store, n int) {
 					Subject: ptr(fmt.Sprintf("bulk %d", i)), Status: st, Labels: labels,
 					ReceivedAt: at, CreatedAt: at, UpdatedAt: at,
 				}
-				if err := newCreateOp(body, []*store.Email{e}).apply(tx); err != nil {
+				if err := newCreateOp(new(rawzip.Compressor), body, []*store.Email{e}).apply(tx); err != nil {
 					return err
 				}
 			}
@@ -205,7 +206,7 @@ func BenchmarkApply(b *testing.B) {
 			n++
 			body, e := benchEmail(raw, int64(n), now)
 			lsn++
-			ops[i] = walOp{lsn: lsn, op: newCreateOp(body, []*store.Email{e})}
+			ops[i] = walOp{lsn: lsn, op: newCreateOp(new(rawzip.Compressor), body, []*store.Email{e})}
 		}
 		b.StartTimer()
 		if err := s.write(func(tx *bolt.Tx) error { return applyOps(tx, ops, nil) }); err != nil {

@@ -25,6 +25,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/eventhub"
 )
@@ -47,6 +48,8 @@ type Store struct {
 	wal *walLog
 	// faults caches the fault rules (faults.go).
 	faults faultCache
+	// zip compresses the raw sources of creates.
+	zip rawzip.Compressor
 }
 
 var (
@@ -186,7 +189,7 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	if err := validateCreate(body, emails); err != nil {
 		return err
 	}
-	op := newCreateOp(body, emails)
+	op := newCreateOp(&s.zip, body, emails)
 	if err := op.fits(); err != nil {
 		return wrap(err, "create emails")
 	}
@@ -301,8 +304,8 @@ type createOp struct {
 	skipped bool
 }
 
-func newCreateOp(body *store.Body, emails []*store.Email) *createOp {
-	op := &createOp{emails: emails, body: encodeBody(body)}
+func newCreateOp(z *rawzip.Compressor, body *store.Body, emails []*store.Email) *createOp {
+	op := &createOp{emails: emails, body: encodeBody(z, body)}
 	op.prepare()
 	return op
 }

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/storetest"
 )
@@ -242,7 +243,7 @@ func TestCorruptRecord(t *testing.T) {
 			t.Errorf("decodeEmail under key %x: got %v, want errCorrupt", k, err)
 		}
 	}
-	body := encodeBody(&store.Body{Raw: bytes.Repeat([]byte("compressible "), 100), Transcript: &store.Transcript{}})
+	body := encodeBody(new(rawzip.Compressor), &store.Body{Raw: bytes.Repeat([]byte("compressible "), 100), Transcript: &store.Transcript{}})
 	for i := range body {
 		if _, err := decodeBody(body[:i]); err == nil {
 			t.Errorf("decodeBody of %d of %d bytes: got nil error", i, len(body))

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -291,15 +292,13 @@ func decodeEmailOne(r *emailRecord, b []byte) error {
 	return d.done()
 }
 
-// encodeBody returns b in body format 4. The raw source is last so that
-// its length is the only part of the record that grows with the message;
-// it is compressed when internal/rawzip finds that it pays.
-func encodeBody(b *store.Body) []byte {
-	frame, compressed := rawzip.Compress(b.Raw)
-	size := 64 + 512 + len(b.Raw)
-	if compressed {
-		size = 64 + 512 + len(frame)
-	}
+// encodeBody returns b in body format 4, compressing with z. The raw source
+// is last so that its length is the only part of the record that grows with
+// the message; it is compressed when internal/rawzip finds that it pays.
+func encodeBody(z *rawzip.Compressor, b *store.Body) []byte {
+	frame, compressed := z.Compress(b.Raw)
+	defer z.Release(frame)
+	size := 64 + 512
 	var flags byte
 	if b.Unparsed {
 		flags |= bodyUnparsed
@@ -316,13 +315,14 @@ func encodeBody(b *store.Body) []byte {
 		encodeParsed(&e, b)
 	}
 	encodeTranscript(&e, b.Transcript)
+	payload := b.Raw
 	if compressed {
 		e.uvarint(uint64(len(b.Raw)))
-		e.bytes(frame)
-	} else {
-		e.bytes(b.Raw)
+		payload = frame
 	}
-	return e.b
+	e.uvarint(uint64(len(payload)))
+	// One copy of the payload, into memory that is not zeroed first.
+	return bytes.Join([][]byte{e.b, payload}, nil)
 }
 
 func parsedSize(b *store.Body) int {

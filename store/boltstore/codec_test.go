@@ -138,7 +138,7 @@ func TestBodyFormats(t *testing.T) {
 	for i := range 500 {
 		b := randomBody(r)
 		want := *b
-		v := encodeBody(b)
+		v := encodeBody(new(rawzip.Compressor), b)
 		if v[1]&bodyCompressed != 0 {
 			compressed++
 			if old := encodeBodyTwo(b); len(v) >= len(old) {

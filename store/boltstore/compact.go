@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mailsink/mailsink/internal/rawzip"
 )
 
 // compactTxSize is how many bytes of keys and values Compact copies per
@@ -115,6 +117,7 @@ type compactWriter struct {
 	dst  *bolt.DB
 	tx   *bolt.Tx
 	size int
+	zip  rawzip.Compressor // for bodies rewritten in the current format
 }
 
 func (w *compactWriter) commit() error {
@@ -185,7 +188,7 @@ func (w *compactWriter) bucket(path [][]byte, b *bolt.Bucket) error {
 		}
 		if top {
 			var keep bool
-			if v, keep, err = rewrite(path[0], k, v); err != nil {
+			if v, keep, err = rewrite(&w.zip, path[0], k, v); err != nil {
 				return err
 			}
 			if !keep {
@@ -204,7 +207,7 @@ func (w *compactWriter) bucket(path [][]byte, b *bolt.Bucket) error {
 
 // rewrite returns the record v under key k of the top-level bucket in the
 // current format, and false when it is not kept.
-func rewrite(bucket, k, v []byte) ([]byte, bool, error) {
+func rewrite(z *rawzip.Compressor, bucket, k, v []byte) ([]byte, bool, error) {
 	switch {
 	case bytes.Equal(bucket, bucketEmails) && len(v) > 0 && v[0] != emailFormat:
 		r, err := decodeEmail(k, v)
@@ -217,7 +220,7 @@ func rewrite(bucket, k, v []byte) ([]byte, bool, error) {
 		if err != nil {
 			return nil, false, fmt.Errorf("body %x: %w", k, err)
 		}
-		return encodeBody(body), true, nil
+		return encodeBody(z, body), true, nil
 	case bytes.Equal(bucket, bucketRefs):
 		n, size := binary.Uvarint(v)
 		if size <= 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -17,8 +18,8 @@ func FuzzDecodeRecords(f *testing.F) {
 	r.ReceivedAt, r.CreatedAt, r.UpdatedAt = now, now, now
 	f.Add(encodeEmail(r))
 	text := "hello"
-	f.Add(encodeBody(&store.Body{Raw: []byte("Subject: x\r\n\r\nshort"), Unparsed: true}))
-	f.Add(encodeBody(&store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Text: &text,
+	f.Add(encodeBody(new(rawzip.Compressor), &store.Body{Raw: []byte("Subject: x\r\n\r\nshort"), Unparsed: true}))
+	f.Add(encodeBody(new(rawzip.Compressor), &store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Text: &text,
 		Headers: map[string]string{"Subject": "compressible"}, Attachments: []store.Attachment{{Size: 3}},
 		Transcript: &store.Transcript{Helo: "h", Rcpts: []store.TranscriptCommand{{Address: "b@example.com"}}}}))
 	key := emailKey("acct", "id")

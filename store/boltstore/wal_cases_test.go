@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -326,7 +327,7 @@ func TestOpenOnFullDisk(t *testing.T) {
 	}
 	var frames []byte
 	for i := 1; i <= 50; i++ {
-		frames = encodeCreateFrame(frames, uint64(1000+i), newCreateOp(&store.Body{Raw: []byte(strings.Repeat("y", 8<<10))}, []*store.Email{walEmail(i)}))
+		frames = encodeCreateFrame(frames, uint64(1000+i), newCreateOp(new(rawzip.Compressor), &store.Body{Raw: []byte(strings.Repeat("y", 8<<10))}, []*store.Email{walEmail(i)}))
 	}
 	writeLog(t, path, 1000, frames)
 	info, _ := os.Stat(path)

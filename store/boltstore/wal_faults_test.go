@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -90,7 +91,7 @@ func TestPartialApplyPublishes(t *testing.T) {
 	for _, op := range []*createOp{
 		logOp(good1),
 		logOp(walEmail(3), walEmail(1)),
-		newCreateOp(&store.Body{Raw: raw}, []*store.Email{good2}),
+		newCreateOp(new(rawzip.Compressor), &store.Body{Raw: raw}, []*store.Email{good2}),
 	} {
 		s.wal.addPending(walOp{lsn: s.wal.nextLSN, op: op})
 		s.wal.nextLSN++

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -166,7 +167,7 @@ func writeLog(t *testing.T, path string, first uint64, frames []byte) {
 }
 
 func logOp(emails ...*store.Email) *createOp {
-	return newCreateOp(&store.Body{Raw: []byte("raw of " + emails[0].ID)}, emails)
+	return newCreateOp(new(rawzip.Compressor), &store.Body{Raw: []byte("raw of " + emails[0].ID)}, emails)
 }
 
 // TestReplay checks what Open makes of log files: creates above the applied

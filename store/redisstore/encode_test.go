@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -199,7 +200,7 @@ func TestBodyValueRoundTrip(t *testing.T) {
 			b.Headers = map[string]string{"subject": validText(r)}
 			b.Attachments = []store.Attachment{{Filename: ptr(validText(r)), Size: r.Int64N(1 << 30)}}
 		}
-		v := encodeBodyValue(b)
+		v := encodeBodyValue(new(rawzip.Compressor), b)
 		meta, rest, _ := strings.Cut(string(v), recordSep)
 		switch rest[0] {
 		case bodyZipped:

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -16,8 +17,8 @@ func FuzzDecodeValues(f *testing.F) {
 	e := testEmail("acct", "a@example.com", "b@example.com", 1)
 	r := newRecord(e, e.ID, "body-1")
 	f.Add(packRecord(r.storedValues(r.values()), 12))
-	f.Add(string(encodeBodyValue(&store.Body{Raw: []byte("Subject: x\r\n\r\nshort")})))
-	f.Add(string(encodeBodyValue(&store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Text: &text})))
+	f.Add(string(encodeBodyValue(new(rawzip.Compressor), &store.Body{Raw: []byte("Subject: x\r\n\r\nshort")})))
+	f.Add(string(encodeBodyValue(new(rawzip.Compressor), &store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Text: &text})))
 	f.Fuzz(func(t *testing.T, v string) {
 		if r, err := decodePacked(v, "id", "acct"); err == nil && (r.ID != "id" || r.AccountID != "acct") {
 			t.Fatalf("decodePacked kept %q, %q", r.ID, r.AccountID)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -319,22 +320,22 @@ func encodeBodyMeta(b *store.Body) []byte {
 }
 
 // encodeBodyValue returns the body value of b (see bodyPlain).
-func encodeBodyValue(b *store.Body) []byte {
+func encodeBodyValue(z *rawzip.Compressor, b *store.Body) []byte {
 	meta := encodeBodyMeta(b)
-	frame, zipped := rawzip.Compress(b.Raw)
-	n := len(meta) + len(recordSep) + 1
+	frame, zipped := z.Compress(b.Raw)
+	defer z.Release(frame)
+	head := make([]byte, 0, len(meta)+2*len(recordSep)+21)
+	head = append(append(head, meta...), recordSep...)
+	payload := b.Raw
 	if zipped {
-		n += 20 + len(frame)
+		head = strconv.AppendInt(append(head, bodyZipped), int64(len(b.Raw)), 10)
+		head = append(head, recordSep...)
+		payload = frame
 	} else {
-		n += len(b.Raw)
+		head = append(head, bodyPlain)
 	}
-	out := make([]byte, 0, n)
-	out = append(append(out, meta...), recordSep...)
-	if !zipped {
-		return append(append(out, bodyPlain), b.Raw...)
-	}
-	out = strconv.AppendInt(append(out, bodyZipped), int64(len(b.Raw)), 10)
-	return append(append(out, recordSep...), frame...)
+	// One copy of the payload, into memory that is not zeroed first.
+	return bytes.Join([][]byte{head, payload}, nil)
 }
 
 // decodeBodyValue decodes a body value (encodeBodyValue).

@@ -118,6 +118,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/eventhub"
 )
@@ -164,6 +165,7 @@ type Store struct {
 	client redis.UniversalClient
 	prefix string
 	batch  int
+	zip    rawzip.Compressor // compresses the raw sources of creates
 
 	ackReplicas int
 	ackTimeout  time.Duration
@@ -339,7 +341,7 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 	if len(body.Raw) >= largeBody {
 		c.raw, c.meta = body.Raw, encodeBodyMeta(body)
 	} else {
-		c.body = encodeBodyValue(body)
+		c.body = encodeBodyValue(&s.zip, body)
 	}
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
