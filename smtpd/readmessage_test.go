@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -20,7 +22,7 @@ func TestReadMessage(t *testing.T) {
 	for _, size := range []int{0, 1, 4095, chunkSize - 1, chunkSize, chunkSize + 1, 5*chunkSize + 7, largeMessage - 1, largeMessage, largeMessage + 1, 2*largeMessage + 3} {
 		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
 			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
-				msg := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+				msg := randomMessage(uint64(size), size)
 				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), hint, nil, "192.0.2.1")
 				if err != nil {
 					t.Fatal(err)
@@ -40,26 +42,46 @@ func TestReadMessage(t *testing.T) {
 	}
 }
 
-// The buffers a message is read into are reused for the next message, so
-// what readMessage returns must be a copy: reading more messages must not
-// change it.
+// randomMessage returns size bytes that do not repeat, so that a chunk read
+// into the wrong place shows.
+func randomMessage(seed uint64, size int) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	msg := make([]byte, size)
+	for i := range msg {
+		msg[i] = byte(r.Uint32())
+	}
+	return msg
+}
+
+// The buffers a message is read into are reused for the next message, also
+// by other sessions at once, so what readMessage returns must be a copy of
+// its own: reading more messages must not change it.
 func TestReadMessageKeepsEarlierMessages(t *testing.T) {
 	s := &Server{ctx: context.Background()}
-	var kept [][]byte
-	for i, size := range []int{10, chunkSize + 10, 3*chunkSize + 10} {
-		for j := range 3 {
-			msg := bytes.Repeat([]byte{byte('a' + 3*i + j)}, size)
-			raw, release, err := s.readMessage(context.Background(), time.Time{}, bytes.NewReader(msg), 0, nil, "192.0.2.1")
-			release()
-			if err != nil || !bytes.Equal(raw, msg) {
-				t.Fatalf("message %d/%d: read %d bytes, err %v", i, j, len(raw), err)
+	sizes := []int{10, chunkSize + 10, 3*chunkSize + 10}
+	const sessions, each = 4, 6
+	var wg sync.WaitGroup
+	kept := make([][][]byte, sessions)
+	for g := range sessions {
+		wg.Go(func() {
+			for i := range each {
+				msg := randomMessage(uint64(g*each+i), sizes[(g+i)%len(sizes)])
+				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), 0, nil, "192.0.2.1")
+				release()
+				if err != nil || !bytes.Equal(raw, msg) {
+					t.Errorf("session %d, message %d: read %d bytes, err %v", g, i, len(raw), err)
+					return
+				}
+				kept[g] = append(kept[g], raw)
 			}
-			kept = append(kept, raw)
-		}
+		})
 	}
-	for i, raw := range kept {
-		if want := byte('a' + i); bytes.IndexFunc(raw, func(r rune) bool { return r != rune(want) }) >= 0 {
-			t.Errorf("message %d changed after later reads", i)
+	wg.Wait()
+	for g, msgs := range kept {
+		for i, raw := range msgs {
+			if !bytes.Equal(raw, randomMessage(uint64(g*each+i), sizes[(g+i)%len(sizes)])) {
+				t.Errorf("session %d, message %d changed after later reads", g, i)
+			}
 		}
 	}
 }

@@ -651,7 +651,11 @@ func (f *rateFloor) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// chunkSize is the size of the buffers that readChunks reads into.
+// chunkSize is the size of the buffers that readChunks reads into. A
+// session holds one while it waits for a message's data, where it held 4 KiB
+// before (up to 64 MiB at 1,000 connections); the most a session holds before
+// it waits for a large-transfer slot is still about largeMessage, once in
+// chunks and once joined.
 const chunkSize = 64 << 10
 
 // readChunks reads r as readInto(r, nil, limit) does, but into buffers of
@@ -660,8 +664,9 @@ const chunkSize = 64 << 10
 // then costs one copy, where growing one buffer by doubling zeroed and copied
 // it several times over (a tenth of the CPU of a 100 KB message).
 func (s *Server) readChunks(r io.Reader, limit int) (raw []byte, done bool, err error) {
-	var held [4]*[]byte
-	var parts [4][]byte
+	// Enough for the first largeMessage+1 bytes, readMessage's limit here.
+	var held [largeMessage/chunkSize + 2]*[]byte
+	var parts [len(held)][]byte
 	chunks, read := held[:0], parts[:0]
 	for n := 0; n < limit && !done && err == nil; {
 		c, ok := s.chunks.Get().(*[]byte)

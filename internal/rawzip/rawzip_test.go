@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -70,7 +71,8 @@ func TestCompressDeclines(t *testing.T) {
 
 // A Compressor gives the frames Compress gives, whatever the sizes of the
 // messages before (its scratch buffers are reused, large and small), and
-// declines what Compress declines.
+// declines what Compress declines. A frame stays as it is until it is
+// released, while other calls, here and in other goroutines, compress.
 func TestCompressorMatchesCompress(t *testing.T) {
 	var msgs [][]byte
 	for _, raw := range corpus(t) {
@@ -83,19 +85,28 @@ func TestCompressorMatchesCompress(t *testing.T) {
 	}
 	msgs = append(msgs, random, []byte("tiny"), bytes.Repeat([]byte("a"), MaxSize+1),
 		bytes.Repeat([]byte("To: someone@example.com\r\n"), 40000))
-	var c Compressor
-	for pass := range 3 {
-		r.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
-		for i, raw := range msgs {
-			want, wantOK := Compress(raw)
-			got, ok := c.Compress(raw)
-			if ok != wantOK || !bytes.Equal(got, want) {
-				t.Fatalf("pass %d, message %d (%d bytes): Compressor gave %d bytes, %v; Compress %d bytes, %v",
-					pass, i, len(raw), len(got), ok, len(want), wantOK)
-			}
-			c.Release(got)
-		}
+	want := make([][]byte, len(msgs))
+	for i, raw := range msgs {
+		want[i], _ = Compress(raw)
 	}
+	var c Compressor
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			order := rand.New(rand.NewPCG(uint64(g), 5)).Perm(len(msgs))
+			for k, i := range order {
+				frame, ok := c.Compress(msgs[i])
+				next, _ := c.Compress(msgs[order[(k+1)%len(order)]]) // another call before the check
+				if ok != (want[i] != nil) || !bytes.Equal(frame, want[i]) {
+					t.Errorf("goroutine %d, message %d (%d bytes): Compressor gave %d bytes, %v; Compress %d bytes",
+						g, i, len(msgs[i]), len(frame), ok, len(want[i]))
+				}
+				c.Release(next)
+				c.Release(frame)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestDecompressRefusesBadInput(t *testing.T) {
