@@ -653,9 +653,10 @@ func (f *rateFloor) Read(b []byte) (int, error) {
 
 // chunkSize is the size of the buffers that readChunks reads into. A
 // session holds one while it waits for a message's data, where it held 4 KiB
-// before (up to 64 MiB at 1,000 connections); the most a session holds before
-// it waits for a large-transfer slot is still about largeMessage, once in
-// chunks and once joined.
+// before (up to 64 MiB at 1,000 connections). A message's first largeMessage
+// bytes take about twice that for a moment, in chunks and joined (one and a
+// half when one buffer grew by doubling), then largeMessage while the session
+// waits for a large-transfer slot.
 const chunkSize = 64 << 10
 
 // readChunks reads r as readInto(r, nil, limit) does, but into buffers of
