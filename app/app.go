@@ -28,6 +28,7 @@ import (
 	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/metrics"
@@ -139,8 +140,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		ParsePanics:     m.ParsePanics,
 		Log:             log.With("component", "ingest"),
 	})
-	// Ingest stores bodies unparsed; readers get them parsed on first read.
-	bodies := ingest.NewBodies(st, ingest.BodiesConfig{
+	// Ingest stores bodies unparsed; readers get them parsed on first
+	// read, under the read budget.
+	reads := bodies.New(st, bodies.Config{
+		Budget:      cfg.Reads.Budget,
+		Wait:        cfg.Reads.Wait,
 		ParsePanics: m.ParsePanics,
 		Log:         log.With("component", "bodies"),
 	})
@@ -199,6 +203,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	}, reg, ing, log.With("component", "smtp"))
 	a.bodies = gate.NewBudget(bodyBudget, bodyBudget/2)
 	api := httpapi.New(httpapi.Config{
+		Bodies:            reads,
 		LargeGate:         a.large,
 		BodyBudget:        a.bodies,
 		MaxRecipients:     cfg.SMTP.MaxRecipients,
@@ -213,14 +218,14 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Metrics:           m,
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		Dashboard: web.New(web.Config{
-			Store: bodies, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
+			Bodies: reads, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
 			Sessions: uiSessions,
 		}),
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
 		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
-	}, bodies, reg, ing, log.With("component", "http"), time.Now)
+	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
 	httpConfig := httpapi.ServerConfig{

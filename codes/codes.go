@@ -37,6 +37,7 @@
 package codes
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"unicode"
@@ -54,8 +55,10 @@ const MaxCodes = 20
 const MaxScan = 256 << 10
 
 // Extract returns the one-time codes of an email with the given subject,
-// text part and HTML part (any may be empty), at most MaxCodes of them.
-func Extract(subject, textPart, htmlPart string) []string {
+// text part and HTML part (any may be empty), at most MaxCodes of them. Its
+// time is linear in the bytes it reads; it stops with ctx's error when ctx
+// ends first.
+func Extract(ctx context.Context, subject, textPart, htmlPart string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	add := func(v string) {
@@ -65,11 +68,14 @@ func Extract(subject, textPart, htmlPart string) []string {
 		}
 	}
 	for _, part := range []string{clip(subject), clip(textPart), htmlText(clip(htmlPart))} {
-		for _, v := range fromText(part) {
+		for _, v := range fromText(ctx, part) {
 			add(v)
 		}
 	}
-	return out
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // clip cuts s to at most MaxScan bytes, on a rune boundary.
@@ -84,13 +90,17 @@ func clip(s string) string {
 	return s[:i]
 }
 
-// fromText returns the anchored codes of a text, line by line.
-func fromText(text string) []string {
+// fromText returns the anchored codes of a text, line by line, until ctx
+// ends.
+func fromText(ctx context.Context, text string) []string {
 	var out []string
 	// sinceKeyword counts the non-empty lines since the last line with a
 	// keyword and no code of its own; -1 when there is none close enough.
 	sinceKeyword := -1
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
+		if ctx.Err() != nil {
+			return out
+		}
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
@@ -181,25 +191,42 @@ var qualifiers = []string{
 	"할인", "우편", "tax", "steuer", "kodak",
 }
 
-// keywords returns the unqualified code words of the line.
+// keywordRunes holds each keyword's text as runes, in the order of
+// keywords.
+var keywordRunes = func() [][]rune {
+	out := make([][]rune, len(keywords))
+	for i, k := range keywords {
+		out[i] = []rune(k.text)
+	}
+	return out
+}()
+
+// keywords returns the unqualified code words of the line: those of the
+// first keyword in order, then those of the second, and so on. It reads the
+// line once, trying every keyword at each position: a pass per keyword over
+// a long line would fall out of the processor's caches.
 func (l *line) keywords() []span {
-	var out []span
-	for _, k := range keywords {
-		kr := []rune(k.text)
-		for i := 0; i+len(kr) <= len(l.lower); i++ {
-			if !hasAt(l.lower, i, kr) {
+	found := make([][]span, len(keywords))
+	next := make([]int, len(keywords)) // where each keyword may match next
+	for i, c := range l.lower {
+		for ki, kr := range keywordRunes {
+			if kr[0] != c || i < next[ki] || i+len(kr) > len(l.lower) || !hasAt(l.lower, i, kr) {
 				continue
 			}
 			end := i + len(kr)
-			if k.word && (i > 0 && isWordRune(l.lower[i-1]) || end < len(l.lower) && isWordRune(l.lower[end])) {
+			if keywords[ki].word && (i > 0 && isWordRune(l.lower[i-1]) || end < len(l.lower) && isWordRune(l.lower[end])) {
 				continue
 			}
 			if l.qualified(i, end) {
 				continue
 			}
-			out = append(out, span{start: i, end: end})
-			i = end - 1
+			found[ki] = append(found[ki], span{start: i, end: end})
+			next[ki] = end
 		}
+	}
+	var out []span
+	for _, f := range found {
+		out = append(out, f...)
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package codes
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,7 +29,7 @@ func TestCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got := Extract(deref(m.Subject), deref(m.Body.Text), deref(m.Body.HTML))
+		got := extract(deref(m.Subject), deref(m.Body.Text), deref(m.Body.HTML))
 		if len(codes) > 0 {
 			verification++
 			langs[strings.SplitN(name, "-", 2)[0]] = true
@@ -95,6 +96,12 @@ func deref(s *string) string {
 	return *s
 }
 
+// extract is Extract with a context that does not end.
+func extract(subject, text, html string) []string {
+	out, _ := Extract(context.Background(), subject, text, html)
+	return out
+}
+
 func TestExtract(t *testing.T) {
 	tests := []struct {
 		name, subject, text, html string
@@ -126,9 +133,9 @@ func TestExtract(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Extract(tt.subject, tt.text, tt.html)
+			got := extract(tt.subject, tt.text, tt.html)
 			if !slices.Equal(got, tt.want) {
-				t.Errorf("Extract(%q, %q, %q) = %q, want %q", tt.subject, tt.text, tt.html, got, tt.want)
+				t.Errorf("extract(%q, %q, %q) = %q, want %q", tt.subject, tt.text, tt.html, got, tt.want)
 			}
 		})
 	}
@@ -139,11 +146,11 @@ func TestExtractBounds(t *testing.T) {
 	for i := range 100 {
 		b.WriteString("code " + strings.Repeat(string(rune('1'+i%9)), 6) + "\n")
 	}
-	if got := Extract("", b.String(), ""); len(got) > MaxCodes {
+	if got := extract("", b.String(), ""); len(got) > MaxCodes {
 		t.Errorf("%d codes, want at most %d", len(got), MaxCodes)
 	}
 	huge := strings.Repeat("é", MaxScan) + "\ncode 123456"
-	if got := Extract("", huge, huge); len(got) != 0 {
+	if got := extract("", huge, huge); len(got) != 0 {
 		t.Errorf("a code past MaxScan was read: %q", got)
 	}
 }
@@ -153,7 +160,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add("验证码", "コード：ABC-DEF", "<p>код 12-34-56</p>")
 	f.Add("", "\xff\xfe code 1 2 3 4", "<a href=x>code</a> 9999")
 	f.Fuzz(func(t *testing.T, subject, text, html string) {
-		got := Extract(subject, text, html)
+		got := extract(subject, text, html)
 		if len(got) > MaxCodes {
 			t.Fatalf("%d codes", len(got))
 		}
@@ -168,7 +175,7 @@ func FuzzExtract(f *testing.F) {
 // A message of one long line of keywords and numbers costs linear time.
 func TestExtractLongLine(t *testing.T) {
 	text := strings.Repeat("code 123456 ", MaxScan/12)
-	if got := Extract("", text, "<p>"+text); len(got) != 1 {
+	if got := extract("", text, "<p>"+text); len(got) != 1 {
 		t.Errorf("got %d codes, want 1", len(got))
 	}
 }

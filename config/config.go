@@ -38,6 +38,8 @@ type Config struct {
 	Quota Quota
 	// Webhooks bounds outbound webhooks and sets their retry schedule.
 	Webhooks Webhooks
+	// Reads bounds the memory that reads of stored emails hold.
+	Reads Reads
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -82,6 +84,14 @@ type Config struct {
 	// PProfAddr is where main serves
 	// net/http/pprof for profiling; empty (the default) serves nothing.
 	PProfAddr string
+}
+
+// Reads bounds the reads of stored emails (package bodies).
+type Reads struct {
+	// Budget is how many bytes reads hold at once in the process; Wait is
+	// how long a read waits for room in it.
+	Budget int64
+	Wait   time.Duration
 }
 
 // HTTP configures the HTTP listener.

@@ -20,14 +20,13 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/mailsink/mailsink/accounts"
-	"github.com/mailsink/mailsink/codes"
 	"github.com/mailsink/mailsink/faults"
 	"github.com/mailsink/mailsink/inbound"
 	"github.com/mailsink/mailsink/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
-	"github.com/mailsink/mailsink/links"
 	"github.com/mailsink/mailsink/metrics"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/webhooks"
@@ -35,6 +34,9 @@ import (
 
 // Config holds the HTTP API's limits.
 type Config struct {
+	// Bodies reads emails' content for the detail and the other readers
+	// of one email, under the read budget.
+	Bodies *bodies.Service
 	// MaxRecipients bounds the envelope recipients a provider webhook may
 	// name (ingest bounds every delivery too; this refuses before the
 	// lookups).
@@ -478,101 +480,6 @@ func emailID(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return "", false
 	}
 	return store.NormalizeID(id), true
-}
-
-func (a *API) getEmail(w http.ResponseWriter, r *http.Request) {
-	id, ok := emailID(w, r)
-	if !ok {
-		return
-	}
-	acc := accountOf(r)
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	e, err := a.store.GetEmail(ctx, acc.ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
-		return
-	}
-	body, err := a.store.GetBody(ctx, acc.ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"item": detailJSON{emailJSON: a.emailJSON(e), Body: bodyToJSON(body)}})
-}
-
-// linkJSON is one item of the links answer; Text is null when the link has
-// none.
-type linkJSON struct {
-	URL  string  `json:"url"`
-	Text *string `json:"text"`
-}
-
-// emailLinks answers {"items": [{"url", "text"}]}: the links of the email's
-// HTML part, then those of its text part not already listed (package links).
-func (a *API) emailLinks(w http.ResponseWriter, r *http.Request) {
-	id, ok := emailID(w, r)
-	if !ok {
-		return
-	}
-	body, ok := a.body(w, r, id)
-	if !ok {
-		return
-	}
-	var htmlPart, textPart string
-	if body.HTML != nil {
-		htmlPart = *body.HTML
-	}
-	if body.Text != nil {
-		textPart = *body.Text
-	}
-	found := links.Extract(htmlPart, textPart)
-	items := make([]linkJSON, len(found))
-	for i, l := range found {
-		items[i] = linkJSON{URL: l.URL, Text: l.Text}
-	}
-	writeJSON(w, http.StatusOK, map[string][]linkJSON{"items": items})
-}
-
-// codeJSON is one item of the codes answer.
-type codeJSON struct {
-	Value string `json:"value"`
-}
-
-// emailCodes answers {"items": [{"value"}]}: the one-time codes of the
-// email's subject, text part and HTML part (package codes).
-func (a *API) emailCodes(w http.ResponseWriter, r *http.Request) {
-	id, ok := emailID(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := a.storeContext(r)
-	e, err := a.store.GetEmail(ctx, accountOf(r).ID, id)
-	cancel()
-	if err != nil {
-		writeError(w, r, a.log, err)
-		return
-	}
-	body, ok := a.body(w, r, id)
-	if !ok {
-		return
-	}
-	var subject, htmlPart, textPart string
-	if e.Subject != nil {
-		subject = *e.Subject
-	}
-	if body.HTML != nil {
-		htmlPart = *body.HTML
-	}
-	if body.Text != nil {
-		textPart = *body.Text
-	}
-	found := codes.Extract(subject, textPart, htmlPart)
-	items := make([]codeJSON, len(found))
-	for i, v := range found {
-		items[i] = codeJSON{Value: v}
-	}
-	writeJSON(w, http.StatusOK, map[string][]codeJSON{"items": items})
 }
 
 func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {

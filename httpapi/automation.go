@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/mux"
-
-	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/eventhub"
 )
@@ -319,79 +315,6 @@ func (a *API) sseEvent(e store.Event) string {
 	}
 	b, _ := json.Marshal(data)
 	return "id: " + e.ID + "\nevent: " + string(e.Type) + "\ndata: " + string(b) + "\n\n"
-}
-
-// body loads the body of the request's account's email id; it reports
-// false when it has answered with an error.
-func (a *API) body(w http.ResponseWriter, r *http.Request, id string) (*store.Body, bool) {
-	ctx, cancel := a.storeContext(r)
-	defer cancel()
-	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
-	if err != nil {
-		writeError(w, r, a.log, err)
-		return nil, false
-	}
-	return body, true
-}
-
-// rawEmail answers the raw source, byte-exact.
-func (a *API) rawEmail(w http.ResponseWriter, r *http.Request) {
-	id, ok := emailID(w, r)
-	if !ok {
-		return
-	}
-	body, ok := a.body(w, r, id)
-	if !ok {
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "message/rfc822")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".eml"}))
-	h.Set("Content-Length", strconv.Itoa(len(body.Raw)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body.Raw)
-}
-
-// attachment answers the decoded content of the index-th attachment (from
-// 0, as in body.attachments), always as a download.
-func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
-	id, ok := emailID(w, r)
-	if !ok {
-		return
-	}
-	v := newValidationError()
-	index, ok := parseInt(mux.Vars(r)["index"], "index", 0, 1<<20, v)
-	if !ok {
-		writeValidation(w, v)
-		return
-	}
-	body, ok := a.body(w, r, id)
-	if !ok {
-		return
-	}
-	att, content, found := mailparse.ReadAttachment(body.Raw, int(index))
-	if !found {
-		writeMessage(w, http.StatusNotFound, fmt.Sprintf("attachment not found: the email has %d attachments", len(body.Attachments)))
-		return
-	}
-	ctype := "application/octet-stream"
-	if att.ContentType != nil {
-		if mt, params, err := mime.ParseMediaType(*att.ContentType); err == nil {
-			ctype = mime.FormatMediaType(mt, params)
-		}
-	}
-	name := fmt.Sprintf("attachment-%d", index)
-	if att.Filename != nil && *att.Filename != "" {
-		name = *att.Filename
-	}
-	h := w.Header()
-	h.Set("Content-Type", ctype)
-	h.Set("Content-Disposition", contentDisposition(name))
-	h.Set("Content-Length", strconv.Itoa(len(content)))
-	// Never rendered as a page of this origin, whatever its type.
-	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(content)
 }
 
 // contentDisposition is "attachment" with the file name; mime encodes a

@@ -37,6 +37,7 @@ var statusOf = map[store.Code]int{
 	store.TooLarge:      http.StatusRequestEntityTooLarge,
 	store.Full:          http.StatusInsufficientStorage,
 	store.QuotaExceeded: http.StatusTooManyRequests,
+	store.Busy:          http.StatusServiceUnavailable,
 	store.Internal:      http.StatusInternalServerError,
 }
 
@@ -49,7 +50,18 @@ var clientMessage = map[store.Code]string{
 	store.TooLarge:      "request body too large",
 	store.Full:          "storage is full: nothing was stored; delete emails or try again later",
 	store.QuotaExceeded: "the account's storage quota is used up: delete emails or wait for retention",
+	store.Busy:          "busy: try again in a moment",
 	store.Internal:      "internal error",
+}
+
+// busyRetryAfter is the Retry-After of a Busy answer, in seconds: reads
+// of large emails take about a second each.
+const busyRetryAfter = "2"
+
+// ended is the error of a request whose context ended (its store timeout,
+// or the client gone): answered 503, as the store timing out would be.
+func ended(err error) error {
+	return store.Wrap(store.Unavailable, err, "the request took too long: try again")
 }
 
 // storeMessage is what a client is told of err: its own message, but for
@@ -79,6 +91,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	case store.Unavailable, store.Full:
 		log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	case store.Busy:
+		w.Header().Set("Retry-After", busyRetryAfter)
 	}
 	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -15,10 +15,11 @@ func (a *API) emailTranscript(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := a.storeContext(r)
 	defer cancel()
-	body, err := a.store.GetBody(ctx, accountOf(r).ID, id)
+	read, err := a.cfg.Bodies.Raw(ctx, accountOf(r).ID, id)
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": body.Transcript})
+	defer read.Close()
+	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": read.Body.Transcript})
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
@@ -27,7 +30,7 @@ var (
 )
 
 // newService returns a Service on a fresh embedded store whose clock reads
-// now, and the store as readers see it (through Bodies).
+// now, and the store as readers see it (through package bodies).
 func newService(t *testing.T, cfg Config) (*Service, store.Store) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
@@ -35,7 +38,25 @@ func newService(t *testing.T, cfg Config) (*Service, store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return New(st, func() time.Time { return now }, cfg), NewBodies(st, BodiesConfig{})
+	return New(st, func() time.Time { return now }, cfg), parsedStore{st, bodies.New(st, bodies.Config{})}
+}
+
+// parsedStore is a store whose GetBody returns bodies parsed, as readers
+// see them through package bodies.
+type parsedStore struct {
+	store.Store
+	reads *bodies.Service
+}
+
+func (p parsedStore) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
+	r, err := p.reads.Parsed(ctx, accountID, id)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b := r.Body
+	return &store.Body{Raw: b.Raw, Text: b.Text, HTML: b.HTML, Headers: maps.Clone(b.Headers),
+		Attachments: slices.Clone(b.Attachments), Transcript: b.Transcript}, nil
 }
 
 // message joins header and body lines into a CRLF message.

@@ -23,11 +23,17 @@
 //     address, are kept: relative, javascript:, data: and other URLs are
 //     left out. Tabs and newlines inside a URL and spaces around it are
 //     removed, as browsers do; otherwise the URL is given as written.
+//   - Bounds (README, "Limits"): the first MaxScan bytes of each part are
+//     read, a URL longer than MaxURLBytes is left out, a link's text is cut
+//     to MaxTextBytes, and at most MaxLinks links are listed. Its time is
+//     linear in the parts' length.
 package links
 
 import (
+	"context"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
@@ -40,17 +46,27 @@ type Link struct {
 	Text *string
 }
 
-// MaxLinks bounds the links Extract returns, so that a message built to
-// hold millions of them costs a bounded answer.
-const MaxLinks = 1000
+// The bounds of Extract, so that a message built to hold millions of links,
+// or one huge one, costs a bounded answer.
+const (
+	MaxLinks     = 1000
+	MaxURLBytes  = 8 << 10
+	MaxTextBytes = 1 << 10
+	MaxScan      = 8 << 20
+)
+
+// checkEvery is how many tokens or matches Extract reads between two looks
+// at its context.
+const checkEvery = 1024
 
 // Extract returns the links of an email whose HTML part is htmlPart and
 // text part is textPart (either may be empty), at most MaxLinks of them.
-func Extract(htmlPart, textPart string) []Link {
+// It stops with ctx's error when ctx ends first.
+func Extract(ctx context.Context, htmlPart, textPart string) ([]Link, error) {
 	var out []Link
 	listed := map[string]bool{}   // URLs listed
 	pairs := map[[2]string]bool{} // (URL, text) pairs of the HTML part
-	fromHTML(htmlPart, func(l Link) bool {
+	fromHTML(ctx, clip(htmlPart), func(l Link) bool {
 		key := [2]string{l.URL, ""}
 		if l.Text != nil {
 			key[1] = "\x00" + *l.Text // apart from nil text
@@ -62,21 +78,37 @@ func Extract(htmlPart, textPart string) []Link {
 		}
 		return len(out) < MaxLinks
 	})
-	for _, u := range fromText(textPart) {
+	fromText(ctx, clip(textPart), func(u string) bool {
 		if len(out) == MaxLinks {
-			break
+			return false
 		}
 		if !listed[u] {
 			listed[u] = true
 			out = append(out, Link{URL: u})
 		}
+		return len(out) < MaxLinks
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return out
+	return out, nil
+}
+
+// clip cuts s to at most MaxScan bytes, on a rune boundary.
+func clip(s string) string {
+	if len(s) <= MaxScan {
+		return s
+	}
+	i := MaxScan
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }
 
 // fromHTML calls add with the links of an HTML document in document order
-// until it returns false.
-func fromHTML(doc string, add func(Link) bool) {
+// until it returns false or ctx ends.
+func fromHTML(ctx context.Context, doc string, add func(Link) bool) {
 	if doc == "" {
 		return
 	}
@@ -98,9 +130,12 @@ func fromHTML(doc string, add func(Link) bool) {
 		if t == "" {
 			t = collapse(alt.String())
 		}
-		return add(Link{URL: href, Text: optional(t)})
+		return add(Link{URL: href, Text: optional(cut(t))})
 	}
-	for {
+	for n := 0; ; n++ {
+		if n%checkEvery == 0 && ctx.Err() != nil {
+			return
+		}
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
@@ -108,7 +143,7 @@ func fromHTML(doc string, add func(Link) bool) {
 			return
 		case html.TextToken:
 			if open && skip == 0 {
-				text.Write(z.Text())
+				collect(&text, z.Text())
 			}
 		case html.EndTagToken:
 			name, _ := z.TagName()
@@ -132,41 +167,67 @@ func fromHTML(doc string, add func(Link) bool) {
 				if !end() {
 					return
 				}
-				if u, ok := keep(attrs(z, hasAttr)["href"]); ok {
+				h, _ := attrs(z, hasAttr)
+				if u, ok := keep(h); ok {
 					open, href = true, u
 					text.Reset()
 					alt.Reset()
 				}
 			case atom.Area:
-				a := attrs(z, hasAttr)
-				if u, ok := keep(a["href"]); ok && !add(Link{URL: u, Text: optional(collapse(a["alt"]))}) {
+				h, a := attrs(z, hasAttr)
+				if u, ok := keep(h); ok && !add(Link{URL: u, Text: optional(cut(collapse(a)))}) {
 					return
 				}
 			case atom.Img:
 				if open {
-					alt.WriteString(" " + attrs(z, hasAttr)["alt"] + " ")
+					_, a := attrs(z, hasAttr)
+					collect(&alt, []byte(" "+a+" "))
 				}
 			case atom.Br:
 				if open {
-					text.WriteByte(' ')
+					collect(&text, []byte(" "))
 				}
 			}
 		}
 	}
 }
 
-// attrs returns the current tag's attributes; the first of repeated names
-// counts, as in a browser.
-func attrs(z *html.Tokenizer, more bool) map[string]string {
-	m := map[string]string{}
+// attrs returns the current tag's href and alt attributes, "" for those it
+// has not; the first of repeated names counts, as in a browser. Other
+// attributes are passed over without being kept.
+func attrs(z *html.Tokenizer, more bool) (href, alt string) {
+	var seenHref, seenAlt bool
 	for more {
 		var k, v []byte
 		k, v, more = z.TagAttr()
-		if _, dup := m[string(k)]; !dup {
-			m[string(k)] = string(v)
+		switch {
+		case string(k) == "href" && !seenHref:
+			href, seenHref = string(v), true
+		case string(k) == "alt" && !seenAlt:
+			alt, seenAlt = string(v), true
 		}
 	}
-	return m
+	return href, alt
+}
+
+// collect appends p to b, up to what a link text can show before it is
+// collapsed and cut (a few times MaxTextBytes).
+func collect(b *strings.Builder, p []byte) {
+	if room := 4*MaxTextBytes - b.Len(); room > 0 {
+		b.Write(p[:min(len(p), room)])
+	}
+}
+
+// cut cuts a link text to at most MaxTextBytes, on a rune boundary.
+func cut(s string) string {
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	i := MaxTextBytes
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return strings.TrimRight(s[:i], " ")
 }
 
 // urlPattern finds URLs written out in plain text: a scheme at the start or
@@ -174,27 +235,41 @@ func attrs(z *html.Tokenizer, more bool) map[string]string {
 // up to white space or a character that cannot be in a URL unescaped.
 var urlPattern = regexp.MustCompile("(?i)(?:^|[^a-z0-9+.-])((?:https?://|mailto:)[^\\s<>\"`{}|\\\\^\\x00-\\x1f\\x7f]+)")
 
-// fromText returns the URLs written out in plain text, in order.
-func fromText(text string) []string {
-	var out []string
-	for _, m := range urlPattern.FindAllStringSubmatchIndex(text, -1) {
-		if u, ok := keep(trimPunctuation(text[m[2]:m[3]])); ok {
-			out = append(out, u)
+// fromText calls add with the URLs written out in plain text, in order,
+// until it returns false or ctx ends.
+func fromText(ctx context.Context, text string, add func(string) bool) {
+	for n, off := 0, 0; off < len(text); n++ {
+		if n%checkEvery == 0 && ctx.Err() != nil {
+			return
 		}
+		m := urlPattern.FindStringSubmatchIndex(text[off:])
+		if m == nil {
+			return
+		}
+		if u, ok := keep(trimPunctuation(text[off+m[2] : off+m[3]])); ok && !add(u) {
+			return
+		}
+		off += m[1]
 	}
-	return out
 }
 
 // trimPunctuation removes what usually ends the sentence around a URL
 // rather than the URL: trailing . , ; : ! ? ' and closing brackets that
 // have no opening one in the URL.
 func trimPunctuation(u string) string {
+	// The brackets are counted once, and the counts kept as they are
+	// trimmed: counting again for each would be quadratic in a URL
+	// followed by many of them.
+	openRound, closeRound := strings.Count(u, "("), strings.Count(u, ")")
+	openSquare, closeSquare := strings.Count(u, "["), strings.Count(u, "]")
 	for u != "" {
 		c := u[len(u)-1]
 		switch {
 		case strings.IndexByte(".,;:!?'*", c) >= 0:
-		case c == ')' && strings.Count(u, "(") < strings.Count(u, ")"):
-		case c == ']' && strings.Count(u, "[") < strings.Count(u, "]"):
+		case c == ')' && openRound < closeRound:
+			closeRound--
+		case c == ']' && openSquare < closeSquare:
+			closeSquare--
 		default:
 			return u
 		}
@@ -207,6 +282,9 @@ func trimPunctuation(u string) string {
 // inside it removed) and reports whether it is an absolute http or https
 // URL with a host or a mailto URL with an address.
 func keep(raw string) (string, bool) {
+	if len(raw) > MaxURLBytes+64 {
+		return "", false // too long even before cleaning
+	}
 	u := strings.Trim(raw, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
 	if strings.ContainsAny(u, "\t\n\r") {
 		u = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(u)
@@ -234,6 +312,9 @@ func keep(raw string) (string, bool) {
 			return "", false
 		}
 	default:
+		return "", false
+	}
+	if len(u) > MaxURLBytes {
 		return "", false
 	}
 	return u, true

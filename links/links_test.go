@@ -1,6 +1,7 @@
 package links
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,12 @@ import (
 
 	"github.com/mailsink/mailsink/mailparse"
 )
+
+// extract is Extract with a context that does not end.
+func extract(htmlPart, textPart string) []Link {
+	out, _ := Extract(context.Background(), htmlPart, textPart)
+	return out
+}
 
 // l is a link with text; u is one without.
 func l(url, text string) Link { return Link{URL: url, Text: &text} }
@@ -101,8 +108,8 @@ func TestExtract(t *testing.T) {
 			[]Link{l("https://exämple.io/päth", "Grüße"), u("https://例え.jp/パス。")}},
 	}
 	for _, tt := range tests {
-		if got := Extract(tt.html, tt.text); !same(got, tt.want) {
-			t.Errorf("%s: Extract(%q, %q):\ngot  %s\nwant %s", tt.name, tt.html, tt.text, show(got), show(tt.want))
+		if got := extract(tt.html, tt.text); !same(got, tt.want) {
+			t.Errorf("%s: extract(%q, %q):\ngot  %s\nwant %s", tt.name, tt.html, tt.text, show(got), show(tt.want))
 		}
 	}
 }
@@ -114,10 +121,10 @@ func TestExtractIsBounded(t *testing.T) {
 		fmt.Fprintf(&h, `<a href="https://x.io/%d">%d</a>`, i, i)
 		fmt.Fprintf(&txt, "https://y.io/%d\n", i)
 	}
-	if got := Extract(h.String(), txt.String()); len(got) != MaxLinks {
+	if got := extract(h.String(), txt.String()); len(got) != MaxLinks {
 		t.Errorf("Extract of %d links: got %d, want %d", 2*(MaxLinks+10), len(got), MaxLinks)
 	}
-	if got := Extract("", txt.String()); len(got) != MaxLinks {
+	if got := extract("", txt.String()); len(got) != MaxLinks {
 		t.Errorf("Extract of %d text links: got %d, want %d", MaxLinks+10, len(got), MaxLinks)
 	}
 }
@@ -149,7 +156,7 @@ func TestCorpus(t *testing.T) {
 		if msg.Body.Text != nil {
 			txt = *msg.Body.Text
 		}
-		got := Extract(h, txt)
+		got := extract(h, txt)
 		name := filepath.ToSlash(strings.TrimPrefix(f, "../mailparse/testdata/corpus/"))
 		if want, ok := known[name]; ok && !same(got, want) {
 			t.Errorf("%s: got %s\nwant %s", name, show(got), show(want))
@@ -170,7 +177,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(`<map><area href="mailto:a@b.io" alt="a"></map><a href=" http://x.io/&amp;">`, "mailto:x@y.io)")
 	f.Add("<a href=\"java\nscript:x\"><img alt=x></a><script><a href=https://s.io>", "(https://x.io/(a)]")
 	f.Fuzz(func(t *testing.T, h, txt string) {
-		got := Extract(h, txt)
+		got := extract(h, txt)
 		if len(got) > MaxLinks {
 			t.Fatalf("%d links, more than %d", len(got), MaxLinks)
 		}
@@ -185,6 +192,9 @@ func FuzzExtract(f *testing.F) {
 			}
 			if lk.Text != nil && (*lk.Text == "" || *lk.Text != collapse(*lk.Text)) {
 				t.Fatalf("link %d text %q is empty or not collapsed", i, *lk.Text)
+			}
+			if len(lk.URL) > MaxURLBytes || lk.Text != nil && len(*lk.Text) > MaxTextBytes {
+				t.Fatalf("link %d is over the bounds: URL %d bytes, text %d", i, len(lk.URL), len(*lk.Text))
 			}
 			if lk.Text == nil && seen[lk.URL] && !strings.Contains(h, "<") {
 				t.Fatalf("text link %q listed twice", lk.URL)
@@ -211,6 +221,6 @@ func BenchmarkExtract(b *testing.B) {
 	b.SetBytes(int64(h.Len() + txt.Len()))
 	b.ReportAllocs()
 	for b.Loop() {
-		Extract(h.String(), txt.String())
+		extract(h.String(), txt.String())
 	}
 }

@@ -2,6 +2,7 @@ package mailparse
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -130,7 +131,7 @@ func TestGolden(t *testing.T) {
 		t.Run(filepath.ToSlash(rel), func(t *testing.T) {
 			raw := readFixture(t, rel)
 			m := &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
-			parse(m, raw) // without Parse's recover, so a panic fails the test
+			parse(context.Background(), m, raw) // without Parse's recover, so a panic fails the test
 			got := marshalGolden(t, toGolden(t, raw, m))
 			path := filepath.Join("testdata", "golden", rel+".json")
 			if *update {
@@ -170,7 +171,7 @@ func checkInvariants(t testing.TB, raw []byte) {
 	t.Helper()
 	orig := bytes.Clone(raw)
 	m := &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
-	parse(m, raw)
+	parse(context.Background(), m, raw)
 	pm, err := Parse(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func checkInvariants(t testing.TB, raw []byte) {
 	for i := range m.Body.Attachments {
 		want[i] = true
 	}
-	all := ReadAttachments(raw, want)
+	all := ReadAttachments(context.Background(), raw, want)
 	if len(all) != len(m.Body.Attachments) {
 		t.Errorf("ReadAttachments read %d attachments, Body has %d", len(all), len(m.Body.Attachments))
 	}

@@ -48,12 +48,14 @@ func splitHeader(b []byte) (hdr, body []byte) {
 	return b, nil
 }
 
-// readHeader parses a header block with go-message. go-message stops at a
-// line that is neither a field nor folded; such a line is taken as folded
-// instead, so the fields after it are not lost (corpus:
+// readHeader parses a header block with go-message, at most its first
+// MaxHeaderFields fields (cut is true when there were more). go-message
+// stops at a line that is neither a field nor folded; such a line is taken
+// as folded instead, so the fields after it are not lost (corpus:
 // plain_emails/raw_email_incorrect_header.eml, rfc2822/example13.eml).
-func readHeader(hdr []byte) message.Header {
-	h, err := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(hdr)))
+func readHeader(hdr []byte) (h message.Header, cut bool) {
+	hdr, cut = firstFields(hdr, MaxHeaderFields)
+	th, err := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(hdr)))
 	if err != nil && err != io.EOF {
 		var fixed []byte
 		for line := range bytes.Lines(hdr) {
@@ -62,9 +64,29 @@ func readHeader(hdr []byte) message.Header {
 			}
 			fixed = append(fixed, line...)
 		}
-		h, _ = textproto.ReadHeader(bufio.NewReader(bytes.NewReader(fixed)))
+		th, _ = textproto.ReadHeader(bufio.NewReader(bytes.NewReader(fixed)))
 	}
-	return message.Header{Header: h}
+	return message.Header{Header: th}, cut
+}
+
+// firstFields returns the header block hdr cut before its (max+1)th field,
+// and whether it was cut. A field starts at each line that does not start
+// with a space or a tab.
+func firstFields(hdr []byte, max int) ([]byte, bool) {
+	fields := 0
+	for off := 0; off < len(hdr); {
+		if c := hdr[off]; c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			if fields++; fields > max {
+				return hdr[:off], true
+			}
+		}
+		n := bytes.IndexByte(hdr[off:], '\n')
+		if n < 0 {
+			break
+		}
+		off += n + 1
+	}
+	return hdr, false
 }
 
 // startsField reports whether line is "name: value", the name made of
@@ -164,6 +186,7 @@ func scanSummaryFields(hdr []byte) (f summaryFields, ok bool) {
 	if len(hdr) == 0 || hdr[len(hdr)-1] != '\n' || hdr[0] == ' ' || hdr[0] == '\t' {
 		return summaryFields{}, false
 	}
+	fields := 0     // readHeader reads the first MaxHeaderFields
 	kind := notKept // the field being read
 	var (
 		value []byte
@@ -189,6 +212,9 @@ func scanSummaryFields(hdr []byte) (f summaryFields, ok bool) {
 			}
 		default:
 			f.add(kind, value, &seen)
+			if fields++; fields > MaxHeaderFields {
+				return f, true
+			}
 			name, rest, found := bytes.Cut(line, []byte(":"))
 			if !found {
 				return summaryFields{}, false

@@ -9,12 +9,13 @@
 // go-message or the standard library give up, a small fallback keeps what
 // mail in the wild needs (each is tested with the message of
 // testdata/corpus that needs it). Every string it returns is valid UTF-8.
-// Limits on nesting depth and part count keep hostile input from using
-// unbounded stack or memory.
+// Limits on nesting depth, part count and header fields keep hostile input
+// from using unbounded stack or memory; Body.Cut says where they cut.
 package mailparse
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"strings"
@@ -24,12 +25,31 @@ import (
 	"github.com/emersion/go-message/textproto"
 )
 
+// The limits of Parse (README, "Limits"). A message past one is still
+// parsed: Body.Cut says what was left out.
 const (
-	// maxDepth is how deep multiparts nest before their content is ignored.
-	maxDepth = 32
-	// maxParts is how many MIME entities of one message are looked at.
-	maxParts = 1000
+	// MaxDepth is how deep multiparts nest before their content is ignored.
+	MaxDepth = 32
+	// MaxParts is how many MIME entities of one message are looked at.
+	MaxParts = 1000
+	// MaxHeaderFields is how many fields of one header (the message's or
+	// a part's) are read; the fields after them are left out.
+	MaxHeaderFields = 1000
 )
+
+// Cut says where parsing left out part of a message because of a limit;
+// the zero Cut left out nothing.
+type Cut struct {
+	// HeaderFields: a header had more than MaxHeaderFields fields.
+	HeaderFields bool
+	// Parts: the message had more than MaxParts entities.
+	Parts bool
+	// Depth: multiparts nested deeper than MaxDepth.
+	Depth bool
+}
+
+// Any reports whether anything was cut.
+func (c Cut) Any() bool { return c.HeaderFields || c.Parts || c.Depth }
 
 // Message is what Parse found in one raw message. Fields it could not find
 // are nil or empty.
@@ -66,6 +86,8 @@ type Body struct {
 	// Attachments lists attachment metadata in document order (see Parse
 	// for which parts count). Never nil.
 	Attachments []Attachment
+	// Cut says what the limits left out.
+	Cut Cut
 }
 
 // Attachment is the metadata of one attachment.
@@ -95,14 +117,21 @@ var ErrPanic = errors.New("mailparse: the parser panicked")
 // looked into), or its media type is neither text/* nor message/* (a file
 // without a name is still a file).
 func Parse(raw []byte) (m *Message, err error) {
+	return ParseContext(context.Background(), raw)
+}
+
+// ParseContext is Parse, stopping when ctx ends: then it returns ctx's
+// error with what was parsed until then. Its time and memory are linear in
+// len(raw).
+func ParseContext(ctx context.Context, raw []byte) (m *Message, err error) {
 	m = newMessage(raw)
 	defer func() {
 		if recover() != nil {
 			err = ErrPanic
 		}
 	}()
-	parse(m, raw)
-	return m, nil
+	parse(ctx, m, raw)
+	return m, ctx.Err()
 }
 
 // ParseHeader parses only raw's top-level header, for callers that need the
@@ -135,7 +164,8 @@ func parseTop(raw []byte, withAddresses bool) (m *Message, err error) {
 	hdr, _ := splitHeader(skipMboxLine(raw))
 	f, ok := scanSummaryFields(hdr)
 	if !ok {
-		f = fieldsOf(readHeader(hdr))
+		h, _ := readHeader(hdr)
+		f = fieldsOf(h)
 	}
 	parseSummary(m, f)
 	if withAddresses {
@@ -152,17 +182,33 @@ func newMessage(raw []byte) *Message {
 // attachment (from 0) of raw, in the order and by the rule of
 // Message.Body.Attachments. ok is false when there is no such attachment.
 func ReadAttachment(raw []byte, index int) (att Attachment, content []byte, ok bool) {
+	_, ok = OpenAttachment(context.Background(), raw, index, func(a Attachment, r io.Reader) {
+		att = a
+		content = []byte{}
+		readChunks(r, func(b []byte) { content = append(content, b...) })
+		att.Size = int64(len(content))
+	})
+	return att, content, ok
+}
+
+// OpenAttachment calls use with the metadata of the index-th attachment of
+// raw (as ReadAttachment; its Size is not known yet and is 0) and a reader
+// of its decoded content, which use may read as far as it likes; it reads
+// raw only up to that attachment and holds no copy of the content, so that
+// a download can be streamed. It reports false, without calling use, when
+// there is no such attachment or ctx ended first; n is then how many
+// attachments raw has. A read of the content fails once ctx ends.
+func OpenAttachment(ctx context.Context, raw []byte, index int, use func(Attachment, io.Reader)) (n int, ok bool) {
 	if index < 0 {
-		return Attachment{}, nil, false
+		return 0, false
 	}
 	defer func() {
 		if recover() != nil {
-			att, content, ok = Attachment{}, nil, false
+			ok = false
 		}
 	}()
 	hdr, body := splitHeader(skipMboxLine(raw))
-	n := 0
-	w := walker{visit: func(l *leaf, r io.Reader) bool {
+	w := walker{ctx: ctx, visit: func(l *leaf, r io.Reader) bool {
 		if !l.attachment() {
 			return true
 		}
@@ -170,19 +216,24 @@ func ReadAttachment(raw []byte, index int) (att Attachment, content []byte, ok b
 			n++
 			return true
 		}
-		content = []byte{}
-		readChunks(l.decoded(r), func(b []byte) { content = append(content, b...) })
-		att, ok = l.metadata(int64(len(content))), true
+		use(l.metadata(0), chunked{l.decoded(r)})
+		ok = true
 		return false
 	}}
-	w.walk(readHeader(hdr), bytes.NewReader(body), 0, "text/plain")
-	return att, content, ok
+	w.walkTop(hdr, body)
+	return n, ok
 }
+
+// chunked reads r in the chunks readChunks reads, so that a streamed
+// attachment has the bytes, and the size, Parse counts.
+type chunked struct{ r io.Reader }
+
+func (c chunked) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), chunkSize)]) }
 
 // ReadAttachments returns the decoded contents of the attachments whose
 // indexes (as for ReadAttachment) are in want, reading raw once. An index
 // with no attachment is absent from the result.
-func ReadAttachments(raw []byte, want map[int]bool) (contents map[int][]byte) {
+func ReadAttachments(ctx context.Context, raw []byte, want map[int]bool) (contents map[int][]byte) {
 	contents = map[int][]byte{}
 	if len(want) == 0 {
 		return contents
@@ -194,7 +245,7 @@ func ReadAttachments(raw []byte, want map[int]bool) (contents map[int][]byte) {
 	}()
 	hdr, body := splitHeader(skipMboxLine(raw))
 	n := -1
-	w := walker{visit: func(l *leaf, r io.Reader) bool {
+	w := walker{ctx: ctx, visit: func(l *leaf, r io.Reader) bool {
 		if !l.attachment() {
 			return true
 		}
@@ -206,17 +257,17 @@ func ReadAttachments(raw []byte, want map[int]bool) (contents map[int][]byte) {
 		}
 		return len(contents) < len(want)
 	}}
-	w.walk(readHeader(hdr), bytes.NewReader(body), 0, "text/plain")
+	w.walkTop(hdr, body)
 	return contents
 }
 
 // parse fills m from raw. Unlike Parse it lets panics through, so tests and
 // the fuzzer see them.
-func parse(m *Message, raw []byte) {
+func parse(ctx context.Context, m *Message, raw []byte) {
 	hdr, body := splitHeader(skipMboxLine(raw))
-	h := readHeader(hdr)
+	h, cut := readHeader(hdr)
 	parseFields(m, h)
-	w := walker{visit: func(l *leaf, r io.Reader) bool {
+	w := walker{ctx: ctx, cut: Cut{HeaderFields: cut}, visit: func(l *leaf, r io.Reader) bool {
 		if l.attachment() {
 			var n int64
 			readChunks(l.decoded(r), func(b []byte) { n += int64(len(b)) })
@@ -237,16 +288,46 @@ func parse(m *Message, raw []byte) {
 		}
 		return true
 	}}
-	w.walk(h, bytes.NewReader(body), 0, "text/plain")
+	w.walk(h, w.reader(body), 0, "text/plain")
+	m.Body.Cut = w.cut
 }
 
 // walker visits the leaf entities of a message in document order.
 type walker struct {
+	// ctx ends the walk: reads of the message fail once it is done.
+	ctx context.Context
 	// visit is called with each leaf and its body, still transfer-encoded;
 	// false stops the walk.
 	visit func(l *leaf, body io.Reader) bool
 	parts int
 	stop  bool
+	cut   Cut
+}
+
+// walkTop walks the message of header block hdr and body.
+func (w *walker) walkTop(hdr, body []byte) {
+	h, cut := readHeader(hdr)
+	w.cut.HeaderFields = cut
+	w.walk(h, w.reader(body), 0, "text/plain")
+}
+
+// reader reads body until w.ctx ends.
+func (w *walker) reader(body []byte) io.Reader {
+	return &ctxReader{ctx: w.ctx, r: bytes.NewReader(body)}
+}
+
+// ctxReader reads r until ctx ends; then it fails with ctx's error, which
+// ends whatever go-message was reading.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // leaf is a non-multipart entity.
@@ -262,12 +343,12 @@ type leaf struct {
 // defaultType is the media type of an entity without a valid Content-Type:
 // text/plain, or message/rfc822 inside multipart/digest (RFC 2046 5.1.5).
 func (w *walker) walk(h message.Header, body io.Reader, depth int, defaultType string) {
-	if w.stop {
+	if w.stop || w.ctx.Err() != nil {
 		return
 	}
 	w.parts++
-	if w.parts > maxParts {
-		w.stop = true
+	if w.parts > MaxParts {
+		w.stop, w.cut.Parts = true, true
 		return
 	}
 	l := leaf{header: h}
@@ -276,14 +357,16 @@ func (w *walker) walk(h message.Header, body io.Reader, depth int, defaultType s
 		l.mediaType = defaultType // absent or invalid (RFC 2045 section 5.2)
 	}
 	if strings.HasPrefix(l.mediaType, "multipart/") {
-		if depth >= maxDepth {
+		if depth >= MaxDepth {
+			w.cut.Depth = true
 			return
 		}
 		child := "text/plain"
 		if l.mediaType == "multipart/digest" {
 			child = "message/rfc822"
 		}
-		mr := textproto.NewMultipartReader(body, l.params["boundary"])
+		boundary := l.params["boundary"]
+		mr := textproto.NewMultipartReader(newFieldLimiter(body, boundary, &w.cut.HeaderFields), boundary)
 		for !w.stop {
 			p, err := mr.NextPart()
 			if err != nil {
@@ -301,12 +384,15 @@ func (w *walker) walk(h message.Header, body io.Reader, depth int, defaultType s
 	}
 }
 
+// chunkSize is the size of readChunks's reads.
+const chunkSize = 8 << 10
+
 // readChunks calls fn with what r reads, chunk by chunk, until its end or
 // its first error. Where a broken encoding ends the content early, how much
 // was decoded depends on the size of the reads, so Parse and ReadAttachment
 // both read this way to agree on the size.
 func readChunks(r io.Reader, fn func([]byte)) {
-	buf := make([]byte, 8<<10)
+	buf := make([]byte, chunkSize)
 	for {
 		n, err := r.Read(buf)
 		fn(buf[:n])

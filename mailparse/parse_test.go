@@ -484,12 +484,12 @@ func TestLimits(t *testing.T) {
 		b.WriteString("Content-Type: text/plain\r\n\r\ndeepest")
 		m := mustParse(t, b.Bytes())
 		if m.Body.Text != nil {
-			t.Errorf("text %d levels deep was found; the depth limit is %d", depth, maxDepth)
+			t.Errorf("text %d levels deep was found; the depth limit is %d", depth, MaxDepth)
 		}
 	})
 	t.Run("shallow nesting is followed", func(t *testing.T) {
 		var b bytes.Buffer
-		const depth = maxDepth - 1
+		const depth = MaxDepth - 1
 		for i := 0; i < depth; i++ {
 			b.WriteString("Content-Type: multipart/mixed; boundary=b" + itoa(i) + "\r\n\r\n--b" + itoa(i) + "\r\n")
 		}
@@ -501,17 +501,17 @@ func TestLimits(t *testing.T) {
 	t.Run("many parts", func(t *testing.T) {
 		var b bytes.Buffer
 		b.WriteString("Content-Type: multipart/mixed; boundary=b\r\n\r\n")
-		for i := 0; i < 5*maxParts; i++ {
+		for i := 0; i < 5*MaxParts; i++ {
 			b.WriteString("--b\r\nContent-Type: application/octet-stream\r\n\r\nx\r\n")
 		}
 		b.WriteString("--b--\r\n")
 		raw := b.Bytes()
 		m := mustParse(t, raw)
-		if n := len(m.Body.Attachments); n == 0 || n >= maxParts {
-			t.Errorf("got %d attachments, want some but fewer than %d", n, maxParts)
+		if n := len(m.Body.Attachments); n == 0 || n >= MaxParts {
+			t.Errorf("got %d attachments, want some but fewer than %d", n, MaxParts)
 		}
-		if _, _, ok := ReadAttachment(raw, maxParts); ok {
-			t.Errorf("Attachment(%d) found beyond the part limit", maxParts)
+		if _, _, ok := ReadAttachment(raw, MaxParts); ok {
+			t.Errorf("Attachment(%d) found beyond the part limit", MaxParts)
 		}
 	})
 }

@@ -14,7 +14,8 @@ func checkScan(t testing.TB, raw []byte) bool {
 	if !ok {
 		return false
 	}
-	if want := fieldsOf(readHeader(hdr)); !reflect.DeepEqual(got, want) {
+	h, _ := readHeader(hdr)
+	if want := fieldsOf(h); !reflect.DeepEqual(got, want) {
 		t.Errorf("scanSummaryFields(%q):\ngot  %+v\nwant %+v", hdr, got, want)
 	}
 	return true

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
 )
@@ -37,53 +39,65 @@ var refreshRef = regexp.MustCompile(`(?i)\bhttp-equiv\s*=`)
 // (with remote images on), so they are renamed into inert elements.
 var linkRef = regexp.MustCompile(`(?i)<link\b`)
 
-// body loads the body of the session's account's email named in the path;
-// it reports false when it has answered.
-func (h *Handler) body(w http.ResponseWriter, r *http.Request) (string, *store.Body, bool) {
+// open opens the session's account's email named in the path, parsed or
+// not; it reports false when it has answered. The caller closes the read
+// and calls done.
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, parsed bool) (read *bodies.Read, ctx context.Context, done func(), ok bool) {
 	accountID := h.sessionAccount(w, r)
 	if accountID == "" {
-		return "", nil, false
+		return nil, nil, nil, false
 	}
 	id := r.PathValue("id")
 	if !store.ValidID(id) {
 		writeMessage(w, http.StatusBadRequest, "the email id must be a UUID")
-		return "", nil, false
+		return nil, nil, nil, false
 	}
-	id = store.NormalizeID(id)
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	body, err := h.cfg.Store.GetBody(ctx, accountID, id)
+	open := h.cfg.Bodies.Raw
+	if parsed {
+		open = h.cfg.Bodies.Parsed
+	}
+	read, err := open(ctx, accountID, store.NormalizeID(id))
+	if err != nil {
+		cancel()
+		h.writeError(w, err)
+		return nil, nil, nil, false
+	}
+	return read, ctx, cancel, true
+}
+
+// writeError answers an error of the bodies service.
+func (h *Handler) writeError(w http.ResponseWriter, err error) {
 	switch {
 	case store.IsCode(err, store.NotFound):
 		writeMessage(w, http.StatusNotFound, "email not found")
-		return "", nil, false
+	case store.IsCode(err, store.Busy):
+		w.Header().Set("Retry-After", "2")
+		writeMessage(w, http.StatusServiceUnavailable, "busy: too many large emails are being read at once, try again in a moment")
 	case store.IsCode(err, store.Unavailable):
 		writeMessage(w, http.StatusServiceUnavailable, "store unavailable")
-		return "", nil, false
-	case err != nil:
-		h.cfg.Log.Error("dashboard: load body", "err", err)
+	default:
+		h.cfg.Log.Error("dashboard: read an email", "err", err)
 		writeMessage(w, http.StatusInternalServerError, "internal error")
-		return "", nil, false
 	}
-	return id, body, true
 }
 
 // preview answers the email's HTML for the sandboxed preview frame, its
 // cid: images pointing at its attachments. ?remote=1 allows remote images.
 func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
-	id, body, ok := h.body(w, r)
+	read, ctx, done, ok := h.open(w, r, true)
 	if !ok {
 		return
 	}
+	defer done()
+	defer read.Close()
+	body := read.Body
 	remote := ""
 	if r.URL.Query().Get("remote") == "1" {
 		remote = " https: http:"
 	}
-	hd := w.Header()
-	hd.Set("Content-Security-Policy", fmt.Sprintf(previewCSP, remote))
-	hd.Set("X-Frame-Options", "SAMEORIGIN")
-	hd.Set("Content-Type", "text/html; charset=utf-8")
 	if body.HTML == nil {
+		setPreviewHeaders(w, remote)
 		text := "This message has no HTML part."
 		if body.Text != nil {
 			text = *body.Text
@@ -91,37 +105,61 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><pre style=\"white-space:pre-wrap;font:14px/1.5 monospace\">%s</pre>", html.EscapeString(text))
 		return
 	}
-	inline := mailparse.ReadAttachments(body.Raw, inlineImages(*body.HTML, body.Attachments))
-	w.Write([]byte(rewriteHTML(*body.HTML, id, body.Attachments, inline)))
+	want, total := inlineImages(*body.HTML, body.Attachments)
+	// The answer is the HTML with the images inline: the images decoded,
+	// and the HTML with their base64 forms, built in memory.
+	if err := read.Grow(ctx, int64(len(*body.HTML))+total+total*4/3); err != nil {
+		h.writeError(w, err)
+		return
+	}
+	inline := mailparse.ReadAttachments(ctx, body.Raw, want)
+	if ctx.Err() != nil {
+		h.writeError(w, store.Wrap(store.Unavailable, ctx.Err(), "the preview took too long"))
+		return
+	}
+	setPreviewHeaders(w, remote)
+	w.Write([]byte(rewriteHTML(*body.HTML, read.Email.ID, body.Attachments, inline)))
 }
 
-// Bounds of the images a preview carries inline: each, and all together
-// (decoded sizes).
+// setPreviewHeaders sets the headers of a captured message's preview.
+func setPreviewHeaders(w http.ResponseWriter, remote string) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", fmt.Sprintf(previewCSP, remote))
+	hd.Set("X-Frame-Options", "SAMEORIGIN")
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+}
+
+// Bounds of the images a preview carries inline (decoded sizes): each,
+// and all together, counted over every reference, since each reference
+// carries its own copy.
 const (
 	maxInlineImage = 2 << 20
 	maxInlineTotal = 8 << 20
 )
 
 // inlineImages returns the indexes of the attachments that the HTML shows
-// by cid: and that the preview carries inline, as data: URLs: images,
-// within maxInlineImage each and maxInlineTotal in all. The frame is
-// sandboxed, so its own requests carry no session cookie: an image it
-// fetched from the attachment endpoint would not show.
-func inlineImages(src string, atts []store.Attachment) map[int]bool {
+// by cid: and that the preview carries inline, as data: URLs, and their
+// total decoded size: images within maxInlineImage each and maxInlineTotal
+// in all. The frame is sandboxed, so its own requests carry no session
+// cookie: an image it fetched from the attachment endpoint would not show.
+// rewriteHTML spends the same total over the references in order, so an
+// image referenced again after the total is spent is not inlined again.
+func inlineImages(src string, atts []store.Attachment) (map[int]bool, int64) {
 	index := cidIndex(atts)
 	want := map[int]bool{}
 	var total int64
 	for _, m := range cidRef.FindAllString(src, -1) {
 		i, ok := cidTarget(m, index)
-		if !ok || want[i] {
+		if !ok {
 			continue
 		}
-		if _, image := imageType(atts[i]); image && atts[i].Size <= maxInlineImage && total+atts[i].Size <= maxInlineTotal {
-			want[i] = true
-			total += atts[i].Size
+		if _, image := imageType(atts[i]); !image || atts[i].Size > maxInlineImage || total+atts[i].Size > maxInlineTotal {
+			continue
 		}
+		want[i] = true
+		total += atts[i].Size
 	}
-	return want
+	return want, total
 }
 
 // imageType returns the attachment's media type, without parameters, and
@@ -171,12 +209,14 @@ func cidTarget(m string, index map[string]int) (int, bool) {
 // this only makes inline images show.
 func rewriteHTML(src, id string, atts []store.Attachment, inline map[int][]byte) string {
 	index := cidIndex(atts)
+	var total int64 // decoded bytes inlined so far, over every reference
 	out := cidRef.ReplaceAllStringFunc(src, func(m string) string {
 		i, ok := cidTarget(m, index)
 		if !ok {
 			return m
 		}
-		if content, ok := inline[i]; ok {
+		if content, ok := inline[i]; ok && total+int64(len(content)) <= maxInlineTotal {
+			total += int64(len(content))
 			mt, _ := imageType(atts[i])
 			return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(content)
 		}
@@ -188,53 +228,56 @@ func rewriteHTML(src, id string, atts []store.Attachment, inline map[int][]byte)
 
 // raw answers the raw source as a download.
 func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
-	id, body, ok := h.body(w, r)
+	read, _, done, ok := h.open(w, r, false)
 	if !ok {
 		return
 	}
+	defer done()
+	defer read.Close()
 	hd := w.Header()
 	hd.Set("Content-Type", "message/rfc822")
-	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".eml"}))
+	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": read.Email.ID + ".eml"}))
 	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-	hd.Set("Content-Length", strconv.Itoa(len(body.Raw)))
-	w.Write(body.Raw)
+	hd.Set("Content-Length", strconv.Itoa(len(read.Body.Raw)))
+	w.Write(read.Body.Raw)
 }
 
 // attachment answers the index-th attachment's decoded content, as a
-// download; an <img> still shows an image from it.
+// download, streamed; an <img> still shows an image from it.
 func (h *Handler) attachment(w http.ResponseWriter, r *http.Request) {
 	index, err := strconv.Atoi(r.PathValue("index"))
 	if err != nil || index < 0 || index > 1<<20 {
 		writeMessage(w, http.StatusBadRequest, "the attachment index must be a number from 0")
 		return
 	}
-	_, body, ok := h.body(w, r)
+	read, ctx, done, ok := h.open(w, r, false)
 	if !ok {
 		return
 	}
-	att, content, found := mailparse.ReadAttachment(body.Raw, index)
+	defer done()
+	defer read.Close()
+	_, found := mailparse.OpenAttachment(ctx, read.Body.Raw, index, func(att mailparse.Attachment, content io.Reader) {
+		ctype := "application/octet-stream"
+		if att.ContentType != nil {
+			if mt, params, err := mime.ParseMediaType(*att.ContentType); err == nil {
+				ctype = mime.FormatMediaType(mt, params)
+			}
+		}
+		name := "attachment-" + strconv.Itoa(index)
+		if att.Filename != nil && *att.Filename != "" {
+			name = *att.Filename
+		}
+		disposition := mime.FormatMediaType("attachment", map[string]string{"filename": name})
+		if disposition == "" {
+			disposition = "attachment"
+		}
+		hd := w.Header()
+		hd.Set("Content-Type", ctype)
+		hd.Set("Content-Disposition", disposition)
+		hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+		io.Copy(w, content)
+	})
 	if !found {
 		writeMessage(w, http.StatusNotFound, "attachment not found")
-		return
 	}
-	ctype := "application/octet-stream"
-	if att.ContentType != nil {
-		if mt, params, err := mime.ParseMediaType(*att.ContentType); err == nil {
-			ctype = mime.FormatMediaType(mt, params)
-		}
-	}
-	name := "attachment-" + strconv.Itoa(index)
-	if att.Filename != nil && *att.Filename != "" {
-		name = *att.Filename
-	}
-	disposition := mime.FormatMediaType("attachment", map[string]string{"filename": name})
-	if disposition == "" {
-		disposition = "attachment"
-	}
-	hd := w.Header()
-	hd.Set("Content-Type", ctype)
-	hd.Set("Content-Disposition", disposition)
-	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-	hd.Set("Content-Length", strconv.Itoa(len(content)))
-	w.Write(content)
 }

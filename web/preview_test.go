@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mailsink/mailsink/store"
@@ -45,9 +47,9 @@ func TestInlineImages(t *testing.T) {
 		{ContentID: str("<unused@shop>"), ContentType: str("image/gif"), Size: 3},
 	}
 	html := `<img src="cid:logo@shop"><img src="cid:LOGO@shop"><a href="cid:doc@shop"></a><img src="cid:big@shop"><img src="cid:odd@shop">`
-	want := inlineImages(html, atts)
-	if len(want) != 1 || !want[0] {
-		t.Fatalf("inlineImages = %v, want only the PNG (0)", want)
+	want, total := inlineImages(html, atts)
+	if len(want) != 1 || !want[0] || total != 6 {
+		t.Fatalf("inlineImages = %v, %d bytes; want only the PNG (0), twice", want, total)
 	}
 	got := rewriteHTML(html, "ID", atts, map[int][]byte{0: []byte("PNG")})
 	wantHTML := `<img src="data:image/png;base64,UE5H"><img src="data:image/png;base64,UE5H"><a href="/ui/emails/ID/attachments/1"></a>` +
@@ -63,7 +65,22 @@ func TestInlineImages(t *testing.T) {
 		many[i] = store.Attachment{ContentID: str(fmt.Sprintf("<%d@shop>", i)), ContentType: str("image/png"), Size: maxInlineImage}
 		html += fmt.Sprintf(`<img src="cid:%d@shop">`, i)
 	}
-	if n := len(inlineImages(html, many)); n != maxInlineTotal/maxInlineImage {
-		t.Errorf("%d images of the largest size inline, want %d", n, maxInlineTotal/maxInlineImage)
+	if want, total := inlineImages(html, many); len(want) != maxInlineTotal/maxInlineImage || total != maxInlineTotal {
+		t.Errorf("%d images of the largest size inline (%d bytes), want %d", len(want), total, maxInlineTotal/maxInlineImage)
+	}
+
+	// One image referenced many times is inlined only until the total
+	// is spent: each reference carries its own copy.
+	one := []store.Attachment{{ContentID: str("<i@shop>"), ContentType: str("image/png"), Size: 1 << 20}}
+	html = strings.Repeat(`<img src="cid:i@shop">`, 100)
+	if want, total := inlineImages(html, one); !want[0] || total != maxInlineTotal {
+		t.Errorf("inlineImages of one image 100 times: %v, %d bytes; want it, %d bytes", want, total, maxInlineTotal)
+	}
+	got = rewriteHTML(html, "ID", one, map[int][]byte{0: bytes.Repeat([]byte("x"), 1<<20)})
+	if n := strings.Count(got, "data:image/png"); n != maxInlineTotal/(1<<20) {
+		t.Errorf("the image is inline %d times, want %d", n, maxInlineTotal/(1<<20))
+	}
+	if n := strings.Count(got, "/ui/emails/ID/attachments/0"); n != 100-maxInlineTotal/(1<<20) {
+		t.Errorf("%d references point at the attachment, want the other %d", n, 100-maxInlineTotal/(1<<20))
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mailsink/mailsink/accounts"
 	"github.com/mailsink/mailsink/internal/authlimit"
+	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -41,7 +42,8 @@ const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-sr
 
 // Config is what the dashboard needs from the rest of mailsink.
 type Config struct {
-	Store    store.Store
+	// Bodies reads the emails' content for the preview and the downloads.
+	Bodies   *bodies.Service
 	Accounts *accounts.Registry
 	// AuthLimiter, when not nil, counts wrong keys sent to POST /ui/session
 	// in the same budget as the API's.

@@ -248,12 +248,12 @@ func healthcheck(stderr io.Writer) int {
 // collector unless GOMEMLIMIT sets one: 256 MiB for everything but large
 // messages, plus three times the largest message for each large transfer
 // under way (the message, the store's record of it, the store's write
-// buffer). Without a limit the collector lets the heap grow to twice what is
+// buffer), plus the read budget (MAILSINK_READ_BUDGET_BYTES). Without a limit the collector lets the heap grow to twice what is
 // live, which after a burst of 25 MB messages is most of a gigabyte; with
 // it, it collects sooner (docs/benchmarks.md). It is soft: past it the
 // collector works harder, nothing fails.
 func memoryLimit(cfg *config.Config) int64 {
-	return 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes
+	return 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes + cfg.Reads.Budget
 }
 
 // defaultGCPercent is the collector's GOGC unless the environment sets one.

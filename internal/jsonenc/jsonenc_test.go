@@ -55,3 +55,46 @@ func FuzzMatchesEncodingJSON(f *testing.F) {
 	f.Add("<a href=\"x\">&amp;</a>\u2028\xff")
 	f.Fuzz(func(t *testing.T, s string) { check(t, s) })
 }
+
+// TestWriterMatchesEncodingJSON writes strings longer than a chunk, with
+// multi-byte and invalid sequences at every offset around the chunk
+// boundaries, through Writer's String and Bytes: the same bytes as
+// encoding/json.
+func TestWriterMatchesEncodingJSON(t *testing.T) {
+	pieces := []string{"é", "€", "😀", "\xff", "\xe2\x82", "\xf0\x9f\x98", "\x80\x80\x80\x80\x80", "\u2028", "\"", "\n", "a"}
+	for _, p := range pieces {
+		for off := 0; off < 8; off++ {
+			s := string(bytes.Repeat([]byte("x"), chunk-off)) + p + string(bytes.Repeat([]byte(p), 3*chunk/len(p)))
+			for _, how := range []string{"String", "Bytes"} {
+				var buf bytes.Buffer
+				w := NewWriter(&buf)
+				if how == "String" {
+					w.String(s)
+				} else {
+					w.Bytes([]byte(s))
+				}
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if want := reference(t, s); !bytes.Equal(buf.Bytes(), want) {
+					t.Fatalf("%s of %q at offset %d differs from encoding/json", how, p, off)
+				}
+			}
+		}
+	}
+}
+
+func FuzzWriter(f *testing.F) {
+	f.Add([]byte("a\xff\xe2\x82\xac"), 3)
+	f.Fuzz(func(t *testing.T, piece []byte, repeat int) {
+		repeat = 1 + int(uint(repeat)%(3*chunk))
+		s := string(bytes.Repeat(piece, repeat))
+		var buf bytes.Buffer
+		w := NewWriter(&buf)
+		w.Bytes([]byte(s))
+		w.Flush()
+		if want := reference(t, s); !bytes.Equal(buf.Bytes(), want) {
+			t.Fatalf("Bytes(%q x %d) differs from encoding/json", piece, repeat)
+		}
+	})
+}
