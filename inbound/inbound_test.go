@@ -314,6 +314,51 @@ func TestSESCertificateOverride(t *testing.T) {
 	wantRefusal(t, err, inbound.BadSign, "does not verify")
 }
 
+// TestSESRedirectNotFollowed: SNS answering the certificate's or the
+// SubscribeURL's GET with a redirect is an error (SNS will retry), and
+// its target is never fetched.
+func TestSESRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	srv := inboundtest.NewSNS(t)
+	v := inbound.NewSNS(srv.Client(), nil)
+	ctx := context.Background()
+	received := string(inboundtest.Fixture(t, "ses-received.json"))
+
+	// The server answers /redirect/<cert> with 302 to the certificate
+	// itself: a client that followed it would verify the message.
+	m := inboundtest.Notification(topic, "redirected-cert", received)
+	m.SigningCertURL = "https://" + inboundtest.SNSHost + "/redirect/SimpleNotificationService-test.pem"
+	_, err := v.SES(ctx, "", srv.Sign(t, m), []string{topic}, lim)
+	if !errors.Is(err, inbound.ErrUnreachable) || !strings.Contains(err.Error(), "status 302, a redirect") {
+		t.Errorf("certificate behind a redirect: %v, want an ErrUnreachable naming the redirect", err)
+	}
+	if n := srv.Redirected.Load(); n != 1 {
+		t.Errorf("the server redirected %d times, want 1", n)
+	}
+
+	c := inboundtest.Confirmation(topic, "redirected-token")
+	c.SubscribeURL = "https://" + inboundtest.SNSHost + "/redirect/confirm?Action=ConfirmSubscription&TopicArn=" + topic + "&Token=redirected-token"
+	_, err = v.SES(ctx, "", srv.Sign(t, c), []string{topic}, lim)
+	if !errors.Is(err, inbound.ErrUnreachable) || !strings.Contains(err.Error(), "status 302, a redirect") {
+		t.Errorf("SubscribeURL behind a redirect: %v, want an ErrUnreachable naming the redirect", err)
+	}
+	if n := srv.Redirected.Load(); n != 2 {
+		t.Errorf("the server redirected %d times, want 2", n)
+	}
+	if n := srv.ConfirmedToken("redirected-token"); n != 0 {
+		t.Errorf("the redirect's target (the confirmation) was fetched %d times, want 0", n)
+	}
+
+	// The same messages with the URLs SNS gives are verified and
+	// confirmed by the same client: only the redirect failed.
+	if _, err := v.SES(ctx, "", srv.Sign(t, inboundtest.Notification(topic, "direct", received)), []string{topic}, lim); err != nil {
+		t.Errorf("direct certificate: %v", err)
+	}
+	if _, err := v.SES(ctx, "", srv.Sign(t, inboundtest.Confirmation(topic, "direct-token")), []string{topic}, lim); err != nil || srv.ConfirmedToken("direct-token") != 1 {
+		t.Errorf("direct confirmation: %v, confirmed %d times", err, srv.ConfirmedToken("direct-token"))
+	}
+}
+
 func TestSendGridSignature(t *testing.T) {
 	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,6 +125,9 @@ type SNS struct {
 	// Confirmed counts the subscription confirmations (SubscribeURL
 	// fetches).
 	Confirmed atomic.Int64
+	// Redirected counts the requests answered with a redirect: every path
+	// under /redirect/ is redirected (302) to the same path without it.
+	Redirected atomic.Int64
 	mu        sync.Mutex
 	tokens    map[string]int // confirmations by Token
 }
@@ -171,6 +175,12 @@ func NewSNS(t testing.TB) *SNS {
 		s.tokens[r.URL.Query().Get("Token")]++
 		s.mu.Unlock()
 		w.Write([]byte("<ConfirmSubscriptionResponse/>"))
+	})
+	mux.HandleFunc("/redirect/", func(w http.ResponseWriter, r *http.Request) {
+		s.Redirected.Add(1)
+		to := *r.URL
+		to.Path = strings.TrimPrefix(r.URL.Path, "/redirect")
+		http.Redirect(w, r, to.RequestURI(), http.StatusFound)
 	})
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Server.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
