@@ -128,8 +128,8 @@ type SNS struct {
 	// Redirected counts the requests answered with a redirect: every path
 	// under /redirect/ is redirected (302) to the same path without it.
 	Redirected atomic.Int64
-	mu        sync.Mutex
-	tokens    map[string]int // confirmations by Token
+	mu         sync.Mutex
+	tokens     map[string]int // confirmations by Token
 }
 
 // ConfirmedToken reports how many times the SubscribeURL with token was
@@ -277,11 +277,17 @@ func (s *SNS) Sign(t testing.TB, m *Message) []byte {
 	return data
 }
 
-// SignSendGrid signs body as SendGrid's signed webhooks do: ECDSA over
-// SHA-256 of the timestamp followed by the body.
+// SignSendGrid signs body now as SendGrid's signed webhooks do: ECDSA
+// over SHA-256 of the timestamp followed by the body.
 func SignSendGrid(t testing.TB, key *ecdsa.PrivateKey, body []byte) inbound.SendGridSignature {
 	t.Helper()
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	return SignSendGridAt(t, key, body, strconv.FormatInt(time.Now().Unix(), 10))
+}
+
+// SignSendGridAt signs body as SendGrid does, with ts as the timestamp
+// header's value (Unix seconds, or anything a test needs).
+func SignSendGridAt(t testing.TB, key *ecdsa.PrivateKey, body []byte, ts string) inbound.SendGridSignature {
+	t.Helper()
 	h := sha256.Sum256(append([]byte(ts), body...))
 	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
 	if err != nil {
