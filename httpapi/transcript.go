@@ -7,7 +7,8 @@ import (
 )
 
 // emailTranscript answers {"item": transcript}: the SMTP transaction that
-// delivered the email, or null for an email that came over HTTP.
+// delivered the email, or null for an email that came over HTTP. What AUTH
+// carried is redacted here too: earlier releases stored the user name.
 func (a *API) emailTranscript(w http.ResponseWriter, r *http.Request) {
 	id, ok := emailID(w, r)
 	if !ok {
@@ -20,5 +21,5 @@ func (a *API) emailTranscript(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, a.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": body.Transcript})
+	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": body.Transcript.WithoutCredentials()})
 }
