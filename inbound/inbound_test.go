@@ -380,7 +380,8 @@ func TestSendGridSignature(t *testing.T) {
 	if again, err := inbound.SendGrid(ct, body, &key.PublicKey, good, time.Now(), lim); err != nil || again.ID != d.ID {
 		t.Errorf("the same request again: id %q (%v), want %q", again.ID, err, d.ID)
 	}
-	later := inboundtest.SignSendGridAt(t, key, body, strconv.FormatInt(time.Now().Unix()+1, 10))
+	signedAt, _ := strconv.ParseInt(good.Timestamp, 10, 64)
+	later := inboundtest.SignSendGridAt(t, key, body, strconv.FormatInt(signedAt+1, 10))
 	if resigned, err := inbound.SendGrid(ct, body, &key.PublicKey, later, time.Now(), lim); err != nil || resigned.ID == d.ID {
 		t.Errorf("signed a second later: id %q (%v), want one other than %q", resigned.ID, err, d.ID)
 	}
