@@ -82,7 +82,9 @@ func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
 			Timestamp: r.Header.Get(inbound.SendGridTimestampHeader),
 		}
 		key := a.accounts.Inbound(accountOf(r).ID).SendGridKey
-		return inbound.SendGrid(r.Header.Get("Content-Type"), body, key, sig, a.inboundLimits())
+		// Signed, the delivery's id is the signed content: the same
+		// request again answers what it stored, as a retry.
+		return inbound.SendGrid(r.Header.Get("Content-Type"), body, key, sig, a.now(), a.inboundLimits())
 	})
 }
 

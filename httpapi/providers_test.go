@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -532,6 +533,76 @@ func TestSendGridSignedAccount(t *testing.T) {
 			t.Errorf("acme has %d emails, want 2", n)
 		}
 	})
+}
+
+// TestSendGridSignedReplay: with a verification key, the same signed
+// request again is a recognised retry (200, the stored email, nothing new
+// stored) and one dated outside the 5-minute window is refused with 400,
+// which SendGrid does not retry. Nothing is stored twice.
+func TestSendGridSignedReplay(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachBackendWith(t, func(c *config.Config) { c.Accounts[0].Inbound.SendGridKey = &key.PublicKey }, func(t *testing.T, e *testenv.Env) {
+		body, ct := inboundtest.LoadForm(t, "sendgrid-raw.json").Multipart(t)
+		post := func(sig inbound.SendGridSignature) *testenv.Response {
+			return postProvider(t, e, "/v1/inbound/sendgrid", acme, ct, body,
+				inbound.SendGridSignatureHeader, sig.Signature, inbound.SendGridTimestampHeader, sig.Timestamp)
+		}
+		sig := inboundtest.SignSendGrid(t, key, body)
+		ids := wantStored(t, post(sig), 1)
+		for i := range 2 {
+			if again := wantStored(t, post(sig), 1); again[0] != ids[0] {
+				t.Errorf("replay %d answered %v, want the stored %v", i+1, again, ids)
+			}
+		}
+		if v := metricValue(t, e, `mailsink_inbound_webhook_duplicates_total{provider="sendgrid"}`); v != "2" {
+			t.Errorf("duplicates metric = %s, want 2", v)
+		}
+		for _, tc := range []struct{ name, ts string }{
+			{"dated 1970", "0"},
+			{"six minutes old", strconv.FormatInt(time.Now().Add(-6*time.Minute).Unix(), 10)},
+			{"six minutes ahead", strconv.FormatInt(time.Now().Add(6*time.Minute).Unix(), 10)},
+		} {
+			resp := post(inboundtest.SignSendGridAt(t, key, body, tc.ts))
+			if resp.Status != http.StatusBadRequest {
+				t.Errorf("%s: status %d, want 400: %s", tc.name, resp.Status, resp.Body)
+				continue
+			}
+			wantRefused(t, resp, http.StatusBadRequest, "outside the 5m0s accepted around now")
+		}
+		// The same body signed anew, a second earlier, is another delivery.
+		first, _ := strconv.ParseInt(sig.Timestamp, 10, 64)
+		wantStored(t, post(inboundtest.SignSendGridAt(t, key, body, strconv.FormatInt(first-1, 10))), 1)
+		if n := len(list(t, e, acme, "")); n != 2 {
+			t.Errorf("acme has %d emails, want 2 (one request, and the same body signed anew)", n)
+		}
+	})
+}
+
+// TestSendGridReplayAcrossReplicas: two replicas on one Redis recognise a
+// signed SendGrid request each other stored.
+func TestSendGridReplayAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := testenv.SharedRedis(t)
+	withKey := func(c *config.Config) { c.Accounts[0].Inbound.SendGridKey = &key.PublicKey }
+	a, b := testenv.Start(t, shared, withKey), testenv.Start(t, shared, withKey)
+	body, ct := inboundtest.LoadForm(t, "sendgrid-raw.json").Multipart(t)
+	sig := inboundtest.SignSendGrid(t, key, body)
+	header := []string{inbound.SendGridSignatureHeader, sig.Signature, inbound.SendGridTimestampHeader, sig.Timestamp}
+	ids := wantStored(t, postProvider(t, a, "/v1/inbound/sendgrid", acme, ct, body, header...), 1)
+	if again := wantStored(t, postProvider(t, b, "/v1/inbound/sendgrid", acme, ct, body, header...), 1); again[0] != ids[0] {
+		t.Errorf("replica B answered %v, want A's %v", again, ids)
+	}
+	if n := len(list(t, b, acme, "")); n != 1 {
+		t.Errorf("acme has %d emails, want 1", n)
+	}
 }
 
 // TestInboundBasicAuth: every /v1/inbound route takes the key as a Basic

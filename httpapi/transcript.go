@@ -7,7 +7,8 @@ import (
 )
 
 // emailTranscript answers {"item": transcript}: the SMTP transaction that
-// delivered the email, or null for an email that came over HTTP.
+// delivered the email, or null for an email that came over HTTP. What AUTH
+// carried is redacted here too: earlier releases stored the user name.
 func (a *API) emailTranscript(w http.ResponseWriter, r *http.Request) {
 	id, ok := emailID(w, r)
 	if !ok {
@@ -21,5 +22,5 @@ func (a *API) emailTranscript(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer read.Close()
-	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": read.Body.Transcript})
+	writeJSON(w, http.StatusOK, map[string]*store.Transcript{"item": read.Body.Transcript.WithoutCredentials()})
 }

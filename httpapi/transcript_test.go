@@ -1,15 +1,18 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/store"
 )
 
 // TestTranscript sends a message with AUTH, ESMTP parameters and a refused
@@ -51,7 +54,7 @@ func TestTranscript(t *testing.T) {
 			t.Fatalf("transcript: %d %s", resp.Status, resp.Body)
 		}
 		tr := resp.JSON(t)["item"].(map[string]any)
-		if tr["helo"] != "app.client.test" || tr["authIdentity"] != "qa-user" || tr["authMechanism"] != "PLAIN" ||
+		if tr["helo"] != "app.client.test" || tr["authIdentity"] != "<redacted>" || tr["authMechanism"] != "PLAIN" ||
 			tr["tlsVersion"] != "" || !strings.HasPrefix(tr["clientAddress"].(string), "127.0.0.1:") || tr["data"] != "250 2.0.0 OK: queued" {
 			t.Errorf("transcript %s", resp.Body)
 		}
@@ -157,4 +160,42 @@ func asStrings(v any) []string {
 		out = append(out, s.(string))
 	}
 	return out
+}
+
+// TestTranscriptStoredWithCredentials reads a transcript stored the way
+// earlier releases stored it, with the user name of AUTH (here the API
+// key, as clients often send it) and MAIL's AUTH= parameter in clear: the
+// API shows both <redacted>, the rest as stored.
+func TestTranscriptStoredWithCredentials(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *testenv.Env) {
+		account := create(t, e, acme, map[string]any{"recipient": "first@acme.test", "sender": "s@example.com"})["account"].(map[string]any)["id"].(string)
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		raw := []byte("Subject: stored earlier\r\n\r\nhi there\r\n")
+		old := &store.Email{ID: store.NewID(), AccountID: account, Sender: "app@example.com", Recipient: "old@acme.test",
+			Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)), ReceivedAt: now, CreatedAt: now, UpdatedAt: now}
+		body := &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true,
+			Transcript: &store.Transcript{ClientAddress: "192.0.2.7:41000", Helo: "app.example", AuthMechanism: "LOGIN", AuthIdentity: acme,
+				Mail: store.TranscriptCommand{Address: "app@example.com", Params: []string{"SIZE=40", "AUTH=<" + globex + "@globex.test>"},
+					Reply: "250 2.0.0 Roger, accepting mail from <app@example.com>"},
+				Rcpts: []store.TranscriptCommand{{Address: "old@acme.test", Params: []string{}, Reply: "250 2.0.0 I'll make sure <old@acme.test> gets this"}},
+				Data:  "250 2.0.0 OK: queued"}}
+		if err := e.App.Store().CreateEmails(context.Background(), body, []*store.Email{old}); err != nil {
+			t.Fatal(err)
+		}
+		resp := get(t, e, "/v1/emails/"+old.ID+"/transcript", acme)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("transcript: %d %s", resp.Status, resp.Body)
+		}
+		if strings.Contains(string(resp.Body), acme) || strings.Contains(string(resp.Body), globex) {
+			t.Errorf("the transcript shows an API key: %s", resp.Body)
+		}
+		tr := resp.JSON(t)["item"].(map[string]any)
+		mail := tr["mail"].(map[string]any)
+		if tr["authMechanism"] != "LOGIN" || tr["authIdentity"] != "<redacted>" ||
+			strings.Join(asStrings(mail["params"]), " ") != "SIZE=40 AUTH=<redacted>" ||
+			tr["helo"] != "app.example" || tr["clientAddress"] != "192.0.2.7:41000" || len(tr["rcpt"].([]any)) != 1 {
+			t.Errorf("transcript %s, want the stored one with authIdentity and AUTH= <redacted>", resp.Body)
+		}
+	})
 }

@@ -34,7 +34,7 @@ func FuzzProviders(f *testing.F) {
 			}
 		}
 		check(inbound.Mailgun(ct, body, "", time.Now(), lim))
-		check(inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim))
+		check(inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, time.Now(), lim))
 		check(inbound.Postmark(body, lim))
 		// No topic is listed: SES refuses before any fetch.
 		sns.SES(context.Background(), "", body, nil, lim)

@@ -25,7 +25,7 @@ type Delivery struct {
 	Recipients []string
 	// ID names the delivery, prefixed by the provider ("mailgun:<token>"),
 	// so that a provider's retry is recognised; empty when the provider has
-	// no delivery id (SendGrid).
+	// no delivery id (an unsigned SendGrid request).
 	ID string
 }
 
@@ -47,7 +47,7 @@ type Reason string
 const (
 	Malformed Reason = "malformed" // not the provider's format, or a part missing or undecodable
 	BadSign   Reason = "signature" // missing or wrong signature, or a certificate not trusted
-	Replayed  Reason = "replayed"  // a signed delivery id seen before with other content, or too old
+	Replayed  Reason = "replayed"  // a signed delivery id seen before with other content, or a signed timestamp too old
 	Refused   Reason = "refused"   // well-formed but not acceptable (unknown SNS topic, S3 action)
 )
 

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestSendGrid(t *testing.T) {
 	t.Parallel()
 	raw := inboundtest.LoadForm(t, "sendgrid-raw.json")
 	body, ct := raw.Multipart(t)
-	d, err := inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim)
+	d, err := inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, time.Now(), lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestSendGrid(t *testing.T) {
 	}
 	parsed := inboundtest.LoadForm(t, "sendgrid-parsed.json")
 	body, ct = parsed.Multipart(t)
-	if d, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim); err != nil {
+	if d, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, time.Now(), lim); err != nil {
 		t.Fatal(err)
 	}
 	m, _ := mailparse.Parse(d.Raw)
@@ -164,18 +165,18 @@ func TestSendGrid(t *testing.T) {
 	latin.Fields["subject"] = "Caf\xe9"
 	latin.Fields["charsets"] = `{"subject":"iso-8859-1","text":"UTF-8"}`
 	body, ct = latin.Multipart(t)
-	if d, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim); err != nil {
+	if d, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, time.Now(), lim); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := mailparse.Parse(d.Raw); m.Subject == nil || *m.Subject != "Café" {
 		t.Errorf("subject = %q, want Café", str(m.Subject))
 	}
-	if _, err := inbound.SendGrid("application/x-www-form-urlencoded", []byte("a=b"), nil, inbound.SendGridSignature{}, lim); err == nil {
+	if _, err := inbound.SendGrid("application/x-www-form-urlencoded", []byte("a=b"), nil, inbound.SendGridSignature{}, time.Now(), lim); err == nil {
 		t.Error("a urlencoded body was accepted")
 	}
 	parsed.Fields["envelope"] = "{not json"
 	body, ct = parsed.Multipart(t)
-	_, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, lim)
+	_, err = inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, time.Now(), lim)
 	wantRefusal(t, err, inbound.Malformed, "envelope")
 }
 
@@ -314,6 +315,51 @@ func TestSESCertificateOverride(t *testing.T) {
 	wantRefusal(t, err, inbound.BadSign, "does not verify")
 }
 
+// TestSESRedirectNotFollowed: SNS answering the certificate's or the
+// SubscribeURL's GET with a redirect is an error (SNS will retry), and
+// its target is never fetched.
+func TestSESRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	srv := inboundtest.NewSNS(t)
+	v := inbound.NewSNS(srv.Client(), nil)
+	ctx := context.Background()
+	received := string(inboundtest.Fixture(t, "ses-received.json"))
+
+	// The server answers /redirect/<cert> with 302 to the certificate
+	// itself: a client that followed it would verify the message.
+	m := inboundtest.Notification(topic, "redirected-cert", received)
+	m.SigningCertURL = "https://" + inboundtest.SNSHost + "/redirect/SimpleNotificationService-test.pem"
+	_, err := v.SES(ctx, "", srv.Sign(t, m), []string{topic}, lim)
+	if !errors.Is(err, inbound.ErrUnreachable) || !strings.Contains(err.Error(), "status 302, a redirect") {
+		t.Errorf("certificate behind a redirect: %v, want an ErrUnreachable naming the redirect", err)
+	}
+	if n := srv.Redirected.Load(); n != 1 {
+		t.Errorf("the server redirected %d times, want 1", n)
+	}
+
+	c := inboundtest.Confirmation(topic, "redirected-token")
+	c.SubscribeURL = "https://" + inboundtest.SNSHost + "/redirect/confirm?Action=ConfirmSubscription&TopicArn=" + topic + "&Token=redirected-token"
+	_, err = v.SES(ctx, "", srv.Sign(t, c), []string{topic}, lim)
+	if !errors.Is(err, inbound.ErrUnreachable) || !strings.Contains(err.Error(), "status 302, a redirect") {
+		t.Errorf("SubscribeURL behind a redirect: %v, want an ErrUnreachable naming the redirect", err)
+	}
+	if n := srv.Redirected.Load(); n != 2 {
+		t.Errorf("the server redirected %d times, want 2", n)
+	}
+	if n := srv.ConfirmedToken("redirected-token"); n != 0 {
+		t.Errorf("the redirect's target (the confirmation) was fetched %d times, want 0", n)
+	}
+
+	// The same messages with the URLs SNS gives are verified and
+	// confirmed by the same client: only the redirect failed.
+	if _, err := v.SES(ctx, "", srv.Sign(t, inboundtest.Notification(topic, "direct", received)), []string{topic}, lim); err != nil {
+		t.Errorf("direct certificate: %v", err)
+	}
+	if _, err := v.SES(ctx, "", srv.Sign(t, inboundtest.Confirmation(topic, "direct-token")), []string{topic}, lim); err != nil || srv.ConfirmedToken("direct-token") != 1 {
+		t.Errorf("direct confirmation: %v, confirmed %d times", err, srv.ConfirmedToken("direct-token"))
+	}
+}
+
 func TestSendGridSignature(t *testing.T) {
 	t.Parallel()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -322,8 +368,25 @@ func TestSendGridSignature(t *testing.T) {
 	}
 	body, ct := inboundtest.LoadForm(t, "sendgrid-raw.json").Multipart(t)
 	good := inboundtest.SignSendGrid(t, key, body)
-	if _, err := inbound.SendGrid(ct, body, &key.PublicKey, good, lim); err != nil {
-		t.Errorf("a signed request: %v", err)
+	d, err := inbound.SendGrid(ct, body, &key.PublicKey, good, time.Now(), lim)
+	if err != nil {
+		t.Fatalf("a signed request: %v", err)
+	}
+	// The delivery id is the signed content: the same request again has
+	// it (a retry), the same body signed at another time does not.
+	if !strings.HasPrefix(d.ID, "sendgrid:") || len(d.ID) != len("sendgrid:")+64 {
+		t.Errorf("delivery id %q, want sendgrid: and a SHA-256 in hex", d.ID)
+	}
+	if again, err := inbound.SendGrid(ct, body, &key.PublicKey, good, time.Now(), lim); err != nil || again.ID != d.ID {
+		t.Errorf("the same request again: id %q (%v), want %q", again.ID, err, d.ID)
+	}
+	signedAt, _ := strconv.ParseInt(good.Timestamp, 10, 64)
+	later := inboundtest.SignSendGridAt(t, key, body, strconv.FormatInt(signedAt+1, 10))
+	if resigned, err := inbound.SendGrid(ct, body, &key.PublicKey, later, time.Now(), lim); err != nil || resigned.ID == d.ID {
+		t.Errorf("signed a second later: id %q (%v), want one other than %q", resigned.ID, err, d.ID)
+	}
+	if unsigned, err := inbound.SendGrid(ct, body, nil, inbound.SendGridSignature{}, time.Now(), lim); err != nil || unsigned.ID != "" {
+		t.Errorf("without a key: id %q (%v), want none", unsigned.ID, err)
 	}
 	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	for _, tc := range []struct {
@@ -338,8 +401,47 @@ func TestSendGridSignature(t *testing.T) {
 		{"not base64", inbound.SendGridSignature{Signature: "%%", Timestamp: good.Timestamp}, body},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := inbound.SendGrid(ct, tc.body, &key.PublicKey, tc.sig, lim)
+			_, err := inbound.SendGrid(ct, tc.body, &key.PublicKey, tc.sig, time.Now(), lim)
 			wantRefusal(t, err, inbound.BadSign, "")
+		})
+	}
+}
+
+// TestSendGridTimestampWindow: a signed request is accepted only within
+// SendGridMaxAge of its timestamp, either way; a signature over a
+// timestamp that is not Unix seconds is refused as unsigned.
+func TestSendGridTimestampWindow(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, ct := inboundtest.LoadForm(t, "sendgrid-raw.json").Multipart(t)
+	now := time.Unix(1_767_225_600, 0) // 2026-01-01
+	unix := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+	for _, tc := range []struct {
+		name, ts string
+		reason   inbound.Reason // "" when accepted
+		contains string
+	}{
+		{"now", unix(0), "", ""},
+		{"a second short of the window, past", unix(-inbound.SendGridMaxAge + time.Second), "", ""},
+		{"a second short of the window, future", unix(inbound.SendGridMaxAge - time.Second), "", ""},
+		{"a second too old", unix(-inbound.SendGridMaxAge - time.Second), inbound.Replayed, "outside the 5m0s"},
+		{"a second too far ahead", unix(inbound.SendGridMaxAge + time.Second), inbound.Replayed, "outside the 5m0s"},
+		{"dated 1970", "0", inbound.Replayed, "1970-01-01T00:00:00Z"},
+		{"not Unix seconds", "2026-01-01T00:00:00Z", inbound.BadSign, "not Unix seconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := inboundtest.SignSendGridAt(t, key, body, tc.ts)
+			d, err := inbound.SendGrid(ct, body, &key.PublicKey, sig, now, lim)
+			if tc.reason == "" {
+				if err != nil || d.ID == "" {
+					t.Errorf("timestamp %s: %v, want a delivery with an id", tc.ts, err)
+				}
+				return
+			}
+			wantRefusal(t, err, tc.reason, tc.contains)
 		})
 	}
 }

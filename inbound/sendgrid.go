@@ -5,29 +5,42 @@ import (
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/textproto"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-message/charset"
 )
+
+// SendGridMaxAge is how far the timestamp of a signed SendGrid request (when
+// SendGrid signed it) may be from now, either way: an older one is taken
+// for a replay. Within the window a replay is recognised by its delivery id
+// (the signed content) and stores nothing.
+const SendGridMaxAge = 5 * time.Minute
 
 // SendGrid reads a request of SendGrid's Inbound Parse webhook: a
 // multipart form with the raw MIME in email (when "POST the raw, full MIME
 // message" is on), else the parsed fields (headers, text, html, from, to,
 // cc, subject, attachment-info and the attachmentN files). The envelope
 // comes in the JSON field envelope ({"to": [...], "from": "..."}).
-// SendGrid sends no delivery id, so the Delivery has none. When key is not
-// nil (a security policy with signature verification), sig must be the
-// base64 ECDSA (SHA-256) signature of the timestamp followed by the body,
-// under key. Its errors are *Error.
-func SendGrid(contentType string, body []byte, key *ecdsa.PublicKey, sig SendGridSignature, lim Limits) (*Delivery, error) {
+// When key is not nil (a security policy with signature verification),
+// sig must be the base64 ECDSA (SHA-256) signature of the timestamp
+// followed by the body, under key, and the timestamp within
+// SendGridMaxAge of now; the Delivery's id is then "sendgrid:" and the hex
+// SHA-256 of what was signed, so that the same request again is a retry.
+// An unsigned request has no delivery id. Its errors are *Error.
+func SendGrid(contentType string, body []byte, key *ecdsa.PublicKey, sig SendGridSignature, now time.Time, lim Limits) (*Delivery, error) {
+	d := &Delivery{}
 	if key != nil {
-		if err := sig.verify(key, body); err != nil {
+		signed, err := sig.verify(key, body, now)
+		if err != nil {
 			return nil, err
 		}
+		d.ID = "sendgrid:" + hex.EncodeToString(signed)
 	}
 	if mt := mediaTypeOf(contentType); mt != "multipart/form-data" {
 		return nil, refuse(Malformed, "Inbound Parse posts multipart/form-data, not %q", contentType)
@@ -36,7 +49,6 @@ func SendGrid(contentType string, body []byte, key *ecdsa.PublicKey, sig SendGri
 	if err != nil {
 		return nil, err
 	}
-	d := &Delivery{}
 	if env := f.get("envelope"); env != "" {
 		var e struct {
 			To   []string `json:"to"`
@@ -66,22 +78,34 @@ const (
 	SendGridTimestampHeader = "X-Twilio-Email-Event-Webhook-Timestamp"
 )
 
-func (s SendGridSignature) verify(key *ecdsa.PublicKey, body []byte) error {
+// verify checks the signature and the timestamp's age, and returns the
+// SHA-256 of what was signed.
+func (s SendGridSignature) verify(key *ecdsa.PublicKey, body []byte, now time.Time) ([]byte, error) {
 	if s.Signature == "" || s.Timestamp == "" {
-		return refuse(BadSign, "the request is not signed: the %s and %s headers are required (this account sets inbound.sendgridVerificationKey)",
+		return nil, refuse(BadSign, "the request is not signed: the %s and %s headers are required (this account sets inbound.sendgridVerificationKey)",
 			SendGridSignatureHeader, SendGridTimestampHeader)
 	}
 	sig, err := base64.StdEncoding.DecodeString(s.Signature)
 	if err != nil {
-		return refuse(BadSign, "%s is not base64", SendGridSignatureHeader)
+		return nil, refuse(BadSign, "%s is not base64", SendGridSignatureHeader)
 	}
 	h := sha256.New()
 	h.Write([]byte(s.Timestamp))
 	h.Write(body)
-	if !ecdsa.VerifyASN1(key, h.Sum(nil), sig) {
-		return refuse(BadSign, "the signature does not verify with the account's SendGrid verification key")
+	signed := h.Sum(nil)
+	if !ecdsa.VerifyASN1(key, signed, sig) {
+		return nil, refuse(BadSign, "the signature does not verify with the account's SendGrid verification key")
 	}
-	return nil
+	secs, err := strconv.ParseInt(s.Timestamp, 10, 64)
+	if err != nil {
+		return nil, refuse(BadSign, "%s %q is not Unix seconds", SendGridTimestampHeader, s.Timestamp)
+	}
+	at := time.Unix(secs, 0)
+	if now.Sub(at) > SendGridMaxAge || at.Sub(now) > SendGridMaxAge {
+		return nil, refuse(Replayed, "the signed timestamp is %s, outside the %s accepted around now: a replayed request is not stored",
+			at.UTC().Format(time.RFC3339), SendGridMaxAge)
+	}
+	return signed, nil
 }
 
 func sendGridParts(f *form) (*Parts, error) {

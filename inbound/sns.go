@@ -59,15 +59,18 @@ type SNS struct {
 const maxCachedCerts = 64
 
 // NewSNS returns an SNS that fetches certificates and SubscribeURLs with
-// client (nil: a client with a 10 s timeout); override, when not nil, is
-// the certificate that verifies every message (MAILSINK_SNS_SIGNING_CERT_FILE).
-// Whatever the client, only https://sns.<region>.amazonaws.com[.cn] URLs
-// are fetched.
+// (a copy of) client (nil: a client with a 10 s timeout); override, when
+// not nil, is the certificate that verifies every message
+// (MAILSINK_SNS_SIGNING_CERT_FILE). Whatever the client, only
+// https://sns.<region>.amazonaws.com[.cn] URLs are fetched, and a redirect
+// is an error, never followed: it could lead anywhere.
 func NewSNS(client *http.Client, override *x509.Certificate) *SNS {
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+	c := http.Client{Timeout: 10 * time.Second}
+	if client != nil {
+		c = *client
 	}
-	return &SNS{client: client, override: override, certs: map[string]*x509.Certificate{}}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &SNS{client: &c, override: override, certs: map[string]*x509.Certificate{}}
 }
 
 // parseCertificate reads the first certificate of a PEM document.
@@ -283,7 +286,7 @@ func (s *SNS) confirm(ctx context.Context, rawURL string) error {
 	return err
 }
 
-// get fetches u (at most 1 MiB).
+// get fetches u (at most 1 MiB); any answer but 200 is an error.
 func (s *SNS) get(ctx context.Context, u *url.URL) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -294,6 +297,9 @@ func (s *SNS) get(ctx context.Context, u *url.URL) ([]byte, error) {
 		return nil, fmt.Errorf("%w: GET %s%s: %v", ErrUnreachable, u.Host, u.Path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, fmt.Errorf("%w: GET %s: status %d, a redirect, which is not followed", ErrUnreachable, u.Host+u.Path, resp.StatusCode)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("%w: GET %s%s: %v", ErrUnreachable, u.Host, u.Path, err)

@@ -5,7 +5,6 @@ package smtpd
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -255,8 +254,9 @@ type session struct {
 	// took a match of (faults.Point.Taken); Mail starts it anew. Only
 	// Rcpt uses it, and go-smtp calls Rcpt one at a time.
 	rcptTaken map[string]bool
-	// authMech and authUser are the mechanism and user name of that AUTH.
-	authMech, authUser string
+	// authMech is the mechanism of that AUTH. Its user name is not kept:
+	// clients often send the API key as both user name and password.
+	authMech string
 	// mu guards the fields below: with BDAT, go-smtp runs Data in a
 	// goroutine of its own while it goes on with commands (RSET, MAIL).
 	mu    sync.Mutex
@@ -298,19 +298,20 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 	}
 	switch mech {
 	case sasl.Plain:
-		return sasl.NewPlainServer(func(identity, username, password string) error {
-			return s.authenticate(sasl.Plain, cmp.Or(username, identity), password)
+		return sasl.NewPlainServer(func(_, _, password string) error {
+			return s.authenticate(sasl.Plain, password)
 		}), nil
 	case sasl.Login:
-		return &loginServer{authenticate: func(username, password string) error {
-			return s.authenticate(sasl.Login, username, password)
+		return &loginServer{authenticate: func(password string) error {
+			return s.authenticate(sasl.Login, password)
 		}}, nil
 	}
 	return nil, smtp.ErrAuthUnknownMechanism
 }
 
-// authenticate checks key, the password of an AUTH with mech by user.
-func (s *session) authenticate(mech, user, key string) error {
+// authenticate checks key, the password of an AUTH with mech; the user
+// name does not matter.
+func (s *session) authenticate(mech, key string) error {
 	acc, ok := s.srv.accounts.ByKey(key)
 	if allowed, _ := s.srv.cfg.AuthLimiter.Attempt(s.remoteIP(), key, ok); !allowed {
 		s.srv.cfg.Metrics.SMTPRejection("auth_limited")
@@ -329,7 +330,7 @@ func (s *session) authenticate(mech, user, key string) error {
 		return reply
 	}
 	s.account = acc
-	s.authMech, s.authUser = mech, user
+	s.authMech = mech
 	return nil
 }
 
@@ -774,11 +775,10 @@ var errTLSRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{
 var errTooLarge = &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
 
 // loginServer is the server side of the LOGIN mechanism, which go-sasl does
-// not provide: it asks for a username, then a password.
+// not provide: it asks for a username, which it drops, then a password.
 type loginServer struct {
-	authenticate func(username, password string) error
+	authenticate func(password string) error
 	step         int
-	username     string
 }
 
 func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
@@ -791,10 +791,9 @@ func (l *loginServer) Next(response []byte) ([]byte, bool, error) {
 		fallthrough // initial response carried the username
 	case 1:
 		l.step = 2
-		l.username = string(response)
 		return []byte("Password:"), false, nil
 	default:
-		return nil, true, l.authenticate(l.username, string(response))
+		return nil, true, l.authenticate(string(response))
 	}
 }
 

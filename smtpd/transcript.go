@@ -15,6 +15,8 @@ import (
 
 // The transcript of a transaction (store.Transcript): what the client said
 // in MAIL, RCPT and AUTH and what it was answered, stored with the message.
+// Of AUTH only the mechanism is kept: its user name and password (often
+// both the API key) are store.Redacted.
 // Successful replies are go-smtp's own words (v0.25), so that the
 // transcript shows what the client read; a test compares them.
 
@@ -45,18 +47,20 @@ func (s *session) noteMail(from string, opts *smtp.MailOptions) {
 			params = append(params, "ENVID="+clip(opts.EnvelopeID))
 		}
 		if opts.Auth != nil {
-			params = append(params, "AUTH=<"+clip(*opts.Auth)+">")
+			params = append(params, store.RedactAuthParam("AUTH=<"+clip(*opts.Auth)+">"))
 		}
 	}
 	t := store.Transcript{
 		ClientAddress: s.remote,
 		AuthMechanism: s.authMech,
-		AuthIdentity:  clip(s.authUser),
 		Mail: store.TranscriptCommand{Address: clip(from), Params: nonNil(params),
 			Reply: "250 2.0.0 Roger, accepting mail from <" + clip(from) + ">"},
 	}
 	// The connection is read here, on go-smtp's command goroutine: with
 	// BDAT, Data runs on another.
+	if s.authMech != "" {
+		t.AuthIdentity = store.Redacted
+	}
 	if s.c != nil {
 		t.Helo = clip(s.c.Hostname())
 		if state, ok := s.c.TLSConnectionState(); ok {

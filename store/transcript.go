@@ -1,10 +1,14 @@
 package store
 
+import "strings"
+
 // Transcript is the SMTP transaction that delivered a message, as the
 // server saw it, kept with the message's body so that a developer can see
 // what their application said (GET /v1/emails/{id}/transcript). It is small
 // and bounded: a few hundred bytes for a typical message, at most
-// MaxTranscriptCommands recipient commands. It never holds a password.
+// MaxTranscriptCommands recipient commands. It never holds a credential:
+// what AUTH carried, the user name as well as the password (clients often
+// send the API key as both), is Redacted.
 type Transcript struct {
 	// ClientAddress is the client's address, host:port.
 	ClientAddress string `json:"clientAddress"`
@@ -13,8 +17,9 @@ type Transcript struct {
 	// TLSVersion and TLSCipher name the connection's TLS, empty without.
 	TLSVersion string `json:"tlsVersion"`
 	TLSCipher  string `json:"tlsCipher"`
-	// AuthMechanism and AuthIdentity are the AUTH mechanism and the
-	// user name the client gave, empty without AUTH.
+	// AuthMechanism is the AUTH mechanism (PLAIN, LOGIN), and
+	// AuthIdentity Redacted for the user name the client gave; both are
+	// empty without AUTH.
 	AuthMechanism string              `json:"authMechanism"`
 	AuthIdentity  string              `json:"authIdentity"`
 	Mail          TranscriptCommand   `json:"mail"`
@@ -61,6 +66,39 @@ func (t *Transcript) For(accountID string) *Transcript {
 			out.RcptsOmitted += t.OmittedBy[accountID]
 		}
 		out.OmittedBy = nil
+	}
+	return &out
+}
+
+// Redacted stands in a transcript for what AUTH carried.
+const Redacted = "<redacted>"
+
+// RedactAuthParam returns the MAIL parameter p, or "AUTH=<redacted>" for
+// an AUTH=<mailbox> parameter: it names who authenticated, which may be
+// the user name of an AUTH. AUTH=<> (no one) stays.
+func RedactAuthParam(p string) string {
+	if len(p) > len("AUTH=") && strings.EqualFold(p[:len("AUTH=")], "AUTH=") && p[len("AUTH="):] != "<>" {
+		return "AUTH=" + Redacted
+	}
+	return p
+}
+
+// WithoutCredentials returns the transcript as it may be shown: with what
+// AUTH carried Redacted, however it was stored (transcripts stored by
+// earlier releases kept the user name). t may be nil. t is not changed.
+func (t *Transcript) WithoutCredentials() *Transcript {
+	if t == nil {
+		return nil
+	}
+	out := *t
+	if out.AuthIdentity != "" {
+		out.AuthIdentity = Redacted
+	}
+	if t.Mail.Params != nil {
+		out.Mail.Params = make([]string, len(t.Mail.Params))
+		for i, p := range t.Mail.Params {
+			out.Mail.Params[i] = RedactAuthParam(p)
+		}
 	}
 	return &out
 }

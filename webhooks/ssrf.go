@@ -31,6 +31,7 @@ var alwaysRefused = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),        // reserved, broadcast
 	netip.MustParsePrefix("::/128"),
 	netip.MustParsePrefix("fe80::/10"),         // link-local
+	netip.MustParsePrefix("fec0::/10"),         // site-local (deprecated, still routed on some networks)
 	netip.MustParsePrefix("fd00:ec2::254/128"), // AWS metadata over IPv6
 	netip.MustParsePrefix("ff00::/8"),          // multicast
 }
@@ -48,8 +49,34 @@ var private = []netip.Prefix{
 	netip.MustParsePrefix("fc00::/7"), // unique local
 }
 
-// nat64 embeds an IPv4 address in its last 32 bits.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// An IPv6 address in one of these ranges carries an IPv4 address that a
+// translator or tunnel may deliver to: it is refused when that IPv4
+// address is.
+var embeddings = []struct {
+	name   string
+	prefix netip.Prefix
+	ipv4   func(b [16]byte) [4]byte
+}{
+	{"IPv4-mapped", netip.MustParsePrefix("::ffff:0:0/96"), last32},
+	{"IPv4-translated", netip.MustParsePrefix("::ffff:0:0:0/96"), last32},
+	// :: and ::1 are in it too, but are their own addresses (alwaysRefused,
+	// private): CheckAddr skips them.
+	{"IPv4-compatible", netip.MustParsePrefix("::/96"), last32},
+	{"NAT64", netip.MustParsePrefix("64:ff9b::/96"), last32},
+	// 6to4: 2002:AABB:CCDD::/48 is the site of IPv4 AA.BB.CC.DD.
+	{"6to4", netip.MustParsePrefix("2002::/16"), func(b [16]byte) [4]byte { return [4]byte(b[2:6]) }},
+	// Teredo: the client's IPv4 address, each bit inverted, is the last 32
+	// bits (RFC 4380).
+	{"Teredo", netip.MustParsePrefix("2001::/32"), func(b [16]byte) [4]byte {
+		v := [4]byte(b[12:])
+		for i := range v {
+			v[i] ^= 0xff
+		}
+		return v
+	}},
+}
+
+func last32(b [16]byte) [4]byte { return [4]byte(b[12:]) }
 
 // RefusedAddressError says why an address may not be dialled.
 type RefusedAddressError struct {
@@ -62,14 +89,22 @@ func (e *RefusedAddressError) Error() string {
 }
 
 // CheckAddr returns a *RefusedAddressError when a delivery may not go to
-// addr: always for link-local, metadata, multicast and unspecified
-// addresses, and for private and loopback ones unless allowPrivate.
+// addr: always for link-local, site-local, metadata, multicast and
+// unspecified addresses, and for private and loopback ones unless
+// allowPrivate; an IPv6 address that carries an IPv4 address (embeddings)
+// as that IPv4 address would be.
 func CheckAddr(addr netip.Addr, allowPrivate bool) error {
-	addr = addr.Unmap().WithZone("")
-	if nat64.Contains(addr) {
-		b := addr.As16()
-		if err := CheckAddr(netip.AddrFrom4([4]byte(b[12:])), allowPrivate); err != nil {
-			return err
+	addr = addr.WithZone("")
+	if addr.Is6() && addr != netip.IPv6Loopback() && addr != netip.IPv6Unspecified() {
+		for _, e := range embeddings {
+			if !e.prefix.Contains(addr) {
+				continue
+			}
+			v4 := netip.AddrFrom4(e.ipv4(addr.As16()))
+			var inner *RefusedAddressError
+			if errors.As(CheckAddr(v4, allowPrivate), &inner) {
+				return &RefusedAddressError{Addr: addr, Reason: fmt.Sprintf("it carries %s (%s): %s", v4, e.name, inner.Reason)}
+			}
 		}
 	}
 	for _, p := range alwaysRefused {

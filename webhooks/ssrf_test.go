@@ -31,6 +31,8 @@ func TestCheckAddr(t *testing.T) {
 		{"100.64.0.1", false, true},
 		{"fd12:3456::1", false, true},
 		{"::ffff:127.0.0.1", false, true},
+		{"fec0::1", false, false}, // site-local
+		{"feff:ffff::1", false, false},
 	}
 	for _, tt := range tests {
 		a := netip.MustParseAddr(tt.addr)
@@ -76,5 +78,61 @@ func TestCheckURL(t *testing.T) {
 	}
 	if err := CheckURL("http://169.254.169.254/", 2048, true); err == nil {
 		t.Error("metadata address allowed with the opt-in")
+	}
+}
+
+// TestCheckAddrEmbeddedIPv4: an IPv6 address that carries an IPv4 address
+// (translators and tunnels deliver to it) is refused as that IPv4 address
+// would be, and allowed when that one is public.
+func TestCheckAddrEmbeddedIPv4(t *testing.T) {
+	tests := []struct {
+		name, addr             string
+		public, privateAllowed bool // allowed without and with the opt-in
+		carries                string
+	}{
+		{"IPv4-mapped loopback", "::ffff:127.0.0.1", false, true, "127.0.0.1"},
+		{"IPv4-mapped metadata", "::ffff:a9fe:a9fe", false, false, "169.254.169.254"},
+		{"IPv4-mapped public", "::ffff:93.184.216.34", true, true, ""},
+		{"IPv4-translated private", "::ffff:0:10.1.2.3", false, true, "10.1.2.3"},
+		{"IPv4-translated public", "::ffff:0:93.184.216.34", true, true, ""},
+		{"IPv4-compatible loopback", "::127.0.0.1", false, true, "127.0.0.1"},
+		{"IPv4-compatible private", "::10.0.0.1", false, true, "10.0.0.1"},
+		{"IPv4-compatible metadata", "::169.254.169.254", false, false, "169.254.169.254"},
+		{"IPv4-compatible public", "::93.184.216.34", true, true, ""},
+		{"IPv6 loopback is not IPv4-compatible", "::1", false, true, ""},
+		{"NAT64 loopback", "64:ff9b::127.0.0.1", false, true, "127.0.0.1"},
+		{"NAT64 private", "64:ff9b::a00:1", false, true, "10.0.0.1"},
+		{"NAT64 metadata", "64:ff9b::a9fe:a9fe", false, false, "169.254.169.254"},
+		{"NAT64 public", "64:ff9b::5db8:d822", true, true, ""},
+		{"6to4 loopback", "2002:7f00:1::", false, true, "127.0.0.1"},
+		{"6to4 private, host part set", "2002:a01:203:1::5", false, true, "10.1.2.3"},
+		{"6to4 metadata", "2002:a9fe:a9fe::1", false, false, "169.254.169.254"},
+		{"6to4 public", "2002:5db8:d822::1", true, true, ""},
+		{"Teredo loopback client", "2001:0:4136:e378:8000:63bf:80ff:fffe", false, true, "127.0.0.1"},
+		{"Teredo private client", "2001:0:4136:e378:8000:63bf:f5ff:fffe", false, true, "10.0.0.1"},
+		{"Teredo metadata client", "2001:0:4136:e378:8000:63bf:5601:5601", false, false, "169.254.169.254"},
+		{"Teredo public client", "2001:0:4136:e378:8000:63bf:a247:27dd", true, true, ""},
+		{"outside Teredo's /32", "2001:db9::a9fe:a9fe", true, true, ""},
+		{"site-local", "fec0::a9fe:a9fe", false, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := netip.MustParseAddr(tt.addr)
+			err := CheckAddr(a, false)
+			if got := err == nil; got != tt.public {
+				t.Errorf("CheckAddr(%s, false) = %v, want allowed %v", tt.addr, err, tt.public)
+			}
+			if got := CheckAddr(a, true) == nil; got != tt.privateAllowed {
+				t.Errorf("CheckAddr(%s, true) allowed = %v, want %v", tt.addr, got, tt.privateAllowed)
+			}
+			if tt.carries != "" && (err == nil || !strings.Contains(err.Error(), "carries "+tt.carries+" ")) {
+				t.Errorf("CheckAddr(%s, false) = %v, want it to name %s", tt.addr, err, tt.carries)
+			}
+			if !tt.public {
+				if err := CheckURL("http://["+tt.addr+"]:8080/hook", 2048, false); err == nil || !strings.Contains(err.Error(), "refused address") {
+					t.Errorf("CheckURL with host [%s] = %v, want a refused address", tt.addr, err)
+				}
+			}
+		})
 	}
 }

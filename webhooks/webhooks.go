@@ -310,9 +310,15 @@ func wants(h *store.Webhook, e store.Event) bool {
 	if h.DisabledAt != nil {
 		return false
 	}
+	// Events before the webhook was made are not its own: those whose id
+	// (the store's clock) is older than it by more than clockSlack, and
+	// the creation of an email created before it, by the email's own
+	// createdAt (a replica's clock, as the webhook's).
 	id, err := eventhub.ParseID(e.ID)
-	// Events before the webhook was made are not its own.
 	if err == nil && id.MS < h.CreatedAt.Add(-clockSlack).UnixMilli() {
+		return false
+	}
+	if e.Type == store.EmailCreated && e.Email != nil && e.Email.CreatedAt.Before(h.CreatedAt) {
 		return false
 	}
 	typeOK := false
@@ -456,6 +462,11 @@ func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 		s.finish(ctx, d)
 		return
 	}
+	if createdBefore(h, d) {
+		d.Status, d.LastError = store.DeliveryFailed, "not delivered: the email was created before the webhook"
+		s.finish(ctx, d)
+		return
+	}
 	status, body, outcome, err := s.post(ctx, h, d)
 	ctx = context.WithoutCancel(ctx)
 	d.Attempts++
@@ -502,6 +513,22 @@ func (s *Service) attempt(ctx context.Context, d *store.Delivery) {
 	}
 	d.NextAttemptAt = next
 	s.finish(ctx, d)
+}
+
+// createdBefore reports whether d is the creation of an email created
+// before webhook h. wants never queues one, but an earlier release let the
+// clockSlack before a webhook through, and such a delivery may wait in the
+// queue while its receiver is down.
+func createdBefore(h *store.Webhook, d *store.Delivery) bool {
+	if d.Type != store.EmailCreated {
+		return false
+	}
+	var p struct {
+		Data struct {
+			CreatedAt time.Time `json:"createdAt"`
+		} `json:"data"`
+	}
+	return json.Unmarshal(d.Payload, &p) == nil && !p.Data.CreatedAt.IsZero() && p.Data.CreatedAt.Before(h.CreatedAt)
 }
 
 func (s *Service) finish(ctx context.Context, d *store.Delivery) {

@@ -144,7 +144,7 @@ export type Transcript = {
   tlsCipher: string;
   /** PLAIN or LOGIN; empty without AUTH. */
   authMechanism: string;
-  /** The user name given with AUTH (the password, an API key, is never kept); empty without AUTH. */
+  /** <redacted> when the client authenticated: neither the user name nor the password given with AUTH is kept (clients often send the API key as both); empty without AUTH. */
   authIdentity: string;
   mail: SMTPCommand;
   rcpt: Array<SMTPCommand>;

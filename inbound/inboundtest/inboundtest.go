@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,8 +125,11 @@ type SNS struct {
 	// Confirmed counts the subscription confirmations (SubscribeURL
 	// fetches).
 	Confirmed atomic.Int64
-	mu        sync.Mutex
-	tokens    map[string]int // confirmations by Token
+	// Redirected counts the requests answered with a redirect: every path
+	// under /redirect/ is redirected (302) to the same path without it.
+	Redirected atomic.Int64
+	mu         sync.Mutex
+	tokens     map[string]int // confirmations by Token
 }
 
 // ConfirmedToken reports how many times the SubscribeURL with token was
@@ -171,6 +175,12 @@ func NewSNS(t testing.TB) *SNS {
 		s.tokens[r.URL.Query().Get("Token")]++
 		s.mu.Unlock()
 		w.Write([]byte("<ConfirmSubscriptionResponse/>"))
+	})
+	mux.HandleFunc("/redirect/", func(w http.ResponseWriter, r *http.Request) {
+		s.Redirected.Add(1)
+		to := *r.URL
+		to.Path = strings.TrimPrefix(r.URL.Path, "/redirect")
+		http.Redirect(w, r, to.RequestURI(), http.StatusFound)
 	})
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Server.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
@@ -267,11 +277,17 @@ func (s *SNS) Sign(t testing.TB, m *Message) []byte {
 	return data
 }
 
-// SignSendGrid signs body as SendGrid's signed webhooks do: ECDSA over
-// SHA-256 of the timestamp followed by the body.
+// SignSendGrid signs body now as SendGrid's signed webhooks do: ECDSA
+// over SHA-256 of the timestamp followed by the body.
 func SignSendGrid(t testing.TB, key *ecdsa.PrivateKey, body []byte) inbound.SendGridSignature {
 	t.Helper()
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	return SignSendGridAt(t, key, body, strconv.FormatInt(time.Now().Unix(), 10))
+}
+
+// SignSendGridAt signs body as SendGrid does, with ts as the timestamp
+// header's value (Unix seconds, or anything a test needs).
+func SignSendGridAt(t testing.TB, key *ecdsa.PrivateKey, body []byte, ts string) inbound.SendGridSignature {
+	t.Helper()
 	h := sha256.Sum256(append([]byte(ts), body...))
 	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
 	if err != nil {
