@@ -102,7 +102,7 @@ func New(s Store, cfg Config) *Service {
 	return &Service{
 		store:   s,
 		cfg:     cfg,
-		budget:  gate.NewBudget(cfg.Budget, cfg.Budget/2),
+		budget:  gate.NewBudget(cfg.Budget, cfg.Budget/2), // see share
 		parse:   mailparse.ParseContext,
 		cache:   newLRU(cfg.CacheBytes),
 		flights: map[string]*flight{},
@@ -137,19 +137,29 @@ type Read struct {
 	s         *Service
 	accountID string
 	mu        sync.Mutex
+	held      int64 // bytes of the budget the read holds
 	releases  []func()
 }
 
 // Grow takes n more bytes of the budget for the read, for an encoding it
 // builds in memory (the preview's inline images, say), waiting as Open
-// does. It returns an error with code Busy when the budget has no room
-// within the wait.
+// does. A read holds at most an account's share of the budget in all, so
+// that a read alone always gets through: past it, Grow takes nothing. It
+// returns an error with code Busy when the budget has no room within the
+// wait.
 func (r *Read) Grow(ctx context.Context, n int64) error {
+	r.mu.Lock()
+	n = min(n, r.s.share()-r.held)
+	r.mu.Unlock()
+	if n <= 0 {
+		return nil
+	}
 	release, err := r.s.acquire(ctx, r.accountID, n)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
+	r.held += n
 	r.releases = append(r.releases, release)
 	r.mu.Unlock()
 	return nil
@@ -243,6 +253,9 @@ func (s *Service) acquire(ctx context.Context, accountID string, n int64) (func(
 	}
 	return nil, store.Errorf(store.Busy, "too many large emails are being read at once: try again in a moment")
 }
+
+// share is how many bytes of the budget one account may hold.
+func (s *Service) share() int64 { return s.cfg.Budget / 2 }
 
 // Used returns the bytes of the budget held now.
 func (s *Service) Used() int64 { return s.budget.Used() }
