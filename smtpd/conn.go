@@ -3,8 +3,10 @@ package smtpd
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -57,6 +59,9 @@ type connSet struct {
 	// address may hold at most half of them (perAddress).
 	max    int
 	byAddr map[string]int // open connections per client address
+	// idle bounds each read of a message transfer (the read timeout);
+	// 0 means no bound.
+	idle time.Duration
 }
 
 // perAddress is the most connections one client address may hold: half the
@@ -228,6 +233,18 @@ type conn struct {
 	lost    bool      // a read of the connection failed (EOF included)
 	closed  bool      // Close has closed the connection
 	limit   time.Time // a message transfer's deadline, or zero
+	// transfer is set while a message is transferred (startTransfer to
+	// endTransfer). perRead gives every read the idle deadline (readDeadline)
+	// from the transfer's start until go-smtp times its first command after
+	// the transfer's end, so that the rest of a refused message, which
+	// go-smtp reads and drops, is bounded the same way. awaitingCommand is
+	// set when go-smtp times a command and cleared when a read returns
+	// bytes: a read that times out with it set waited for a command.
+	transfer, perRead, awaitingCommand bool
+	// lastReply: a transfer timed out, and the connection writes one more
+	// reply at most (over TLS, go-smtp would answer the timeout twice:
+	// tls.Conn returns a read error again instead of reading).
+	lastReply, replied bool
 	// held is pending's first array: a connection's replies (the EHLO
 	// reply is the longest of them) fit without allocating.
 	held [256]byte
@@ -260,6 +277,12 @@ func (c *conn) Write(b []byte) (int, error) {
 	defer c.mu.Unlock()
 	if c.werr != nil {
 		return 0, c.werr
+	}
+	if c.lastReply {
+		if c.replied {
+			return 0, net.ErrClosed
+		}
+		c.replied = true
 	}
 	if bytes.HasPrefix(b, handshakeFailed) {
 		c.ended = true
@@ -351,7 +374,9 @@ func (c *conn) Read(b []byte) (int, error) {
 	if err == nil && !ended && len(c.unread) > 0 {
 		n = copy(b, c.unread)
 		c.unread = c.unread[n:]
+		c.awaitingCommand = false
 	}
+	perRead, limit := c.perRead, c.limit
 	c.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -362,6 +387,9 @@ func (c *conn) Read(b []byte) (int, error) {
 	if n > 0 {
 		c.last = b[n-1]
 		return n, nil
+	}
+	if perRead && (c.set.idle > 0 || !limit.IsZero()) {
+		c.Conn.SetReadDeadline(c.readDeadline(limit))
 	}
 	n, err = c.Conn.Read(b)
 	if n > 0 {
@@ -375,12 +403,41 @@ func (c *conn) Read(b []byte) (int, error) {
 			n, err = 0, net.ErrClosed
 		}
 	}
-	if err != nil {
-		c.mu.Lock()
-		c.ended, c.lost = true, true
-		c.mu.Unlock()
+	c.mu.Lock()
+	if n > 0 {
+		c.awaitingCommand = false
 	}
+	if err != nil {
+		c.ended, c.lost = true, true
+		if perRead && !c.awaitingCommand && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errTransferTimeout
+			c.lastReply = true
+		}
+	}
+	c.mu.Unlock()
 	return n, err
+}
+
+// errTransferTimeout is what a read in the middle of a message transfer
+// answers once it times out (idle past the read timeout, or past the
+// transfer's deadline). It is go-smtp's reply too where go-smtp answers a
+// failed read itself (a BDAT chunk): go-smtp would answer a plain timeout
+// there with a permanent 554 naming the socket. A read for the next command
+// between two BDAT chunks keeps the plain timeout, which go-smtp answers
+// 421 4.4.2 as well.
+var errTransferTimeout = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
+
+// readDeadline is the deadline of a read during a transfer whose deadline
+// is limit (zero: none): the read timeout from now, or limit if sooner.
+func (c *conn) readDeadline(limit time.Time) time.Time {
+	if c.set.idle <= 0 {
+		return limit
+	}
+	d := time.Now().Add(c.set.idle)
+	if !limit.IsZero() && limit.Before(d) {
+		d = limit
+	}
+	return d
 }
 
 // readFailed reports whether a read of the connection failed or met its
@@ -422,10 +479,10 @@ func (c *conn) flushLocked() error {
 	return c.werr
 }
 
-// SetReadDeadline is how go-smtp times each command. While a message is
-// transferred the deadline is never later than the transfer's (BDAT sends a
-// message in several commands); while the server drains and the connection
-// is outside a transaction, it is at most idleGrace away.
+// SetReadDeadline is how go-smtp times each command (and only that). While
+// a message is transferred the deadline is never later than the transfer's
+// (BDAT sends a message in several commands); while the server drains and
+// the connection is outside a transaction, it is at most idleGrace away.
 func (c *conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	if c.closed { // go-smtp's read for the command after QUIT
@@ -434,6 +491,10 @@ func (c *conn) SetReadDeadline(t time.Time) error {
 	}
 	if !c.limit.IsZero() && (t.IsZero() || t.After(c.limit)) {
 		t = c.limit
+	}
+	c.awaitingCommand = true
+	if !c.transfer {
+		c.perRead = false
 	}
 	c.mu.Unlock()
 	c.set.mu.Lock()
@@ -459,17 +520,22 @@ func (c *conn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-// startTransfer gives the message being transferred its own deadline, which
-// replaces go-smtp's per-command one. c may be nil (a connection the server
-// does not track).
+// startTransfer starts timing the message being transferred, which replaces
+// go-smtp's per-command timing: every read must come within the read
+// timeout (the idle cutoff), and the whole transfer by deadline (zero:
+// none). Called again, it moves deadline. c may be nil (a connection the
+// server does not track).
 func (c *conn) startTransfer(deadline time.Time) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	c.limit = deadline
+	c.transfer, c.perRead = true, true
 	c.mu.Unlock()
-	c.Conn.SetReadDeadline(deadline)
+	if c.set.idle > 0 || !deadline.IsZero() {
+		c.Conn.SetReadDeadline(c.readDeadline(deadline))
+	}
 }
 
 // endTransfer lifts the transfer's deadline; go-smtp sets its own before the
@@ -480,6 +546,7 @@ func (c *conn) endTransfer() {
 	}
 	c.mu.Lock()
 	c.limit = time.Time{}
+	c.transfer = false
 	c.mu.Unlock()
 }
 

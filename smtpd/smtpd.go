@@ -61,8 +61,10 @@ type Config struct {
 	WriteTimeout      time.Duration
 	// StoreTimeout bounds how long one message may wait for the store.
 	StoreTimeout time.Duration
-	// DataTimeout bounds the whole transfer of one message (ReadTimeout
-	// bounds each command); 0 leaves DATA to ReadTimeout.
+	// DataTimeout bounds the whole transfer of one message; 0 means no
+	// bound. ReadTimeout bounds each command, and each read of a message
+	// transfer: a client idle that long in the middle of a message gets
+	// 421 4.4.2 and the connection ends.
 	DataTimeout time.Duration
 	// MaxConnections bounds the connections open at once; more are
 	// answered 421. 0 means no bound.
@@ -111,6 +113,7 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	s.conns.byAddr = map[string]int{}
 	s.conns.stopping = make(chan struct{})
 	s.conns.max = cfg.MaxConnections
+	s.conns.idle = cfg.ReadTimeout
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
@@ -453,8 +456,8 @@ func (s *session) Data(r io.Reader) error {
 	var deadline time.Time
 	if d := s.srv.cfg.DataTimeout; d > 0 {
 		deadline = start.Add(d)
-		s.conn.startTransfer(deadline)
 	}
+	s.conn.startTransfer(deadline)
 	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
 		if !bdat && reply != errFaultDisconnect {
@@ -535,9 +538,9 @@ func (s *session) transferFailed(err error) (string, error) {
 	case errors.Is(err, smtp.ErrTooLongLine):
 		s.conn.hangUp()
 		return "line_too_long", &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+	case errors.Is(err, errTransferTimeout), errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		s.conn.hangUp()
-		return "timeout", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
+		return "timeout", errTransferTimeout
 	}
 	s.conn.hangUp()
 	return "connection_error", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
