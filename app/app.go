@@ -191,11 +191,16 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		ReadTimeout:       cfg.SMTP.ReadTimeout,
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 		DataTimeout:       cfg.SMTP.DataTimeout,
-		MaxConnections:    cfg.SMTP.MaxConnections,
-		LargeGate:         a.large,
-		AuthLimiter:       guard,
-		Metrics:           m,
-		Faults:            inject,
+		Connections: smtpd.ConnectionLimits{
+			Total:      cfg.SMTP.MaxConnections,
+			PerAddress: cfg.SMTP.MaxConnectionsPerAddress,
+			PerNetwork: cfg.SMTP.MaxConnectionsPerNetwork,
+		},
+		LimitLoopback: cfg.SMTP.LimitLoopback,
+		LargeGate:     a.large,
+		AuthLimiter:   guard,
+		Metrics:       m,
+		Faults:        inject,
 	}, reg, ing, log.With("component", "smtp"))
 	a.bodies = gate.NewBudget(bodyBudget, bodyBudget/2)
 	api := httpapi.New(httpapi.Config{

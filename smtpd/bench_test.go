@@ -60,7 +60,7 @@ func benchServer(b *testing.B) (*smtpd.Server, *nullStore) {
 		ReadTimeout:     time.Minute,
 		WriteTimeout:    time.Minute,
 		DataTimeout:     10 * time.Minute,
-		MaxConnections:  1000,
+		Connections:     smtpd.ConnectionLimits{Total: 1000},
 		LargeGate:       gate.New(2, 1),
 		Metrics:         m,
 		Faults:          faults.New(st, faults.Config{Metrics: m, Log: log}),

@@ -55,34 +55,62 @@ type connSet struct {
 	// stopping is closed when draining starts: messages waiting for a
 	// large-transfer slot give up then.
 	stopping chan struct{}
-	// max bounds the open connections; 0 means no bound. One client
-	// address may hold at most half of them (perAddress).
-	max    int
-	byAddr map[string]int // open connections per client address
+	// limits bounds the open connections, in total, per client address
+	// and per network; the last two apply to loopback clients only with
+	// limitLoopback (Config.LimitLoopback).
+	limits        ConnectionLimits
+	limitLoopback bool
+	byAddr        map[netip.Addr]int   // open connections per client address
+	byNet         map[netip.Prefix]int // open connections per network
 	// idle bounds each read of a message transfer (the read timeout);
 	// 0 means no bound.
 	idle time.Duration
 }
 
-// perAddress is the most connections one client address may hold: half the
-// server's, so that one client cannot take them all, while a CI fleet
-// behind one address (64 workers with a few pooled connections each) fits
-// in the default 1,000.
-func (s *connSet) perAddress() int { return max(1, s.max/2) }
+// ConnectionLimits bound the SMTP connections open at once; a connection
+// past one of them is answered 421 4.7.0 and closed. 0 means no bound.
+type ConnectionLimits struct {
+	Total int
+	// PerAddress and PerNetwork bound the connections of one client
+	// address, and of one network (an IPv4 /24, an IPv6 /64), so that a
+	// few clients cannot take every connection.
+	PerAddress, PerNetwork int
+}
 
-// add tracks c unless the server or c's address is full; it reports the
-// refusal's reply, or "" when c is tracked.
+func newConnSet(limits ConnectionLimits, limitLoopback bool, idle time.Duration) *connSet {
+	return &connSet{conns: map[*conn]struct{}{}, stopping: make(chan struct{}), limits: limits,
+		limitLoopback: limitLoopback, byAddr: map[netip.Addr]int{}, byNet: map[netip.Prefix]int{}, idle: idle}
+}
+
+// network is the network an address counts in for PerNetwork: its /24
+// (IPv4) or /64 (IPv6), or the zero prefix when ip is not valid.
+func network(ip netip.Addr) netip.Prefix {
+	bits := 64
+	if ip.Is4() {
+		bits = 24
+	}
+	p, _ := ip.Prefix(bits)
+	return p
+}
+
+// add tracks c unless the server, c's address or c's network is full; it
+// reports the refusal's reply, or "" when c is tracked.
 func (s *connSet) add(c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l := s.limits
+	shared := s.limitLoopback || !c.ip.IsLoopback()
 	switch {
-	case s.max > 0 && len(s.conns) >= s.max:
+	case l.Total > 0 && len(s.conns) >= l.Total:
 		return "421 4.7.0 Too many connections, try again later"
-	case s.max > 0 && s.byAddr[c.bucket] >= s.perAddress():
+	case shared && l.PerAddress > 0 && s.byAddr[c.ip] >= l.PerAddress:
 		return "421 4.7.0 Too many connections from your address, try again later"
+	case shared && l.PerNetwork > 0 && s.byNet[c.network] >= l.PerNetwork:
+		return "421 4.7.0 Too many connections from your network, try again later"
 	}
 	s.conns[c] = struct{}{}
-	s.byAddr[c.bucket]++
+	s.byAddr[c.ip]++
+	s.byNet[c.network]++
 	return ""
 }
 
@@ -94,10 +122,11 @@ func (s *connSet) remove(c *conn) {
 		return
 	}
 	delete(s.conns, c)
-	if s.byAddr[c.bucket]-1 <= 0 {
-		delete(s.byAddr, c.bucket)
-	} else {
-		s.byAddr[c.bucket]--
+	if s.byAddr[c.ip]--; s.byAddr[c.ip] <= 0 {
+		delete(s.byAddr, c.ip)
+	}
+	if s.byNet[c.network]--; s.byNet[c.network] <= 0 {
+		delete(s.byNet, c.network)
 	}
 }
 
@@ -201,10 +230,13 @@ func trackedConn(nc net.Conn) *conn {
 // the connection; what the client sends next is never read as commands.
 type conn struct {
 	net.Conn
-	set    *connSet
-	addr   string // the client's address (after admit, when admitLater)
-	bucket string // clientaddr.Bucket(addr), set with addr
-	inTx   bool   // guarded by set.mu
+	set  *connSet
+	addr string // the client's address (after admit, when admitLater)
+	// ip and network are addr's IP address (invalid when addr is not
+	// one) and network, set with addr.
+	ip      netip.Addr
+	network netip.Prefix
+	inTx    bool // guarded by set.mu
 	// admitLater: the connection comes from a trusted proxy; its first
 	// read reads the PROXY header and admits it (or refuses it). Only
 	// go-smtp's connection goroutine reads, so the fields of the first
@@ -263,7 +295,8 @@ func (c *conn) setAddr() netip.Addr {
 		c.addr = clientaddr.Host(c.Conn.RemoteAddr().String())
 		ip, _ = netip.ParseAddr(c.addr)
 	}
-	c.bucket = clientaddr.Bucket(c.addr)
+	c.ip = ip.WithZone("")
+	c.network = network(c.ip)
 	return ip
 }
 

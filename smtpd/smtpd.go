@@ -66,9 +66,13 @@ type Config struct {
 	// transfer: a client idle that long in the middle of a message gets
 	// 421 4.4.2 and the connection ends.
 	DataTimeout time.Duration
-	// MaxConnections bounds the connections open at once; more are
-	// answered 421. 0 means no bound.
-	MaxConnections int
+	// Connections bounds the connections open at once.
+	Connections ConnectionLimits
+	// LimitLoopback applies the per-client limits (Connections' PerAddress
+	// and PerNetwork, a client's share of Buffers) to loopback clients
+	// too. Without it they meet only the totals: a load tool or a test
+	// suite on the same host opens hundreds of connections from 127.0.0.1.
+	LimitLoopback bool
 	// LargeGate gives turns to messages over largeMessage bytes, shared with
 	// the HTTP API's large bodies: in total and per client address, a
 	// bounded number are read and stored at once; the others wait before
@@ -98,7 +102,7 @@ type Server struct {
 	smtp     *smtp.Server
 	ln       net.Listener
 	tlsLn    net.Listener // the implicit-TLS listener, or nil
-	conns    connSet
+	conns    *connSet
 	chunks   sync.Pool // *[]byte of chunkSize, for readChunks
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
@@ -109,11 +113,7 @@ type Server struct {
 // New returns a Server; Start makes it listen.
 func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
-	s.conns.conns = map[*conn]struct{}{}
-	s.conns.byAddr = map[string]int{}
-	s.conns.stopping = make(chan struct{})
-	s.conns.max = cfg.MaxConnections
-	s.conns.idle = cfg.ReadTimeout
+	s.conns = newConnSet(cfg.Connections, cfg.LimitLoopback, cfg.ReadTimeout)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
@@ -180,7 +180,7 @@ func (e *ListenError) Error() string { return e.Addr + ": " + e.Err.Error() }
 func (e *ListenError) Unwrap() error { return e.Err }
 
 func (s *Server) newListener(ln net.Listener, implicitTLS bool) *listener {
-	return &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused,
+	return &listener{Listener: ln, set: s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused,
 		trusted: s.cfg.TrustedProxies, implicitTLS: implicitTLS}
 }
 
