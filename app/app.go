@@ -57,6 +57,9 @@ type App struct {
 	large *gate.Gate
 	// bodies is the memory HTTP request bodies share (bodyBudget).
 	bodies *gate.Budget
+	// smtpBuffers is the memory SMTP messages' first MiB share
+	// (MAILSINK_SMTP_MAX_BUFFERED_BYTES).
+	smtpBuffers *gate.Budget
 
 	// ctx is Start's, under which retention runs.
 	ctx context.Context
@@ -177,6 +180,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 
 	a.webhooks = newWebhooks(cfg, raw, reg, m, registry, log)
 
+	// What SMTP sessions hold of their messages' first MiB, an eighth of
+	// it per client address: four addresses cannot take it all.
+	a.smtpBuffers = gate.NewBudget(cfg.SMTP.MaxBufferedBytes, cfg.SMTP.MaxBufferedBytes/8)
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
@@ -197,6 +203,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			PerNetwork: cfg.SMTP.MaxConnectionsPerNetwork,
 		},
 		LimitLoopback: cfg.SMTP.LimitLoopback,
+		Buffers:       a.smtpBuffers,
 		LargeGate:     a.large,
 		AuthLimiter:   guard,
 		Metrics:       m,
@@ -441,6 +448,9 @@ func (a *App) LargeGate() *gate.Gate { return a.large }
 
 // BodyBudget returns the memory that request bodies' first MiB share.
 func (a *App) BodyBudget() *gate.Budget { return a.bodies }
+
+// SMTPBuffers returns the memory that SMTP messages' first MiB share.
+func (a *App) SMTPBuffers() *gate.Budget { return a.smtpBuffers }
 
 // SMTPAddr returns the SMTP listener's address.
 func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }

@@ -142,6 +142,9 @@ type SMTP struct {
 	// MaxLargeTransfers bounds the messages over 1 MiB read and stored at
 	// once (smtpd.Config).
 	MaxLargeTransfers int
+	// MaxBufferedBytes bounds the memory all sessions hold for their
+	// messages' first MiB (smtpd.Config.Buffers).
+	MaxBufferedBytes int64
 }
 
 // TLS names the certificate: a PEM pair (CertFile and KeyFile), or host

@@ -24,6 +24,7 @@ func TestDefaults(t *testing.T) {
 		{"smtp max connections per address", c.SMTP.MaxConnectionsPerAddress, 100},
 		{"smtp max connections per network", c.SMTP.MaxConnectionsPerNetwork, 250},
 		{"smtp limit loopback", c.SMTP.LimitLoopback, false},
+		{"smtp max buffered bytes", c.SMTP.MaxBufferedBytes, int64(64 << 20)},
 		{"smtp data timeout", c.SMTP.DataTimeout, 5 * time.Minute},
 		{"held per account", c.HTTP.MaxHeldPerAccount, 100},
 		{"read header timeout", c.HTTP.ReadHeaderTimeout, 10 * time.Second},

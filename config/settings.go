@@ -97,6 +97,8 @@ var settings = []Setting{
 		integer(0, 1000000, func(c *Config) *int { return &c.SMTP.MaxConnectionsPerNetwork })},
 	{"MAILSINK_SMTP_LIMIT_LOOPBACK", "false", "apply the per-address and per-network SMTP limits to loopback clients too; by default a load tool or test suite on the same host (hundreds of connections from 127.0.0.1) meets only the totals",
 		boolean(func(c *Config) *bool { return &c.SMTP.LimitLoopback })},
+	{"MAILSINK_SMTP_MAX_BUFFERED_BYTES", "67108864", "memory all SMTP sessions together may hold of their messages' first MiB while they read and store them, at most an eighth of it for one client address (IPv6: /64; loopback clients meet only the total, unless `MAILSINK_SMTP_LIMIT_LOOPBACK`); a session that finds no room waits, its data unread, up to `MAILSINK_SMTP_READ_TIMEOUT`, then gets `451 4.3.2`; past the first MiB, `MAILSINK_SMTP_MAX_LARGE_TRANSFERS` bounds memory (at least 16 MiB)",
+		integer(16<<20, 1<<40, func(c *Config) *int64 { return &c.SMTP.MaxBufferedBytes })},
 	{"MAILSINK_SMTP_MAX_LARGE_TRANSFERS", "2", "messages (SMTP) and request bodies (HTTP) over 1 MiB read and stored at once, both together, at most half of them (at least one) from one client address; the others wait, unread, after their first MiB (so memory does not grow with the number of senders of large mail); an HTTP request waits at most a minute (then `429` with `Retry-After`), and an SMTP message holding a turn must average 256 KiB/s after its first 5 s (else `421 4.4.2`)",
 		integer(1, 10000, func(c *Config) *int { return &c.SMTP.MaxLargeTransfers })},
 	{"MAILSINK_HTTP_READ_HEADER_TIMEOUT", "10s", "reading a request's headers",

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -73,6 +74,15 @@ type Config struct {
 	// too. Without it they meet only the totals: a load tool or a test
 	// suite on the same host opens hundreds of connections from 127.0.0.1.
 	LimitLoopback bool
+	// Buffers, when not nil, is the memory all sessions together may hold
+	// for the first largeMessage bytes of their messages, while they read
+	// and store them; LargeGate bounds what they hold past that. A session
+	// takes room in it before each buffer it reads into, counted in its
+	// client address's share (IPv6: its /64; loopback clients only with
+	// LimitLoopback), and gives it back once the message is stored or
+	// refused. A session that finds no room waits, reading nothing, at most
+	// ReadTimeout; then the message is answered 451 4.3.2.
+	Buffers *gate.Budget
 	// LargeGate gives turns to messages over largeMessage bytes, shared with
 	// the HTTP API's large bodies: in total and per client address, a
 	// bounded number are read and stored at once; the others wait before
@@ -104,6 +114,9 @@ type Server struct {
 	tlsLn    net.Listener // the implicit-TLS listener, or nil
 	conns    *connSet
 	chunks   sync.Pool // *[]byte of chunkSize, for readChunks
+	// noWait is a context that has ended: Acquire under it takes room in
+	// Config.Buffers only when there is some now.
+	noWait context.Context
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -115,6 +128,9 @@ func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logg
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
 	s.conns = newConnSet(cfg.Connections, cfg.LimitLoopback, cfg.ReadTimeout)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var ended context.CancelFunc
+	s.noWait, ended = context.WithCancel(context.Background())
+	ended()
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
 	srv.Domain = cfg.Domain
@@ -234,7 +250,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
 	_, isTLS := c.TLSConnectionState()
-	return &session{srv: s, c: c, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}, nil
+	ss := &session{srv: s, c: c, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}
+	if ip, err := netip.ParseAddr(ss.remoteIP()); err != nil || s.cfg.LimitLoopback || !ip.IsLoopback() {
+		ss.share = []string{clientaddr.Bucket(ss.remoteIP())}
+	}
+	return ss, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -247,11 +267,14 @@ func newSessionID() string {
 
 // session is one SMTP connection's state.
 type session struct {
-	srv     *Server
-	c       *smtp.Conn
-	conn    *conn // nil if the connection is not tracked
-	id      string
-	remote  string         // the client's address (behind a trusted proxy: the one it names)
+	srv    *Server
+	c      *smtp.Conn
+	conn   *conn // nil if the connection is not tracked
+	id     string
+	remote string // the client's address (behind a trusted proxy: the one it names)
+	// share is the client's share of Config.Buffers its messages count
+	// in (none: a loopback client without LimitLoopback).
+	share   []string
 	tls     bool           // the connection is TLS (STARTTLS made a new session)
 	account *store.Account // set by a successful AUTH
 	// rcptTaken holds the counted fault rules the transaction's RCPTs
@@ -470,7 +493,7 @@ func (s *session) Data(r io.Reader) error {
 		fast = newFastData(s.conn, r, maxLineLength)
 		r = fast
 	}
-	raw, release, err := s.srv.readMessage(tx, deadline, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()))
+	raw, release, err := s.srv.readMessage(tx, deadline, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()), s.share)
 	if fast != nil {
 		fast.handBack()
 	}
@@ -527,6 +550,8 @@ func (s *session) transferFailed(err error) (string, error) {
 	switch {
 	case err == errTooLarge:
 		return "too_large", errTooLarge // go-smtp reads the rest of the message
+	case err == errBusy:
+		return "busy", errBusy // likewise
 	case errors.Is(err, smtp.ErrDataReset):
 		// RSET or the connection's end during BDAT: go-smtp answers.
 		return "reset", err
@@ -558,28 +583,26 @@ var errTruncated = errors.New("smtpd: BDAT chunk cut short")
 const largeMessage = 1 << 20
 
 // readMessage reads a message from r, refusing it (errTooLarge) past
-// MaxMessageBytes. Past its first largeMessage bytes it waits for a
-// large-transfer slot before it reads on; the caller calls release once the
-// message is stored (or refused). While it waits, the client's data stays in
-// the socket: TCP holds the sender back. It gives up waiting when tx ends
-// (the transaction ended: smtp.ErrDataReset), at deadline, the end of the
-// transfer when not zero (context.DeadlineExceeded), or when the server
-// starts draining (errShuttingDown). The deadline becomes a context only
-// here: most messages never wait, and a context's timer costs each of them.
-// With a slot, the rest must come at gate.MinRate at least (c may be nil).
-func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
-	release = func() {}
+// MaxMessageBytes. Its first largeMessage bytes are read into room taken in
+// Config.Buffers under the share keys (readFirst), held until the caller
+// calls release once the message is stored (or refused). Past them it waits
+// for a large-transfer slot (for client) before it reads on. While it waits
+// for either, the client's data stays in the socket: TCP holds the sender
+// back. It gives up waiting when tx ends (the transaction ended:
+// smtp.ErrDataReset), at deadline, the end of the transfer when not zero
+// (context.DeadlineExceeded), or when the server starts draining
+// (errShuttingDown); for room in Config.Buffers, also past ReadTimeout
+// (errBusy). The deadline becomes a context only where a wait begins: most
+// messages never wait, and a context's timer costs each of them. With a
+// slot, the rest must come at gate.MinRate at least (c may be nil).
+func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader, sizeHint int64, c *conn, client string, share []string) (raw []byte, release func(), err error) {
+	space := &room{s: s, tx: tx, deadline: deadline, keys: share}
+	release = space.release
 	limit := math.MaxInt
 	if s.cfg.MaxMessageBytes > 0 {
 		limit = int(s.cfg.MaxMessageBytes) + 1 // one more byte to see the message is too large
 	}
-	var done bool
-	if sizeHint > 0 && sizeHint <= largeMessage {
-		// One more byte to see the end.
-		raw, done, err = readInto(r, make([]byte, 0, int(sizeHint)+1), min(limit, largeMessage+1))
-	} else {
-		raw, done, err = s.readChunks(r, min(limit, largeMessage+1))
-	}
+	raw, done, err := s.readFirst(space, r, sizeHint, min(limit, largeMessage+1))
 	if err == nil && !done && len(raw) == limit {
 		err = errTooLarge
 	}
@@ -592,22 +615,13 @@ func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader
 		defer cancel()
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", 1)
-	wait, stop := context.WithCancel(tx)
+	wait, stop := s.untilDraining(tx)
 	defer stop()
-	go func() {
-		select {
-		case <-s.conns.stopping:
-			stop()
-		case <-wait.Done():
-		}
-	}()
 	give, err := s.cfg.LargeGate.Acquire(wait, client)
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
 	if err != nil {
-		select {
-		case <-s.conns.stopping:
+		if s.draining() {
 			return raw, release, errShuttingDown
-		default:
 		}
 		if errors.Is(tx.Err(), context.DeadlineExceeded) {
 			return raw, release, tx.Err()
@@ -618,6 +632,7 @@ func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader
 	release = func() {
 		s.cfg.Metrics.SMTPLargeTransfer("active", -1)
 		give()
+		space.release()
 	}
 	if sizeHint > int64(len(raw)) && sizeHint < int64(limit) {
 		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
@@ -655,24 +670,67 @@ func (f *rateFloor) Read(b []byte) (int, error) {
 }
 
 // chunkSize is the size of the buffers that readChunks reads into. A
-// session holds one while it waits for a message's data, where it held 4 KiB
-// before (up to 64 MiB at 1,000 connections). A message's first largeMessage
-// bytes take about twice that for a moment, in chunks and joined (one and a
-// half when one buffer grew by doubling), then largeMessage while the session
-// waits for a large-transfer slot.
+// session holds one while it waits for a message's data (with room for it
+// in Config.Buffers). A message's first largeMessage bytes take about twice
+// that for a moment, in chunks and joined (one and a half when one buffer
+// grew by doubling), then largeMessage while the session waits for a
+// large-transfer slot.
 const chunkSize = 64 << 10
 
-// readChunks reads r as readInto(r, nil, limit) does, but into buffers of
+// readFirst reads the first limit bytes of a message at most (limit is at
+// most largeMessage+1), taking room in Config.Buffers for each buffer
+// before it reads into it. A message whose size the client announced (SIZE)
+// is read into one buffer of that size; others into chunks (readChunks).
+func (s *Server) readFirst(space *room, r io.Reader, sizeHint int64, limit int) (raw []byte, done bool, err error) {
+	if sizeHint <= 0 || sizeHint >= int64(limit) {
+		return s.readChunks(space, r, nil, limit)
+	}
+	n := int(sizeHint) + 1 // one more byte to see the end
+	if err := space.take(int64(n)); err != nil {
+		return nil, false, err
+	}
+	raw, done, err = readInto(r, make([]byte, 0, n), n)
+	if done || err != nil {
+		return raw, done, err
+	}
+	// More than announced (a client may count its message before it ends
+	// lines with CRLF): the rest in chunks.
+	return s.readChunks(space, r, raw, limit)
+}
+
+// readChunks reads r as readInto(r, head, limit) does, but into buffers of
 // chunkSize kept for reuse (Server.chunks), and returns what it read in one
 // allocation of its size. A message whose size the client did not announce
 // then costs one copy, where growing one buffer by doubling zeroed and copied
 // it several times over (a tenth of the CPU of a 100 KB message).
-func (s *Server) readChunks(r io.Reader, limit int) (raw []byte, done bool, err error) {
+//
+// It takes room in Config.Buffers for its first chunk alone (most messages
+// end within it) and, if the message goes on, for all it may read up to
+// limit at once. So a session waits for room holding one chunk at most:
+// sessions that each held part of a first MiB and waited for room for the
+// rest could fill the budget and all wait until they gave up. Once the
+// message is read and joined, the room held is traded for the message's
+// size when that is at most half of it.
+func (s *Server) readChunks(space *room, r io.Reader, head []byte, limit int) (raw []byte, done bool, err error) {
 	// Enough for the first largeMessage+1 bytes, readMessage's limit here.
 	var held [largeMessage/chunkSize + 2]*[]byte
-	var parts [len(held)][]byte
+	var parts [len(held) + 1][]byte
 	chunks, read := held[:0], parts[:0]
-	for n := 0; n < limit && !done && err == nil; {
+	if head != nil {
+		read = append(read, head)
+	}
+	n, roomFor := len(head), 0 // roomFor: the chunks room was taken for
+	for n < limit && !done && err == nil {
+		if len(chunks) == roomFor {
+			more := 1
+			if len(chunks) > 0 || head != nil {
+				more = (limit - n + chunkSize - 1) / chunkSize
+			}
+			if err = space.take(int64(more) * chunkSize); err != nil {
+				break
+			}
+			roomFor += more
+		}
 		c, ok := s.chunks.Get().(*[]byte)
 		if !ok {
 			b := make([]byte, chunkSize)
@@ -691,6 +749,7 @@ func (s *Server) readChunks(r io.Reader, limit int) (raw []byte, done bool, err 
 	if raw == nil {
 		raw = []byte{}
 	}
+	space.shrink(int64(len(raw)))
 	return raw, done, err
 }
 
