@@ -426,34 +426,40 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
 	}
-	if s.srv.ingest.HasQuota(acc.ID) {
-		// An account that can store no more refuses its recipient alone:
-		// the message goes on to the others.
+	s.mu.Lock()
+	from, size := s.from, s.size
+	pending, again := 0, false // the account's recipients so far; to is one
+	for _, r := range s.rcpts {
+		if r.Account.ID == acc.ID {
+			pending++
+			again = again || strings.EqualFold(r.Address, to)
+		}
+	}
+	s.mu.Unlock()
+	if !again && s.srv.ingest.HasQuota(acc.ID) {
+		// An account that can store no more, beside the recipients it
+		// already has in this message, refuses this recipient alone: the
+		// message goes on to the others.
 		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
-		err := s.srv.ingest.QuotaFull(ctx, accountID(s.onlyAccount()), acc.ID)
+		err := s.srv.ingest.QuotaRoom(ctx, accountID(s.onlyAccount()), acc.ID, pending, size)
 		cancel()
 		if err != nil {
 			s.srv.cfg.Metrics.SMTPRejection("quota")
 			return s.srv.reply(err, s.remote)
 		}
 	}
-	s.mu.Lock()
-	from := s.from
-	s.mu.Unlock()
 	if s.rcptTaken == nil {
 		s.rcptTaken = map[string]bool{}
 	}
 	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}, Taken: s.rcptTaken}, nil); reply != nil {
 		return reply
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.rcpts {
-		if strings.EqualFold(r.Address, to) && r.Account == acc {
-			return nil // one email per distinct recipient
-		}
+	if again {
+		return nil // one email per distinct recipient
 	}
+	s.mu.Lock()
 	s.rcpts = append(s.rcpts, ingest.Recipient{Address: to, Account: acc})
+	s.mu.Unlock()
 	return nil
 }
 
