@@ -1,6 +1,7 @@
 package smtpd_test
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,10 +51,10 @@ func slowSender(t *testing.T, addr, local string, size int, stop chan struct{}) 
 	}()
 }
 
-// sendWhole sends a whole message of size bytes from local in the
-// background and reports the reply to its end of data, and the time from
-// the start to it, on the channel.
-func sendWhole(t *testing.T, addr, local string, size int) <-chan reply {
+// sendWhole sends a whole message of size bytes from local, with DATA or
+// in one BDAT chunk, in the background and reports the reply to its end,
+// and the time from the start to it, on the channel.
+func sendWhole(t *testing.T, addr, local string, size int, bdat bool) <-chan reply {
 	t.Helper()
 	out := make(chan reply, 1)
 	tp, code, msg := greetFrom(t, addr, local)
@@ -63,12 +64,19 @@ func sendWhole(t *testing.T, addr, local string, size int) <-chan reply {
 	for _, c := range []struct {
 		line string
 		code int
-	}{{"EHLO whole.example", 250}, {"MAIL FROM:<a@example.com>", 250}, {"RCPT TO:<whole@acme.test>", 250}, {"DATA", 354}} {
+	}{{"EHLO whole.example", 250}, {"MAIL FROM:<a@example.com>", 250}, {"RCPT TO:<whole@acme.test>", 250}} {
 		cmd(t, tp, c.line, c.code)
+	}
+	msg = "Subject: whole\r\n\r\n" + strings.Repeat("z", size) + "\r\n"
+	if bdat {
+		msg = "BDAT " + strconv.Itoa(len(msg)) + " LAST\r\n" + msg
+	} else {
+		cmd(t, tp, "DATA", 354)
+		msg += ".\r\n"
 	}
 	go func() {
 		start := time.Now()
-		tp.W.WriteString("Subject: whole\r\n\r\n" + strings.Repeat("z", size) + "\r\n.\r\n")
+		tp.W.WriteString(msg)
 		tp.W.Flush()
 		code, msg, err := tp.ReadResponse(0)
 		r := reply{code: code, msg: msg, err: err, after: time.Since(start)}
@@ -88,8 +96,8 @@ type reply struct {
 	after      time.Duration
 }
 
-// Concurrent senders of large messages from two client addresses hold at
-// most their shares of the SMTP buffer budget (an eighth each), measured by
+// Concurrent senders of large messages (DATA and BDAT) from two client
+// addresses hold at most their shares of the SMTP buffer budget (an eighth each), measured by
 // the budget itself; a third client's message is stored meanwhile, and the
 // senders that find no room are answered 451 4.3.2 after the read timeout,
 // their sessions going on (issue 29: every connection kept the first MiB it
@@ -135,9 +143,9 @@ func TestLargeSendersHoldTheirShareOfMemory(t *testing.T) {
 	// Two more large messages from each address: each session takes its
 	// first chunk, then finds no room in its address's share.
 	var waiters []<-chan reply
-	for range 2 {
+	for _, bdat := range []bool{false, true} {
 		for _, a := range attackers {
-			waiters = append(waiters, sendWhole(t, e.SMTP, a, 300_000))
+			waiters = append(waiters, sendWhole(t, e.SMTP, a, 300_000, bdat))
 		}
 	}
 	testenv.WaitFor(t, 20*time.Second, "every session to hold its first chunk", func() bool { return budget.Used() == 2*(firstPart+2*chunk) })
