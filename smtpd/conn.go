@@ -295,7 +295,7 @@ func (c *conn) setAddr() netip.Addr {
 		c.addr = clientaddr.Host(c.Conn.RemoteAddr().String())
 		ip, _ = netip.ParseAddr(c.addr)
 	}
-	c.ip = ip.WithZone("")
+	c.ip = ip.Unmap().WithZone("")
 	c.network = network(c.ip)
 	return ip
 }

@@ -428,7 +428,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 	}
 	s.mu.Lock()
 	from, size := s.from, s.size
-	pending, again := 0, false // the account's recipients so far; to is one
+	pending, again := 0, false // the account's recipients so far, and whether to is one
 	for _, r := range s.rcpts {
 		if r.Account.ID == acc.ID {
 			pending++
