@@ -58,6 +58,9 @@ type App struct {
 	large *gate.Gate
 	// bodies is the memory HTTP request bodies share (bodyBudget).
 	bodies *gate.Budget
+	// smtpBuffers is the memory SMTP messages' first MiB share
+	// (MAILSINK_SMTP_MAX_BUFFERED_BYTES).
+	smtpBuffers *gate.Budget
 
 	// ctx is Start's, under which retention runs.
 	ctx context.Context
@@ -181,6 +184,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 
 	a.webhooks = newWebhooks(cfg, raw, reg, m, registry, log)
 
+	// What SMTP sessions hold of their messages' first MiB, an eighth of
+	// it per client address: four addresses cannot take it all.
+	a.smtpBuffers = gate.NewBudget(cfg.SMTP.MaxBufferedBytes, cfg.SMTP.MaxBufferedBytes/8)
 	a.smtp = smtpd.New(smtpd.Config{
 		Addr:              cfg.SMTP.Addr,
 		Domain:            "mailsink",
@@ -195,11 +201,17 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		ReadTimeout:       cfg.SMTP.ReadTimeout,
 		WriteTimeout:      cfg.SMTP.WriteTimeout,
 		DataTimeout:       cfg.SMTP.DataTimeout,
-		MaxConnections:    cfg.SMTP.MaxConnections,
-		LargeGate:         a.large,
-		AuthLimiter:       guard,
-		Metrics:           m,
-		Faults:            inject,
+		Connections: smtpd.ConnectionLimits{
+			Total:      cfg.SMTP.MaxConnections,
+			PerAddress: cfg.SMTP.MaxConnectionsPerAddress,
+			PerNetwork: cfg.SMTP.MaxConnectionsPerNetwork,
+		},
+		LimitLoopback: cfg.SMTP.LimitLoopback,
+		Buffers:       a.smtpBuffers,
+		LargeGate:     a.large,
+		AuthLimiter:   guard,
+		Metrics:       m,
+		Faults:        inject,
 	}, reg, ing, log.With("component", "smtp"))
 	a.bodies = gate.NewBudget(bodyBudget, bodyBudget/2)
 	api := httpapi.New(httpapi.Config{
@@ -441,6 +453,9 @@ func (a *App) LargeGate() *gate.Gate { return a.large }
 
 // BodyBudget returns the memory that request bodies' first MiB share.
 func (a *App) BodyBudget() *gate.Budget { return a.bodies }
+
+// SMTPBuffers returns the memory that SMTP messages' first MiB share.
+func (a *App) SMTPBuffers() *gate.Budget { return a.smtpBuffers }
 
 // SMTPAddr returns the SMTP listener's address.
 func (a *App) SMTPAddr() net.Addr { return a.smtp.Addr() }

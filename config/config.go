@@ -140,11 +140,21 @@ type SMTP struct {
 	WriteTimeout time.Duration
 	// DataTimeout bounds the whole DATA transfer of one message.
 	DataTimeout time.Duration
-	// MaxConnections bounds the connections open at once.
-	MaxConnections int
+	// MaxConnections bounds the connections open at once, in all;
+	// MaxConnectionsPerAddress and MaxConnectionsPerNetwork (an IPv4 /24,
+	// an IPv6 /64) bound those of one client (0: no bound).
+	MaxConnections           int
+	MaxConnectionsPerAddress int
+	MaxConnectionsPerNetwork int
+	// LimitLoopback applies the per-address and per-network limits to
+	// loopback clients too; by default they meet only the totals.
+	LimitLoopback bool
 	// MaxLargeTransfers bounds the messages over 1 MiB read and stored at
 	// once (smtpd.Config).
 	MaxLargeTransfers int
+	// MaxBufferedBytes bounds the memory all sessions hold for their
+	// messages' first MiB (smtpd.Config.Buffers).
+	MaxBufferedBytes int64
 }
 
 // TLS names the certificate: a PEM pair (CertFile and KeyFile), or host

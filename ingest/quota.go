@@ -54,12 +54,15 @@ func (s *Service) HasQuota(account string) bool {
 	return maxEmails > 0 || maxBytes > 0
 }
 
-// QuotaFull returns a QuotaExceeded error when the account can store no
-// more (its quota's emails or bytes are all used), for an SMTP RCPT to
-// refuse that recipient alone; nil otherwise, also when its totals cannot be
-// read (the message's own check decides then). caller is as for
-// checkQuota.
-func (s *Service) QuotaFull(ctx context.Context, caller, account string) error {
+// QuotaRoom returns a QuotaExceeded error when the account cannot store one
+// more email beside pending ones (the recipients in the account a message
+// already has, for an SMTP RCPT to refuse the next recipient alone): when
+// its quota's emails would be passed, or its bytes are all used, or would be
+// passed by pending+1 copies of a message of size bytes (the size an SMTP
+// client announced; 0 when unknown). It returns nil otherwise, also when the
+// account's totals cannot be read (the message's own check decides then).
+// caller is as for checkQuota.
+func (s *Service) QuotaRoom(ctx context.Context, caller, account string, pending int, size int64) error {
 	if s.cfg.Quota == nil || s.cfg.Stats == nil {
 		return nil
 	}
@@ -68,11 +71,23 @@ func (s *Service) QuotaFull(ctx context.Context, caller, account string) error {
 		return nil
 	}
 	n, b, err := s.cfg.Stats.AccountStats(ctx, account)
-	if err != nil || !(maxEmails > 0 && n >= maxEmails || maxBytes > 0 && b >= maxBytes) {
+	if err != nil {
 		return nil
 	}
-	if caller != account {
+	add := int64(pending) + 1
+	emailsOver := maxEmails > 0 && n+add > maxEmails
+	bytesOver := maxBytes > 0 && (b >= maxBytes || size > 0 && b+add*size > maxBytes)
+	switch {
+	case !emailsOver && !bytesOver:
+		return nil
+	case caller != account:
 		return errQuotaElsewhere
+	case emailsOver && pending > 0:
+		return store.Errorf(store.QuotaExceeded, "the account's quota of %d emails has room for %d more (it stores %d), which this message's recipients before this one take: send to this one later", maxEmails, max(0, maxEmails-n), n)
+	case emailsOver:
+		return store.Errorf(store.QuotaExceeded, "the account's quota of %d emails is used up (it stores %d): delete emails or wait for retention", maxEmails, n)
+	case b >= maxBytes:
+		return store.Errorf(store.QuotaExceeded, "the account's quota of %d bytes is used up (it stores %d): delete emails or wait for retention", maxBytes, b)
 	}
-	return store.Errorf(store.QuotaExceeded, "the account's quota is used up (it stores %d emails, %d bytes): delete emails or wait for retention", n, b)
+	return store.Errorf(store.QuotaExceeded, "the account's quota of %d bytes has no room for this recipient (it stores %d, this message announced %d for each of its %d recipients in it): delete emails or wait for retention", maxBytes, b, size, add)
 }

@@ -43,7 +43,8 @@ func (s *nullStore) Faults(ctx context.Context, accountID string) ([]*store.Faul
 }
 
 // benchServer starts an SMTP server as the app wires it (metrics, fault
-// injection, the large-transfer gate) over a store that keeps nothing.
+// injection, the buffer budget, the large-transfer gate) over a store that
+// keeps nothing.
 func benchServer(b *testing.B) (*smtpd.Server, *nullStore) {
 	b.Helper()
 	st := &nullStore{}
@@ -60,7 +61,8 @@ func benchServer(b *testing.B) (*smtpd.Server, *nullStore) {
 		ReadTimeout:     time.Minute,
 		WriteTimeout:    time.Minute,
 		DataTimeout:     10 * time.Minute,
-		MaxConnections:  1000,
+		Connections:     smtpd.ConnectionLimits{Total: 1000},
+		Buffers:         gate.NewBudget(64<<20, 8<<20),
 		LargeGate:       gate.New(2, 1),
 		Metrics:         m,
 		Faults:          faults.New(st, faults.Config{Metrics: m, Log: log}),

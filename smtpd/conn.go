@@ -3,8 +3,10 @@ package smtpd
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -53,31 +55,62 @@ type connSet struct {
 	// stopping is closed when draining starts: messages waiting for a
 	// large-transfer slot give up then.
 	stopping chan struct{}
-	// max bounds the open connections; 0 means no bound. One client
-	// address may hold at most half of them (perAddress).
-	max    int
-	byAddr map[string]int // open connections per client address
+	// limits bounds the open connections, in total, per client address
+	// and per network; the last two apply to loopback clients only with
+	// limitLoopback (Config.LimitLoopback).
+	limits        ConnectionLimits
+	limitLoopback bool
+	byAddr        map[netip.Addr]int   // open connections per client address
+	byNet         map[netip.Prefix]int // open connections per network
+	// idle bounds each read of a message transfer (the read timeout);
+	// 0 means no bound.
+	idle time.Duration
 }
 
-// perAddress is the most connections one client address may hold: half the
-// server's, so that one client cannot take them all, while a CI fleet
-// behind one address (64 workers with a few pooled connections each) fits
-// in the default 1,000.
-func (s *connSet) perAddress() int { return max(1, s.max/2) }
+// ConnectionLimits bound the SMTP connections open at once; a connection
+// past one of them is answered 421 4.7.0 and closed. 0 means no bound.
+type ConnectionLimits struct {
+	Total int
+	// PerAddress and PerNetwork bound the connections of one client
+	// address, and of one network (an IPv4 /24, an IPv6 /64), so that a
+	// few clients cannot take every connection.
+	PerAddress, PerNetwork int
+}
 
-// add tracks c unless the server or c's address is full; it reports the
-// refusal's reply, or "" when c is tracked.
+func newConnSet(limits ConnectionLimits, limitLoopback bool, idle time.Duration) *connSet {
+	return &connSet{conns: map[*conn]struct{}{}, stopping: make(chan struct{}), limits: limits,
+		limitLoopback: limitLoopback, byAddr: map[netip.Addr]int{}, byNet: map[netip.Prefix]int{}, idle: idle}
+}
+
+// network is the network an address counts in for PerNetwork: its /24
+// (IPv4) or /64 (IPv6), or the zero prefix when ip is not valid.
+func network(ip netip.Addr) netip.Prefix {
+	bits := 64
+	if ip.Is4() {
+		bits = 24
+	}
+	p, _ := ip.Prefix(bits)
+	return p
+}
+
+// add tracks c unless the server, c's address or c's network is full; it
+// reports the refusal's reply, or "" when c is tracked.
 func (s *connSet) add(c *conn) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l := s.limits
+	shared := s.limitLoopback || !c.ip.IsLoopback()
 	switch {
-	case s.max > 0 && len(s.conns) >= s.max:
+	case l.Total > 0 && len(s.conns) >= l.Total:
 		return "421 4.7.0 Too many connections, try again later"
-	case s.max > 0 && s.byAddr[c.bucket] >= s.perAddress():
+	case shared && l.PerAddress > 0 && s.byAddr[c.ip] >= l.PerAddress:
 		return "421 4.7.0 Too many connections from your address, try again later"
+	case shared && l.PerNetwork > 0 && s.byNet[c.network] >= l.PerNetwork:
+		return "421 4.7.0 Too many connections from your network, try again later"
 	}
 	s.conns[c] = struct{}{}
-	s.byAddr[c.bucket]++
+	s.byAddr[c.ip]++
+	s.byNet[c.network]++
 	return ""
 }
 
@@ -89,10 +122,11 @@ func (s *connSet) remove(c *conn) {
 		return
 	}
 	delete(s.conns, c)
-	if s.byAddr[c.bucket]-1 <= 0 {
-		delete(s.byAddr, c.bucket)
-	} else {
-		s.byAddr[c.bucket]--
+	if s.byAddr[c.ip]--; s.byAddr[c.ip] <= 0 {
+		delete(s.byAddr, c.ip)
+	}
+	if s.byNet[c.network]--; s.byNet[c.network] <= 0 {
+		delete(s.byNet, c.network)
 	}
 }
 
@@ -196,10 +230,13 @@ func trackedConn(nc net.Conn) *conn {
 // the connection; what the client sends next is never read as commands.
 type conn struct {
 	net.Conn
-	set    *connSet
-	addr   string // the client's address (after admit, when admitLater)
-	bucket string // clientaddr.Bucket(addr), set with addr
-	inTx   bool   // guarded by set.mu
+	set  *connSet
+	addr string // the client's address (after admit, when admitLater)
+	// ip and network are addr's IP address (invalid when addr is not
+	// one) and network, set with addr.
+	ip      netip.Addr
+	network netip.Prefix
+	inTx    bool // guarded by set.mu
 	// admitLater: the connection comes from a trusted proxy; its first
 	// read reads the PROXY header and admits it (or refuses it). Only
 	// go-smtp's connection goroutine reads, so the fields of the first
@@ -228,6 +265,18 @@ type conn struct {
 	lost    bool      // a read of the connection failed (EOF included)
 	closed  bool      // Close has closed the connection
 	limit   time.Time // a message transfer's deadline, or zero
+	// transfer is set while a message is transferred (startTransfer to
+	// endTransfer). perRead gives every read the idle deadline (readDeadline)
+	// from the transfer's start until go-smtp times its first command after
+	// the transfer's end, so that the rest of a refused message, which
+	// go-smtp reads and drops, is bounded the same way. awaitingCommand is
+	// set when go-smtp times a command and cleared when a read returns
+	// bytes: a read that times out with it set waited for a command.
+	transfer, perRead, awaitingCommand bool
+	// lastReply: a transfer timed out, and the connection writes one more
+	// reply at most (over TLS, go-smtp would answer the timeout twice:
+	// tls.Conn returns a read error again instead of reading).
+	lastReply, replied bool
 	// held is pending's first array: a connection's replies (the EHLO
 	// reply is the longest of them) fit without allocating.
 	held [256]byte
@@ -246,7 +295,8 @@ func (c *conn) setAddr() netip.Addr {
 		c.addr = clientaddr.Host(c.Conn.RemoteAddr().String())
 		ip, _ = netip.ParseAddr(c.addr)
 	}
-	c.bucket = clientaddr.Bucket(c.addr)
+	c.ip = ip.Unmap().WithZone("")
+	c.network = network(c.ip)
 	return ip
 }
 
@@ -260,6 +310,12 @@ func (c *conn) Write(b []byte) (int, error) {
 	defer c.mu.Unlock()
 	if c.werr != nil {
 		return 0, c.werr
+	}
+	if c.lastReply {
+		if c.replied {
+			return 0, net.ErrClosed
+		}
+		c.replied = true
 	}
 	if bytes.HasPrefix(b, handshakeFailed) {
 		c.ended = true
@@ -351,7 +407,9 @@ func (c *conn) Read(b []byte) (int, error) {
 	if err == nil && !ended && len(c.unread) > 0 {
 		n = copy(b, c.unread)
 		c.unread = c.unread[n:]
+		c.awaitingCommand = false
 	}
+	perRead, limit := c.perRead, c.limit
 	c.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -362,6 +420,9 @@ func (c *conn) Read(b []byte) (int, error) {
 	if n > 0 {
 		c.last = b[n-1]
 		return n, nil
+	}
+	if perRead && (c.set.idle > 0 || !limit.IsZero()) {
+		c.Conn.SetReadDeadline(c.readDeadline(limit))
 	}
 	n, err = c.Conn.Read(b)
 	if n > 0 {
@@ -375,12 +436,41 @@ func (c *conn) Read(b []byte) (int, error) {
 			n, err = 0, net.ErrClosed
 		}
 	}
-	if err != nil {
-		c.mu.Lock()
-		c.ended, c.lost = true, true
-		c.mu.Unlock()
+	c.mu.Lock()
+	if n > 0 {
+		c.awaitingCommand = false
 	}
+	if err != nil {
+		c.ended, c.lost = true, true
+		if perRead && !c.awaitingCommand && errors.Is(err, os.ErrDeadlineExceeded) {
+			err = errTransferTimeout
+			c.lastReply = true
+		}
+	}
+	c.mu.Unlock()
 	return n, err
+}
+
+// errTransferTimeout is what a read in the middle of a message transfer
+// answers once it times out (idle past the read timeout, or past the
+// transfer's deadline). It is go-smtp's reply too where go-smtp answers a
+// failed read itself (a BDAT chunk): go-smtp would answer a plain timeout
+// there with a permanent 554 naming the socket. A read for the next command
+// between two BDAT chunks keeps the plain timeout, which go-smtp answers
+// 421 4.4.2 as well.
+var errTransferTimeout = &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
+
+// readDeadline is the deadline of a read during a transfer whose deadline
+// is limit (zero: none): the read timeout from now, or limit if sooner.
+func (c *conn) readDeadline(limit time.Time) time.Time {
+	if c.set.idle <= 0 {
+		return limit
+	}
+	d := time.Now().Add(c.set.idle)
+	if !limit.IsZero() && limit.Before(d) {
+		d = limit
+	}
+	return d
 }
 
 // readFailed reports whether a read of the connection failed or met its
@@ -422,10 +512,10 @@ func (c *conn) flushLocked() error {
 	return c.werr
 }
 
-// SetReadDeadline is how go-smtp times each command. While a message is
-// transferred the deadline is never later than the transfer's (BDAT sends a
-// message in several commands); while the server drains and the connection
-// is outside a transaction, it is at most idleGrace away.
+// SetReadDeadline is how go-smtp times each command (and only that). While
+// a message is transferred the deadline is never later than the transfer's
+// (BDAT sends a message in several commands); while the server drains and
+// the connection is outside a transaction, it is at most idleGrace away.
 func (c *conn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	if c.closed { // go-smtp's read for the command after QUIT
@@ -434,6 +524,10 @@ func (c *conn) SetReadDeadline(t time.Time) error {
 	}
 	if !c.limit.IsZero() && (t.IsZero() || t.After(c.limit)) {
 		t = c.limit
+	}
+	c.awaitingCommand = true
+	if !c.transfer {
+		c.perRead = false
 	}
 	c.mu.Unlock()
 	c.set.mu.Lock()
@@ -459,17 +553,22 @@ func (c *conn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-// startTransfer gives the message being transferred its own deadline, which
-// replaces go-smtp's per-command one. c may be nil (a connection the server
-// does not track).
+// startTransfer starts timing the message being transferred, which replaces
+// go-smtp's per-command timing: every read must come within the read
+// timeout (the idle cutoff), and the whole transfer by deadline (zero:
+// none). Called again, it moves deadline. c may be nil (a connection the
+// server does not track).
 func (c *conn) startTransfer(deadline time.Time) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	c.limit = deadline
+	c.transfer, c.perRead = true, true
 	c.mu.Unlock()
-	c.Conn.SetReadDeadline(deadline)
+	if c.set.idle > 0 || !deadline.IsZero() {
+		c.Conn.SetReadDeadline(c.readDeadline(deadline))
+	}
 }
 
 // endTransfer lifts the transfer's deadline; go-smtp sets its own before the
@@ -480,6 +579,7 @@ func (c *conn) endTransfer() {
 	}
 	c.mu.Lock()
 	c.limit = time.Time{}
+	c.transfer = false
 	c.mu.Unlock()
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func (r *recordConn) Close() error {
 }
 
 func newTestConn(rec *recordConn) *conn {
-	return &conn{Conn: rec, set: &connSet{conns: map[*conn]struct{}{}, byAddr: map[string]int{}}}
+	return &conn{Conn: rec, set: newConnSet(ConnectionLimits{}, false, 0)}
 }
 
 // Replies reach the connection unchanged, in one write when the server reads
@@ -115,8 +116,9 @@ type peerConn struct {
 
 func (p peerConn) RemoteAddr() net.Addr { return p.addr }
 
-// The client's address and its bucket are what formatting the peer's
-// address and parsing it again gave, for every form of TCP address.
+// The client's address is what formatting the peer's address and parsing
+// it again gave, for every form of TCP address; its network is its /24 or
+// /64.
 func TestConnAddrIsThePeersHost(t *testing.T) {
 	for _, addr := range []net.Addr{
 		&net.TCPAddr{IP: net.IPv4(192, 0, 2, 7).To4(), Port: 25},
@@ -128,8 +130,15 @@ func TestConnAddrIsThePeersHost(t *testing.T) {
 		c := &conn{Conn: peerConn{addr: addr}}
 		ip := c.setAddr()
 		want := clientaddr.Host(addr.String())
-		if c.addr != want || c.bucket != clientaddr.Bucket(want) {
-			t.Errorf("%v: addr %q, bucket %q; want %q, %q", addr, c.addr, c.bucket, want, clientaddr.Bucket(want))
+		if c.addr != want {
+			t.Errorf("%v: addr %q, want %q", addr, c.addr, want)
+		}
+		wantNet := ""
+		if ip, err := netip.ParseAddr(want); err == nil {
+			wantNet = map[bool]string{true: "/24", false: "/64"}[ip.Unmap().Is4()]
+		}
+		if got := c.network.String(); wantNet != "" && !strings.HasSuffix(got, wantNet) || wantNet == "" && c.network.IsValid() {
+			t.Errorf("%v: network %v, want a %s", addr, c.network, wantNet)
 		}
 		if wantIP, err := netip.ParseAddr(want); ip != wantIP.Unmap() || (err == nil) != ip.IsValid() {
 			t.Errorf("%v: ip %v, want %v", addr, ip, wantIP)
@@ -142,7 +151,8 @@ func TestConnAddrIsThePeersHost(t *testing.T) {
 func TestConnClosesOnce(t *testing.T) {
 	rec := &recordConn{}
 	c := newTestConn(rec)
-	c.bucket = "192.0.2.7"
+	c.ip = netip.MustParseAddr("192.0.2.7")
+	c.network = network(c.ip)
 	if reply := c.set.add(c); reply != "" {
 		t.Fatalf("add: %q", reply)
 	}
@@ -159,7 +169,65 @@ func TestConnClosesOnce(t *testing.T) {
 	if len(rec.writes) != 1 || !rec.closed {
 		t.Errorf("writes %q, closed %v; want the reply once and closed", rec.writes, rec.closed)
 	}
-	if len(c.set.conns) != 0 || len(c.set.byAddr) != 0 {
-		t.Errorf("connections %d, by address %v after Close; want none", len(c.set.conns), c.set.byAddr)
+	if len(c.set.conns) != 0 || len(c.set.byAddr) != 0 || len(c.set.byNet) != 0 {
+		t.Errorf("connections %d, by address %v, by network %v after Close; want none", len(c.set.conns), c.set.byAddr, c.set.byNet)
+	}
+}
+
+// Each connection counts for its address and its network (IPv4 /24, IPv6
+// /64) as well as in total; loopback clients meet only the total unless
+// LimitLoopback.
+func TestConnectionLimits(t *testing.T) {
+	limits := ConnectionLimits{Total: 6, PerAddress: 2, PerNetwork: 3}
+	for _, tt := range []struct {
+		name          string
+		limits        ConnectionLimits
+		limitLoopback bool
+		open          []string // addresses already connected
+		from          string
+		want          string // the refusal, or "" when admitted
+	}{
+		{"a new address", limits, false, []string{"192.0.2.1"}, "192.0.2.2", ""},
+		{"an address full", limits, false, []string{"192.0.2.1", "192.0.2.1"}, "192.0.2.1", "your address"},
+		{"a network full", limits, false, []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"}, "192.0.2.4", "your network"},
+		{"the next network", limits, false, []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"}, "192.0.3.1", ""},
+		{"all full", limits, false, []string{"192.0.2.1", "192.0.2.2", "198.51.100.1", "198.51.100.2", "203.0.113.1", "203.0.113.2"}, "192.0.3.1", "Too many connections, try"},
+		{"an IPv6 /64 full", limits, false, []string{"2001:db8::1", "2001:db8::2", "2001:db8::3"}, "2001:db8::ffff:4", "your network"},
+		{"another IPv6 /64", limits, false, []string{"2001:db8::1", "2001:db8::2", "2001:db8::3"}, "2001:db8:0:1::1", ""},
+		{"loopback meets the total only", limits, false, []string{"127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"}, "127.0.0.1", ""},
+		{"loopback full in total", limits, false, []string{"127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.1", "::1", "::1"}, "127.0.0.1", "Too many connections, try"},
+		{"loopback limited on demand", limits, true, []string{"127.0.0.1", "127.0.0.1"}, "127.0.0.1", "your address"},
+		{"no per-client bounds", ConnectionLimits{Total: 6}, false, []string{"192.0.2.1", "192.0.2.1", "192.0.2.1"}, "192.0.2.1", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := newConnSet(tt.limits, tt.limitLoopback, 0)
+			connFrom := func(addr string) *conn {
+				ip := netip.MustParseAddr(addr)
+				c := &conn{Conn: peerConn{addr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 25))}, set: set}
+				c.setAddr()
+				return c
+			}
+			var open []*conn
+			for _, a := range tt.open {
+				c := connFrom(a)
+				if reply := set.add(c); reply != "" {
+					t.Fatalf("setting up, %s: %q", a, reply)
+				}
+				open = append(open, c)
+			}
+			c := connFrom(tt.from)
+			got := set.add(c)
+			if tt.want == "" && got != "" || tt.want != "" && (!strings.HasPrefix(got, "421 4.7.0 ") || !strings.Contains(got, tt.want)) {
+				t.Fatalf("a connection from %s: %q, want %q", tt.from, got, tt.want)
+			}
+			if got != "" {
+				// The last connection counts in the limit that refused
+				// (each case is so): once it closes, there is room.
+				set.remove(open[len(open)-1])
+				if reply := set.add(c); reply != "" {
+					t.Errorf("after a close: %q", reply)
+				}
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ func TestEndedBDATStopsWaitingForASlot(t *testing.T) {
 	})
 	t.Run("QUIT", func(t *testing.T) {
 		t.Parallel()
-		e, hs, errs := largeSlotHeld(t, func(c *config.Config) { c.SMTP.MaxConnections = 4 }) // 2 per address
+		e, hs, errs := largeSlotHeld(t, func(c *config.Config) { c.SMTP.MaxConnections = 4 })
 		for range 5 {
 			tp, code, _ := greet(t, e.SMTP)
 			if code != 220 {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
 )
@@ -67,22 +68,48 @@ func TestConnectionLimit(t *testing.T) {
 	})
 }
 
-// One client address may hold half the connections (issue: one client held
-// all 1,000); another address still gets in.
-func TestConnectionSharePerAddress(t *testing.T) {
+// One client address, and one network, hold a bounded number of the
+// connections (issue 29: two addresses took all 1,000); another address
+// and another network still get in, and loopback clients (a load tool on
+// the same host) meet only the total. The clients are named by a trusted
+// proxy's PROXY header, as behind a load balancer.
+func TestConnectionsPerAddressAndNetwork(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.MaxConnections = 4 })
-	for i := range 2 {
-		if _, code, _ := greetFrom(t, e.SMTP, "127.0.0.5"); code != 220 {
-			t.Fatalf("connection %d from one address greeted %d", i+1, code)
+	trusted, err := clientaddr.Parse("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+		c.TrustedProxies = trusted
+		c.SMTP.MaxConnections = 20
+		c.SMTP.MaxConnectionsPerAddress = 2
+		c.SMTP.MaxConnectionsPerNetwork = 3
+	})
+	for _, step := range []struct {
+		client string
+		want   string // "" for a greeting, else the refusal's words
+	}{
+		{"10.0.0.1", ""},
+		{"10.0.0.1", ""},
+		{"10.0.0.1", "from your address"},
+		{"10.0.0.2", ""},
+		{"10.0.0.3", "from your network"},
+		{"10.0.1.1", ""},
+	} {
+		_, code, msg := greetVia(t, e.SMTP, "127.0.0.1", proxyV1(step.client))
+		switch {
+		case step.want == "" && code != 220:
+			t.Fatalf("a connection for %s: %d %q, want a greeting", step.client, code, msg)
+		case step.want != "" && (code != 421 || !strings.HasPrefix(msg, "4.7.0 ") || !strings.Contains(msg, step.want)):
+			t.Fatalf("a connection for %s: %d %q, want 421 4.7.0 %s", step.client, code, msg, step.want)
 		}
 	}
-	if _, code, msg := greetFrom(t, e.SMTP, "127.0.0.5"); code != 421 || !strings.Contains(msg, "your address") {
-		t.Fatalf("third connection from one address: %d %q, want 421 for the address", code, msg)
+	if n := testutil.ToFloat64(e.App.Metrics().SMTPRefused); n != 2 {
+		t.Errorf("refused connections = %v, want 2", n)
 	}
-	for i := range 2 {
-		if _, code, _ := greetFrom(t, e.SMTP, "127.0.0.6"); code != 220 {
-			t.Fatalf("connection %d from another address greeted %d", i+1, code)
+	for i := range 5 {
+		if _, code, msg := greetFrom(t, e.SMTP, "127.0.0.2"); code != 220 {
+			t.Fatalf("loopback connection %d: %d %q, want a greeting", i+1, code, msg)
 		}
 	}
 }

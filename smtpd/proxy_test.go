@@ -59,7 +59,7 @@ func TestProxyProtocolNamesTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
-		c.SMTP.MaxConnections = 4 // two per address
+		c.SMTP.MaxConnectionsPerAddress = 2
 		c.TrustedProxies = trusted
 	})
 	for i := range 2 {
@@ -86,7 +86,8 @@ func TestProxyProtocolOnlyFromTrustedPeers(t *testing.T) {
 	t.Parallel()
 	trusted, _ := clientaddr.Parse("127.0.0.1")
 	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
-		c.SMTP.MaxConnections = 4
+		c.SMTP.MaxConnectionsPerAddress = 2
+		c.SMTP.LimitLoopback = true
 		c.TrustedProxies = trusted
 	})
 	// An untrusted peer's header is a bad command, and its connections

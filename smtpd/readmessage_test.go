@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -18,12 +19,12 @@ import (
 // large-transfer slot exactly when the message is over largeMessage.
 func TestReadMessage(t *testing.T) {
 	turns := gate.New(1, 1)
-	s := &Server{cfg: Config{LargeGate: turns}, ctx: context.Background()}
+	s := New(Config{LargeGate: turns}, nil, nil, slog.New(slog.DiscardHandler))
 	for _, size := range []int{0, 1, 4095, chunkSize - 1, chunkSize, chunkSize + 1, 5*chunkSize + 7, largeMessage - 1, largeMessage, largeMessage + 1, 2*largeMessage + 3} {
 		for _, hint := range []int64{0, int64(size), 10, 3 * largeMessage} {
 			t.Run(fmt.Sprintf("size=%d/hint=%d", size, hint), func(t *testing.T) {
 				msg := randomMessage(uint64(size), size)
-				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), hint, nil, "192.0.2.1")
+				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), hint, nil, "192.0.2.1", nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -57,7 +58,7 @@ func randomMessage(seed uint64, size int) []byte {
 // by other sessions at once, so what readMessage returns must be a copy of
 // its own: reading more messages must not change it.
 func TestReadMessageKeepsEarlierMessages(t *testing.T) {
-	s := &Server{ctx: context.Background()}
+	s := New(Config{}, nil, nil, slog.New(slog.DiscardHandler))
 	sizes := []int{10, chunkSize + 10, 3*chunkSize + 10}
 	const sessions, each = 4, 6
 	var wg sync.WaitGroup
@@ -66,7 +67,7 @@ func TestReadMessageKeepsEarlierMessages(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				msg := randomMessage(uint64(g*each+i), sizes[(g+i)%len(sizes)])
-				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), 0, nil, "192.0.2.1")
+				raw, release, err := s.readMessage(context.Background(), time.Time{}, iotest.HalfReader(bytes.NewReader(msg)), 0, nil, "192.0.2.1", nil)
 				release()
 				if err != nil || !bytes.Equal(raw, msg) {
 					t.Errorf("session %d, message %d: read %d bytes, err %v", g, i, len(raw), err)
@@ -115,11 +116,10 @@ func TestReadMessageWaitEndsAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer give()
-	s := &Server{cfg: Config{LargeGate: turns}, ctx: context.Background()}
-	s.conns.stopping = make(chan struct{})
+	s := New(Config{LargeGate: turns}, nil, nil, slog.New(slog.DiscardHandler))
 	msg := bytes.Repeat([]byte("x"), largeMessage+10)
 	start := time.Now()
-	_, release, err := s.readMessage(context.Background(), start.Add(50*time.Millisecond), bytes.NewReader(msg), 0, nil, "192.0.2.1")
+	_, release, err := s.readMessage(context.Background(), start.Add(50*time.Millisecond), bytes.NewReader(msg), 0, nil, "192.0.2.1", nil)
 	release()
 	if err != context.DeadlineExceeded {
 		t.Fatalf("err %v, want context.DeadlineExceeded", err)
@@ -134,14 +134,14 @@ func TestReadMessageWaitEndsAtTheDeadline(t *testing.T) {
 func BenchmarkReadMessage(b *testing.B) {
 	for _, size := range []int{2 << 10, 100 << 10, largeMessage} {
 		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
-			s := &Server{ctx: context.Background()}
+			s := New(Config{}, nil, nil, slog.New(slog.DiscardHandler))
 			msg := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 			r := bytes.NewReader(msg)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
 				r.Reset(msg)
-				raw, release, err := s.readMessage(context.Background(), time.Time{}, r, 0, nil, "192.0.2.1")
+				raw, release, err := s.readMessage(context.Background(), time.Time{}, r, 0, nil, "192.0.2.1", nil)
 				release()
 				if err != nil || len(raw) != size {
 					b.Fatalf("read %d bytes, err %v; want %d", len(raw), err, size)

@@ -16,6 +16,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -60,12 +61,27 @@ type Config struct {
 	WriteTimeout      time.Duration
 	// StoreTimeout bounds how long one message may wait for the store.
 	StoreTimeout time.Duration
-	// DataTimeout bounds the whole transfer of one message (ReadTimeout
-	// bounds each command); 0 leaves DATA to ReadTimeout.
+	// DataTimeout bounds the whole transfer of one message; 0 means no
+	// bound. ReadTimeout bounds each command, and each read of a message
+	// transfer: a client idle that long in the middle of a message gets
+	// 421 4.4.2 and the connection ends.
 	DataTimeout time.Duration
-	// MaxConnections bounds the connections open at once; more are
-	// answered 421. 0 means no bound.
-	MaxConnections int
+	// Connections bounds the connections open at once.
+	Connections ConnectionLimits
+	// LimitLoopback applies the per-client limits (Connections' PerAddress
+	// and PerNetwork, a client's share of Buffers) to loopback clients
+	// too. Without it they meet only the totals: a load tool or a test
+	// suite on the same host opens hundreds of connections from 127.0.0.1.
+	LimitLoopback bool
+	// Buffers, when not nil, is the memory all sessions together may hold
+	// for the first largeMessage bytes of their messages, while they read
+	// and store them; LargeGate bounds what they hold past that. A session
+	// takes room in it before each buffer it reads into, counted in its
+	// client address's share (IPv6: its /64; loopback clients only with
+	// LimitLoopback), and gives it back once the message is stored or
+	// refused. A session that finds no room waits, reading nothing, at most
+	// ReadTimeout; then the message is answered 451 4.3.2.
+	Buffers *gate.Budget
 	// LargeGate gives turns to messages over largeMessage bytes, shared with
 	// the HTTP API's large bodies: in total and per client address, a
 	// bounded number are read and stored at once; the others wait before
@@ -95,8 +111,11 @@ type Server struct {
 	smtp     *smtp.Server
 	ln       net.Listener
 	tlsLn    net.Listener // the implicit-TLS listener, or nil
-	conns    connSet
+	conns    *connSet
 	chunks   sync.Pool // *[]byte of chunkSize, for readChunks
+	// noWait is a context that has ended: Acquire under it takes room in
+	// Config.Buffers only when there is some now.
+	noWait context.Context
 	// ctx is cancelled when Shutdown gives up waiting, ending store calls of
 	// transactions still in flight.
 	ctx    context.Context
@@ -106,11 +125,11 @@ type Server struct {
 // New returns a Server; Start makes it listen.
 func New(cfg Config, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger) *Server {
 	s := &Server{cfg: cfg, accounts: reg, ingest: ing, log: log}
-	s.conns.conns = map[*conn]struct{}{}
-	s.conns.byAddr = map[string]int{}
-	s.conns.stopping = make(chan struct{})
-	s.conns.max = cfg.MaxConnections
+	s.conns = newConnSet(cfg.Connections, cfg.LimitLoopback, cfg.ReadTimeout)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var ended context.CancelFunc
+	s.noWait, ended = context.WithCancel(context.Background())
+	ended()
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
 	srv.Domain = cfg.Domain
@@ -176,7 +195,7 @@ func (e *ListenError) Error() string { return e.Addr + ": " + e.Err.Error() }
 func (e *ListenError) Unwrap() error { return e.Err }
 
 func (s *Server) newListener(ln net.Listener, implicitTLS bool) *listener {
-	return &listener{Listener: ln, set: &s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused,
+	return &listener{Listener: ln, set: s.conns, refused: s.cfg.Metrics.SMTPConnectionRefused,
 		trusted: s.cfg.TrustedProxies, implicitTLS: implicitTLS}
 }
 
@@ -230,7 +249,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
 	s.cfg.Metrics.SMTPConnection()
 	_, isTLS := c.TLSConnectionState()
-	return &session{srv: s, c: c, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}, nil
+	ss := &session{srv: s, c: c, conn: trackedConn(c.Conn()), id: newSessionID(), remote: c.Conn().RemoteAddr().String(), tls: isTLS}
+	if ip, err := netip.ParseAddr(ss.remoteIP()); err != nil || s.cfg.LimitLoopback || !ip.IsLoopback() {
+		ss.share = []string{clientaddr.Bucket(ss.remoteIP())}
+	}
+	return ss, nil
 }
 
 // newSessionID returns a short random id that ties a session's log lines
@@ -243,11 +266,14 @@ func newSessionID() string {
 
 // session is one SMTP connection's state.
 type session struct {
-	srv     *Server
-	c       *smtp.Conn
-	conn    *conn // nil if the connection is not tracked
-	id      string
-	remote  string         // the client's address (behind a trusted proxy: the one it names)
+	srv    *Server
+	c      *smtp.Conn
+	conn   *conn // nil if the connection is not tracked
+	id     string
+	remote string // the client's address (behind a trusted proxy: the one it names)
+	// share is the client's share of Config.Buffers its messages count
+	// in (none: a loopback client without LimitLoopback).
+	share   []string
 	tls     bool           // the connection is TLS (STARTTLS made a new session)
 	account *store.Account // set by a successful AUTH
 	// rcptTaken holds the counted fault rules the transaction's RCPTs
@@ -401,34 +427,40 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
 	}
-	if s.srv.ingest.HasQuota(acc.ID) {
-		// An account that can store no more refuses its recipient alone:
-		// the message goes on to the others.
+	s.mu.Lock()
+	from, size := s.from, s.size
+	pending, again := 0, false // the account's recipients so far, and whether to is one
+	for _, r := range s.rcpts {
+		if r.Account.ID == acc.ID {
+			pending++
+			again = again || strings.EqualFold(r.Address, to)
+		}
+	}
+	s.mu.Unlock()
+	if !again && s.srv.ingest.HasQuota(acc.ID) {
+		// An account that can store no more, beside the recipients it
+		// already has in this message, refuses this recipient alone: the
+		// message goes on to the others.
 		ctx, cancel := context.WithTimeout(s.srv.ctx, s.srv.cfg.StoreTimeout)
-		err := s.srv.ingest.QuotaFull(ctx, accountID(s.onlyAccount()), acc.ID)
+		err := s.srv.ingest.QuotaRoom(ctx, accountID(s.onlyAccount()), acc.ID, pending, size)
 		cancel()
 		if err != nil {
 			s.srv.cfg.Metrics.SMTPRejection("quota")
 			return s.srv.reply(err, s.remote)
 		}
 	}
-	s.mu.Lock()
-	from := s.from
-	s.mu.Unlock()
 	if s.rcptTaken == nil {
 		s.rcptTaken = map[string]bool{}
 	}
 	if reply := s.fault(faults.Point{Stage: store.FaultRcpt, AccountID: acc.ID, Sender: from, Recipients: []string{to}, Taken: s.rcptTaken}, nil); reply != nil {
 		return reply
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.rcpts {
-		if strings.EqualFold(r.Address, to) && r.Account == acc {
-			return nil // one email per distinct recipient
-		}
+	if again {
+		return nil // one email per distinct recipient
 	}
+	s.mu.Lock()
 	s.rcpts = append(s.rcpts, ingest.Recipient{Address: to, Account: acc})
+	s.mu.Unlock()
 	return nil
 }
 
@@ -454,8 +486,8 @@ func (s *session) Data(r io.Reader) error {
 	var deadline time.Time
 	if d := s.srv.cfg.DataTimeout; d > 0 {
 		deadline = start.Add(d)
-		s.conn.startTransfer(deadline)
 	}
+	s.conn.startTransfer(deadline)
 	if reply := s.faultAccounts(faults.Point{Stage: store.FaultData, Sender: env.Sender}, env.Recipients, rules); reply != nil {
 		s.srv.cfg.Metrics.SMTPMessage("fault", 0, len(env.Recipients))
 		if !bdat && reply != errFaultDisconnect {
@@ -468,7 +500,7 @@ func (s *session) Data(r io.Reader) error {
 		fast = newFastData(s.conn, r, maxLineLength)
 		r = fast
 	}
-	raw, release, err := s.srv.readMessage(tx, deadline, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()))
+	raw, release, err := s.srv.readMessage(tx, deadline, r, sizeHint, s.conn, clientaddr.Bucket(s.remoteIP()), s.share)
 	if fast != nil {
 		fast.handBack()
 	}
@@ -525,6 +557,8 @@ func (s *session) transferFailed(err error) (string, error) {
 	switch {
 	case err == errTooLarge:
 		return "too_large", errTooLarge // go-smtp reads the rest of the message
+	case err == errBusy:
+		return "busy", errBusy // likewise
 	case errors.Is(err, smtp.ErrDataReset):
 		// RSET or the connection's end during BDAT: go-smtp answers.
 		return "reset", err
@@ -536,9 +570,9 @@ func (s *session) transferFailed(err error) (string, error) {
 	case errors.Is(err, smtp.ErrTooLongLine):
 		s.conn.hangUp()
 		return "line_too_long", &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2}, Message: "Line too long"}
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+	case errors.Is(err, errTransferTimeout), errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		s.conn.hangUp()
-		return "timeout", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer timed out"}
+		return "timeout", errTransferTimeout
 	}
 	s.conn.hangUp()
 	return "connection_error", &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 2}, Message: "Message transfer failed, closing connection"}
@@ -556,28 +590,26 @@ var errTruncated = errors.New("smtpd: BDAT chunk cut short")
 const largeMessage = 1 << 20
 
 // readMessage reads a message from r, refusing it (errTooLarge) past
-// MaxMessageBytes. Past its first largeMessage bytes it waits for a
-// large-transfer slot before it reads on; the caller calls release once the
-// message is stored (or refused). While it waits, the client's data stays in
-// the socket: TCP holds the sender back. It gives up waiting when tx ends
-// (the transaction ended: smtp.ErrDataReset), at deadline, the end of the
-// transfer when not zero (context.DeadlineExceeded), or when the server
-// starts draining (errShuttingDown). The deadline becomes a context only
-// here: most messages never wait, and a context's timer costs each of them.
-// With a slot, the rest must come at gate.MinRate at least (c may be nil).
-func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader, sizeHint int64, c *conn, client string) (raw []byte, release func(), err error) {
-	release = func() {}
+// MaxMessageBytes. Its first largeMessage bytes are read into room taken in
+// Config.Buffers under the share keys (readFirst), held until the caller
+// calls release once the message is stored (or refused). Past them it waits
+// for a large-transfer slot (for client) before it reads on. While it waits
+// for either, the client's data stays in the socket: TCP holds the sender
+// back. It gives up waiting when tx ends (the transaction ended:
+// smtp.ErrDataReset), at deadline, the end of the transfer when not zero
+// (context.DeadlineExceeded), or when the server starts draining
+// (errShuttingDown); for room in Config.Buffers, also past ReadTimeout
+// (errBusy). The deadline becomes a context only where a wait begins: most
+// messages never wait, and a context's timer costs each of them. With a
+// slot, the rest must come at gate.MinRate at least (c may be nil).
+func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader, sizeHint int64, c *conn, client string, share []string) (raw []byte, release func(), err error) {
+	space := &room{s: s, tx: tx, deadline: deadline, keys: share}
+	release = space.release
 	limit := math.MaxInt
 	if s.cfg.MaxMessageBytes > 0 {
 		limit = int(s.cfg.MaxMessageBytes) + 1 // one more byte to see the message is too large
 	}
-	var done bool
-	if sizeHint > 0 && sizeHint <= largeMessage {
-		// One more byte to see the end.
-		raw, done, err = readInto(r, make([]byte, 0, int(sizeHint)+1), min(limit, largeMessage+1))
-	} else {
-		raw, done, err = s.readChunks(r, min(limit, largeMessage+1))
-	}
+	raw, done, err := s.readFirst(space, r, sizeHint, min(limit, largeMessage+1))
 	if err == nil && !done && len(raw) == limit {
 		err = errTooLarge
 	}
@@ -590,22 +622,13 @@ func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader
 		defer cancel()
 	}
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", 1)
-	wait, stop := context.WithCancel(tx)
+	wait, stop := s.untilDraining(tx)
 	defer stop()
-	go func() {
-		select {
-		case <-s.conns.stopping:
-			stop()
-		case <-wait.Done():
-		}
-	}()
 	give, err := s.cfg.LargeGate.Acquire(wait, client)
 	s.cfg.Metrics.SMTPLargeTransfer("waiting", -1)
 	if err != nil {
-		select {
-		case <-s.conns.stopping:
+		if s.draining() {
 			return raw, release, errShuttingDown
-		default:
 		}
 		if errors.Is(tx.Err(), context.DeadlineExceeded) {
 			return raw, release, tx.Err()
@@ -616,6 +639,7 @@ func (s *Server) readMessage(tx context.Context, deadline time.Time, r io.Reader
 	release = func() {
 		s.cfg.Metrics.SMTPLargeTransfer("active", -1)
 		give()
+		space.release()
 	}
 	if sizeHint > int64(len(raw)) && sizeHint < int64(limit) {
 		raw = slices.Grow(raw, int(sizeHint)+1-len(raw))
@@ -653,24 +677,67 @@ func (f *rateFloor) Read(b []byte) (int, error) {
 }
 
 // chunkSize is the size of the buffers that readChunks reads into. A
-// session holds one while it waits for a message's data, where it held 4 KiB
-// before (up to 64 MiB at 1,000 connections). A message's first largeMessage
-// bytes take about twice that for a moment, in chunks and joined (one and a
-// half when one buffer grew by doubling), then largeMessage while the session
-// waits for a large-transfer slot.
+// session holds one while it waits for a message's data (with room for it
+// in Config.Buffers). A message's first largeMessage bytes take about twice
+// that for a moment, in chunks and joined (one and a half when one buffer
+// grew by doubling), then largeMessage while the session waits for a
+// large-transfer slot.
 const chunkSize = 64 << 10
 
-// readChunks reads r as readInto(r, nil, limit) does, but into buffers of
+// readFirst reads the first limit bytes of a message at most (limit is at
+// most largeMessage+1), taking room in Config.Buffers for each buffer
+// before it reads into it. A message whose size the client announced (SIZE)
+// is read into one buffer of that size; others into chunks (readChunks).
+func (s *Server) readFirst(space *room, r io.Reader, sizeHint int64, limit int) (raw []byte, done bool, err error) {
+	if sizeHint <= 0 || sizeHint >= int64(limit) {
+		return s.readChunks(space, r, nil, limit)
+	}
+	n := int(sizeHint) + 1 // one more byte to see the end
+	if err := space.take(int64(n)); err != nil {
+		return nil, false, err
+	}
+	raw, done, err = readInto(r, make([]byte, 0, n), n)
+	if done || err != nil {
+		return raw, done, err
+	}
+	// More than announced (a client may count its message before it ends
+	// lines with CRLF): the rest in chunks.
+	return s.readChunks(space, r, raw, limit)
+}
+
+// readChunks reads r as readInto(r, head, limit) does, but into buffers of
 // chunkSize kept for reuse (Server.chunks), and returns what it read in one
 // allocation of its size. A message whose size the client did not announce
 // then costs one copy, where growing one buffer by doubling zeroed and copied
 // it several times over (a tenth of the CPU of a 100 KB message).
-func (s *Server) readChunks(r io.Reader, limit int) (raw []byte, done bool, err error) {
+//
+// It takes room in Config.Buffers for its first chunk alone (most messages
+// end within it) and, if the message goes on, for all it may read up to
+// limit at once. So a session waits for room holding one chunk at most:
+// sessions that each held part of a first MiB and waited for room for the
+// rest could fill the budget and all wait until they gave up. Once the
+// message is read and joined, the room held is traded for the message's
+// size when that is at most half of it.
+func (s *Server) readChunks(space *room, r io.Reader, head []byte, limit int) (raw []byte, done bool, err error) {
 	// Enough for the first largeMessage+1 bytes, readMessage's limit here.
 	var held [largeMessage/chunkSize + 2]*[]byte
-	var parts [len(held)][]byte
+	var parts [len(held) + 1][]byte
 	chunks, read := held[:0], parts[:0]
-	for n := 0; n < limit && !done && err == nil; {
+	if head != nil {
+		read = append(read, head)
+	}
+	n, roomFor := len(head), 0 // roomFor: the chunks room was taken for
+	for n < limit && !done && err == nil {
+		if len(chunks) == roomFor {
+			more := 1
+			if len(chunks) > 0 || head != nil {
+				more = (limit - n + chunkSize - 1) / chunkSize
+			}
+			if err = space.take(int64(more) * chunkSize); err != nil {
+				break
+			}
+			roomFor += more
+		}
 		c, ok := s.chunks.Get().(*[]byte)
 		if !ok {
 			b := make([]byte, chunkSize)
@@ -689,6 +756,7 @@ func (s *Server) readChunks(r io.Reader, limit int) (raw []byte, done bool, err 
 	if raw == nil {
 		raw = []byte{}
 	}
+	space.shrink(int64(len(raw)))
 	return raw, done, err
 }
 
