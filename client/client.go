@@ -112,6 +112,16 @@ type Body struct {
 	HTML        *string           `json:"html"`
 	Headers     map[string]string `json:"headers"`
 	Attachments []Attachment      `json:"attachments"`
+	// Truncated says what the server's parser left out of Text, HTML,
+	// Headers and Attachments because of its limits; empty when nothing.
+	Truncated []Truncation `json:"truncated"`
+}
+
+// Truncation is one limit of the server's parser that a message went past:
+// What is "headerFields", "parts" or "depth", Limit its bound.
+type Truncation struct {
+	What  string `json:"what"`
+	Limit int    `json:"limit"`
 }
 
 // Attachment describes one attachment; Attachment downloads its content.

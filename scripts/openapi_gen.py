@@ -23,7 +23,11 @@ schemas={
  "StoredEmailBody":{"type":"object","required":["raw","text","html","headers","attachments"],"properties":{
    "raw":{"type":"string"},"text":nul("string"),"html":nul("string"),
    "headers":{"type":"object","additionalProperties":{"type":"string"}},
-   "attachments":{"type":"array","items":ref("StoredEmailAttachment")}}},
+   "attachments":{"type":"array","items":ref("StoredEmailAttachment")},
+   "truncated":{"type":"array","items":ref("Truncation"),"description":"An added field (SPEC.md's are unchanged): what the parser's limits left out of text, html, headers and attachments; empty when nothing. The raw source is always whole."}}},
+ "Truncation":{"type":"object","required":["what","limit"],"properties":{
+   "what":{"type":"string","enum":["headerFields","parts","depth"],"description":"headerFields: a header (the message's or a part's) had more fields than limit; only the first are read. parts: the message had more MIME entities than limit; the ones after them are not read. depth: multiparts nested deeper than limit; the deeper ones are not read."},
+   "limit":{"type":"integer"}}},
  "StoredEmailAttachment":{"type":"object","required":["contentId","contentType","disposition","filename","size"],"properties":{
    "contentId":nul("string"),"contentType":nul("string"),"disposition":nul("string"),"filename":nul("string"),
    "size":{"type":"integer","minimum":0,"maximum":9007199254740991}}},
@@ -141,7 +145,7 @@ resp={
  "Conflict":{"description":"The Idempotency-Key was used for a different request.",**j("ErrorResponse")},
  "TooManyRequests":{"description":"Too many held requests (wait, event streams) for the account.",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state (the account has the most webhooks it may have).",**j("ErrorResponse")},
- "Unavailable":{"description":"The store is unavailable for now; retry.",**j("ErrorResponse")},
+ "Unavailable":{"description":"The store is unavailable for now, or (reads of an email's content) the read budget had no room for this read within MAILSINK_READ_WAIT, with Retry-After; retry.",**j("ErrorResponse")},
  "TooManyWrites":{"description":"The account's quota is reached (MAILSINK_QUOTA_MAX_EMAILS, MAILSINK_QUOTA_MAX_BYTES, or its quota in the accounts file; on requests that store), or the request body found no room in time: too many bodies being read at once from this address, for this account or in all (64 MiB of first MiBs; past 1 MiB, MAILSINK_SMTP_MAX_LARGE_TRANSFERS turns). Retry-After says when to try again.",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state.",**j("ErrorResponse")},
 }

@@ -62,8 +62,16 @@ func TestHugeMessagesDegradeGracefully(t *testing.T) {
 	p.click("#message-list .row:nth-child(1) .row-link")
 	// The parser looks at the first 1,000 MIME entities; the view lists 200.
 	p.waitFor("the many parts", `Number((document.querySelector('#tab-attachments')?.textContent.match(/^Attachments \((\d+)\)$/) || [])[1]) > 200`)
+	p.waitFor("the note on what was not read", `document.querySelector('#message-truncated')?.textContent.includes('it has more than 1,000 parts')`)
 	p.click("#tab-attachments")
 	p.waitFor("the first 200 attachments", `document.querySelectorAll('#panel-attachments li').length === 200 && document.querySelector('#panel-attachments').innerText.includes('Showing the first 200 of')`)
 	p.click("#tab-headers")
 	p.waitFor("the headers", `document.querySelectorAll('#panel-headers tr').length > 2`)
+
+	// The big message was read whole: no note.
+	p.click("#message-list .row:nth-child(2) .row-link")
+	p.waitFor("the big message again", `document.querySelector('#message-subject')?.textContent === 'Ten megabytes'`)
+	if eval[bool](p, `document.querySelector('#message-truncated') !== null`) {
+		t.Error("a message read whole shows a note that parts were not read")
+	}
 }

@@ -35,6 +35,14 @@ export type StoredEmailBody = {
   html: string | null;
   headers: Record<string, string>;
   attachments: Array<StoredEmailAttachment>;
+  /** An added field (SPEC.md's are unchanged): what the parser's limits left out of text, html, headers and attachments; empty when nothing. The raw source is always whole. */
+  truncated?: Array<Truncation>;
+};
+
+export type Truncation = {
+  /** headerFields: a header (the message's or a part's) had more fields than limit; only the first are read. parts: the message had more MIME entities than limit; the ones after them are not read. depth: multiparts nested deeper than limit; the deeper ones are not read. */
+  what: "headerFields" | "parts" | "depth";
+  limit: number;
 };
 
 export type StoredEmailAttachment = {
@@ -144,7 +152,7 @@ export type Transcript = {
   tlsCipher: string;
   /** PLAIN or LOGIN; empty without AUTH. */
   authMechanism: string;
-  /** <redacted> when the client authenticated: neither the user name nor the password given with AUTH is kept (clients often send the API key as both); empty without AUTH. */
+  /** The user name given with AUTH (the password, an API key, is never kept); empty without AUTH. */
   authIdentity: string;
   mail: SMTPCommand;
   rcpt: Array<SMTPCommand>;

@@ -90,6 +90,7 @@ export class MessageView {
         h('button', { type: 'button', class: 'back link', onclick: () => this.actions.onClose() }, '← Messages'),
         h('h2', { id: 'message-subject' }, e.subject || '(no subject)'),
         this.details),
+      truncatedNote(e.body.truncated),
       this.notice,
       tablist,
       [...this.panels.values()]);
@@ -311,4 +312,18 @@ export class MessageView {
         safe ? h('a', { href: l.url, target: '_blank', rel: 'noopener noreferrer', class: 'link-url' }, l.url) : h('span', { class: 'link-url' }, l.url));
     })));
   }
+}
+
+/** What the parser's limits left out of a message, or null. */
+function truncatedNote(truncated) {
+  if (!truncated || !truncated.length) return null;
+  const n = (x) => x.toLocaleString('en-US');
+  const says = {
+    headerFields: (l) => `a header has more than ${n(l)} fields: only the first ${n(l)} are shown`,
+    parts: (l) => `it has more than ${n(l)} parts: the ones after them are not shown`,
+    depth: (l) => `its parts nest more than ${n(l)} levels deep: the deeper ones are not shown`,
+  };
+  const what = truncated.map((t) => (says[t.what] ? says[t.what](t.limit) : t.what));
+  return h('p', { class: 'truncated', id: 'message-truncated', role: 'note' },
+    `Not all of this message was read: ${what.join('; ')}. The raw source has it all.`);
 }
