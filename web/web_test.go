@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/url"
@@ -240,5 +241,39 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 	}
 	if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusUnauthorized {
 		t.Errorf("raw with the session of a revoked key: %d, want 401", got.Status)
+	}
+}
+
+// The preview image bomb of the hardening review: one 120 KB image shown a
+// thousand times carries at most 8 MiB of images inline in all (it made a
+// 175 MB answer before), and the other references point at the attachment.
+// The same on both stores.
+func TestPreviewImageBomb(t *testing.T) {
+	const image = 120 << 10
+	var raw strings.Builder
+	raw.WriteString("From: a@shop.example\r\nTo: ada@acme.test\r\nSubject: bomb\r\nContent-Type: multipart/related; boundary=b\r\n\r\n" +
+		"--b\r\nContent-Type: text/html\r\n\r\n")
+	raw.WriteString(strings.Repeat(`<img src="cid:i@b">`, 1000))
+	raw.WriteString("\r\n--b\r\nContent-Type: image/png\r\nContent-ID: <i@b>\r\nContent-Transfer-Encoding: base64\r\n\r\n")
+	enc := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x89}, image))
+	for ; len(enc) > 76; enc = enc[76:] {
+		raw.WriteString(enc[:76] + "\r\n")
+	}
+	raw.WriteString(enc + "\r\n--b--\r\n")
+	for _, b := range testenv.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			env := testenv.Start(t, b, nil)
+			inbound(t, env, raw.String())
+			res := env.Do(t, "GET", "/v1/emails?recipient=ada@acme.test", testenv.AcmeKey, nil)
+			id := res.JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
+			got := get(t, env, "/ui/preview/"+id, withCookie(session(t, env, testenv.AcmeKey)))
+			inline := bytes.Count(got.Body, []byte("data:image/png;base64,"))
+			if got.Status != http.StatusOK || inline != (8<<20)/image || bytes.Count(got.Body, []byte("/ui/emails/"+id+"/attachments/0")) != 1000-inline {
+				t.Errorf("preview: status %d, %d bytes, %d images inline; want 200 and %d inline", got.Status, len(got.Body), inline, (8<<20)/image)
+			}
+			if max := 8<<20*4/3 + 100000; len(got.Body) > max {
+				t.Errorf("preview of %d bytes, want at most %d", len(got.Body), max)
+			}
+		})
 	}
 }
