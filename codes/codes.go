@@ -41,10 +41,11 @@ import (
 	"sort"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/mailsink/mailsink/internal/runecut"
 )
 
 // MaxCodes bounds the codes Extract returns.
@@ -79,16 +80,7 @@ func Extract(ctx context.Context, subject, textPart, htmlPart string) ([]string,
 }
 
 // clip cuts s to at most MaxScan bytes, on a rune boundary.
-func clip(s string) string {
-	if len(s) <= MaxScan {
-		return s
-	}
-	i := MaxScan
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
-}
+func clip(s string) string { return runecut.Prefix(s, MaxScan) }
 
 // fromText returns the anchored codes of a text, line by line, until ctx
 // ends.

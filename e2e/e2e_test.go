@@ -298,7 +298,8 @@ func TestLogsKeepSecretsOut(t *testing.T) {
 
 // TestMemoryLimit checks the soft memory limit mailsink gives Go's garbage
 // collector (go_gc_gomemlimit_bytes in /metrics): computed from the large
-// transfers and the message size, unless GOMEMLIMIT sets one; and its GOGC
+// transfers, the message size and the read budget, unless GOMEMLIMIT sets
+// one; and its GOGC
 // (go_gc_gogc_percent): 400 unless GOGC sets one.
 func TestMemoryLimit(t *testing.T) {
 	t.Parallel()
@@ -322,9 +323,9 @@ func TestMemoryLimit(t *testing.T) {
 		return ""
 	}
 	computed := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=", "GOGC=",
-		"MAILSINK_SMTP_MAX_LARGE_TRANSFERS=3", "MAILSINK_MAX_MESSAGE_BYTES=10485760")
-	// 256 MiB + 3 transfers x 3 x 10 MiB = 346 MiB.
-	if got, want := metric(computed, "go_gc_gomemlimit_bytes"), "3.62807296e+08"; got != want {
+		"MAILSINK_SMTP_MAX_LARGE_TRANSFERS=3", "MAILSINK_MAX_MESSAGE_BYTES=10485760", "MAILSINK_READ_BUDGET_BYTES=16777216")
+	// 256 MiB + 3 transfers x 3 x 10 MiB + the read budget, 16 MiB = 362 MiB.
+	if got, want := metric(computed, "go_gc_gomemlimit_bytes"), "3.79584512e+08"; got != want {
 		t.Errorf("computed limit: go_gc_gomemlimit_bytes %s, want %s", got, want)
 	}
 	if got, want := metric(computed, "go_gc_gogc_percent"), "400"; got != want {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -315,15 +314,6 @@ func (a *API) sseEvent(e store.Event) string {
 	}
 	b, _ := json.Marshal(data)
 	return "id: " + e.ID + "\nevent: " + string(e.Type) + "\ndata: " + string(b) + "\n\n"
-}
-
-// contentDisposition is "attachment" with the file name; mime encodes a
-// non-ASCII name as RFC 2231 filename*.
-func contentDisposition(name string) string {
-	if d := mime.FormatMediaType("attachment", map[string]string{"filename": name}); d != "" {
-		return d
-	}
-	return "attachment"
 }
 
 // bulkDelete deletes the account's emails that match the list filters; at

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -237,15 +236,7 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	defer read.Close()
-	n, found := mailparse.OpenAttachment(ctx, read.Body.Raw, int(index), func(att mailparse.Attachment, content io.Reader) {
-		h := w.Header()
-		h.Set("Content-Type", attachmentType(att))
-		h.Set("Content-Disposition", contentDisposition(attachmentName(att, int(index))))
-		// Never rendered as a page of this origin, whatever its type.
-		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.Copy(w, content)
-	})
+	n, found := bodies.ServeAttachment(ctx, w, read.Body.Raw, int(index))
 	if !found {
 		if ctx.Err() != nil {
 			writeError(w, r, a.log, ended(ctx.Err()))
@@ -253,24 +244,6 @@ func (a *API) attachment(w http.ResponseWriter, r *http.Request) {
 		}
 		writeMessage(w, http.StatusNotFound, fmt.Sprintf("attachment not found: the email has %d attachments", n))
 	}
-}
-
-// attachmentType is the Content-Type an attachment is downloaded with.
-func attachmentType(att mailparse.Attachment) string {
-	if att.ContentType != nil {
-		if mt, params, err := mime.ParseMediaType(*att.ContentType); err == nil {
-			return mime.FormatMediaType(mt, params)
-		}
-	}
-	return "application/octet-stream"
-}
-
-// attachmentName is the file name an attachment is downloaded as.
-func attachmentName(att mailparse.Attachment, index int) string {
-	if att.Filename != nil && *att.Filename != "" {
-		return *att.Filename
-	}
-	return fmt.Sprintf("attachment-%d", index)
 }
 
 func deref(s *string) string {

@@ -33,10 +33,11 @@ import (
 	"context"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/mailsink/mailsink/internal/runecut"
 )
 
 // Link is one link of an email. Text is nil for links of the text part and
@@ -95,16 +96,7 @@ func Extract(ctx context.Context, htmlPart, textPart string) ([]Link, error) {
 }
 
 // clip cuts s to at most MaxScan bytes, on a rune boundary.
-func clip(s string) string {
-	if len(s) <= MaxScan {
-		return s
-	}
-	i := MaxScan
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
-}
+func clip(s string) string { return runecut.Prefix(s, MaxScan) }
 
 // fromHTML calls add with the links of an HTML document in document order
 // until it returns false or ctx ends.
@@ -223,11 +215,7 @@ func cut(s string) string {
 	if len(s) <= MaxTextBytes {
 		return s
 	}
-	i := MaxTextBytes
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return strings.TrimRight(s[:i], " ")
+	return strings.TrimRight(runecut.Prefix(s, MaxTextBytes), " ")
 }
 
 // urlPattern finds URLs written out in plain text: a scheme at the start or

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -256,28 +255,7 @@ func (h *Handler) attachment(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	defer read.Close()
-	_, found := mailparse.OpenAttachment(ctx, read.Body.Raw, index, func(att mailparse.Attachment, content io.Reader) {
-		ctype := "application/octet-stream"
-		if att.ContentType != nil {
-			if mt, params, err := mime.ParseMediaType(*att.ContentType); err == nil {
-				ctype = mime.FormatMediaType(mt, params)
-			}
-		}
-		name := "attachment-" + strconv.Itoa(index)
-		if att.Filename != nil && *att.Filename != "" {
-			name = *att.Filename
-		}
-		disposition := mime.FormatMediaType("attachment", map[string]string{"filename": name})
-		if disposition == "" {
-			disposition = "attachment"
-		}
-		hd := w.Header()
-		hd.Set("Content-Type", ctype)
-		hd.Set("Content-Disposition", disposition)
-		hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
-		io.Copy(w, content)
-	})
-	if !found {
+	if _, found := bodies.ServeAttachment(ctx, w, read.Body.Raw, index); !found {
 		writeMessage(w, http.StatusNotFound, "attachment not found")
 	}
 }
