@@ -9,6 +9,8 @@ package smtpd
 // frame. reserveStack, called where a transaction starts (few frames deep),
 // grows it once to what a transaction needs, at the price of one shallow
 // copy; a goroutine whose stack is big enough already pays a call.
+// BenchmarkReserveStack measures it alone: a call 20 KB deep on a new
+// goroutine took 2.74-2.92 µs without it and 1.04-1.11 µs with it.
 
 // stackReserve is the stack a transaction is given room for: a message
 // stored in Redis needs more than 16 KB (JSON encoding grew a 16 KB stack
