@@ -1,7 +1,9 @@
 package smtpd
 
 import (
-	"runtime/debug"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -13,23 +15,25 @@ import (
 // TestFastDataMatchesGoSMTP run) before this constant is moved.
 const reviewedGoSMTP = "v0.25.1"
 
+// TestGoSMTPVersionWasReviewed reads go.mod, which decides the version the
+// binary is built with (test binaries carry no dependency versions).
 func TestGoSMTPVersionWasReviewed(t *testing.T) {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		t.Fatal("no build information in the test binary")
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, dep := range info.Deps {
-		if dep.Path != "github.com/emersion/go-smtp" {
-			continue
+	for line := range strings.Lines(string(mod)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "replace" {
+			t.Errorf("go.mod has a replace directive: %s", strings.TrimSpace(line))
 		}
-		if dep.Replace != nil {
-			t.Fatalf("go-smtp is replaced by %s %s: mailsink uses no replace directives", dep.Replace.Path, dep.Replace.Version)
+		if i := slices.Index(f, "github.com/emersion/go-smtp"); i >= 0 && i+1 < len(f) && f[0] != "replace" {
+			if got := f[i+1]; got != reviewedGoSMTP {
+				t.Fatalf("go-smtp is %s, but this package was reviewed against %s: read fastdata.go, conn.go and the "+
+					"session wrappers against the new release's data.go and conn.go, then update reviewedGoSMTP", got, reviewedGoSMTP)
+			}
+			return
 		}
-		if dep.Version != reviewedGoSMTP {
-			t.Fatalf("go-smtp is %s, but this package was reviewed against %s: read fastdata.go, conn.go and the "+
-				"session wrappers against the new release's data.go and conn.go, then update reviewedGoSMTP", dep.Version, reviewedGoSMTP)
-		}
-		return
 	}
-	t.Fatal("go-smtp is not among the build's dependencies")
+	t.Fatal("go.mod does not require go-smtp")
 }
