@@ -93,10 +93,13 @@ cluster-down:
 	@scripts/redis-cluster.sh stop .cluster
 
 ## failover-test: SMTP load on a throwaway Redis Cluster (3 masters, 2 replicas each) through a master's SIGKILL,
-## then a lagging replica promoted by CLUSTER FAILOVER TAKEOVER (1 replica each); fails if acknowledged mail is lost
+## then a lagging replica promoted by CLUSTER FAILOVER TAKEOVER (1 replica each), then a running master demoted
+## by a graceful CLUSTER FAILOVER, with an event stream per account and a held wait; fails if acknowledged mail
+## is lost or missing from the streams, or the wait misses its email
 failover-test:
 	$(GO) run ./cmd/mailsink-failover -max-resume 1s
 	$(GO) run ./cmd/mailsink-failover -takeover -replicas 1
+	$(GO) run ./cmd/mailsink-failover -demote failover -max-resume 1s
 
 clean:
 	rm -rf bin .cluster

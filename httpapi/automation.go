@@ -69,8 +69,9 @@ func (h *heldRequests) InUse() int {
 
 // waitForEmails answers a list request with wait: when the page is empty it
 // holds the request until an event of the account makes it non-empty or
-// the wait is over, then answers the page (empty on time-out). It reports
-// false when it has already answered with an error.
+// the wait is over, then answers the page (empty on time-out, from one last
+// query at the deadline). It reports false when it has already answered
+// with an error.
 func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.ListQuery, wait time.Duration) ([]*store.Email, bool) {
 	n, ok := a.store.(store.Notifier)
 	if !ok {
@@ -131,6 +132,10 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 			case <-r.Context().Done():
 				return nil, false // the client is gone: nothing to answer
 			case <-deadline.C:
+				// Once more: an email stored whose event did not come
+				// (lost in a Redis failover, or still on its way) is
+				// still answered.
+				emails, err = a.query(r, q)
 				return answer()
 			case <-a.stopHeld:
 				return answer()

@@ -85,7 +85,7 @@ start_node() {
 	redis-server --port "$2" --bind 127.0.0.1 \
 		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$node_timeout" \
 		--cluster-require-full-coverage no \
-		--save "" --appendonly no \
+		--save "" --appendonly no --repl-diskless-sync-delay 0 \
 		--dir "$1/$2" --daemonize yes --pidfile "$1/$2/redis.pid" --logfile "$1/$2/redis.log"
 }
 
@@ -145,12 +145,23 @@ start() {
 }
 
 stop() {
-	local dir=$1 p pid
+	local dir=$1 p pid out
 	[[ -f $dir/ports ]] || die "no cluster in $dir (no $dir/ports)"
 	read -r -a ports <"$dir/ports"
+	# Every node is told to stop before any is waited for: a node takes a
+	# second or two to exit after it answered.
+	local -A pids=()
 	for p in "${ports[@]}"; do
-		pid=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
-		redis-cli -h 127.0.0.1 -p "$p" shutdown nosave >/dev/null 2>&1 || true
+		pids[$p]=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
+		# NOW (Redis 7) does not wait for replicas to catch up: the data is
+		# thrown away anyway.
+		out=$(redis-cli -h 127.0.0.1 -p "$p" shutdown nosave now 2>&1 || true)
+		if [[ $out == *ERR* ]]; then
+			redis-cli -h 127.0.0.1 -p "$p" shutdown nosave >/dev/null 2>&1 || true
+		fi
+	done
+	for p in "${ports[@]}"; do
+		pid=${pids[$p]}
 		if [[ -n $pid ]]; then
 			wait_for bash -c "! kill -0 $pid 2>/dev/null" || {
 				log "node $p (pid $pid) did not stop; killing it"

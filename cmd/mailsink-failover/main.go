@@ -7,20 +7,30 @@
 // promote its replica and how long mailsink takes to answer 250 again for
 // that shard's accounts after the promotion shows in CLUSTER SHARDS. At the
 // end it reads back every email and prints what was acknowledged, refused
-// and lost. It exits 1 when an acknowledged email is missing (with replica
-// acknowledgement on), a refused one was stored anyway, or any answer was a
-// 5xx.
+// and lost. Throughout, each account has an event stream (/v1/events) open,
+// and a wait (GET /v1/emails?wait=60) is held in the victim's account, whose
+// email is sent once the shard answers again. It exits 1 when an
+// acknowledged email is missing (with replica acknowledgement on) or never
+// reached its account's stream, a refused one was stored anyway, any answer
+// was a 5xx, or the held wait did not answer its email when it landed.
 //
 //	go run ./cmd/mailsink-failover              # make failover-test
 //	go run ./cmd/mailsink-failover -takeover    # a lagging replica promoted by CLUSTER FAILOVER TAKEOVER
+//	go run ./cmd/mailsink-failover -demote failover   # the master demoted by a graceful CLUSTER FAILOVER
 //
 // With -takeover the victim's replica is frozen (SIGSTOP) for -lag before
 // the master is killed, so it has fallen behind; it is then resumed and
 // promoted at once with CLUSTER FAILOVER TAKEOVER, as an operator would.
+// With -demote the master is not killed: its replica is promoted by
+// CLUSTER FAILOVER (failover: graceful, no write lost) or CLUSTER FAILOVER
+// TAKEOVER (takeover), and the master, still running, becomes its replica;
+// Redis then ends the sharded subscriptions on it.
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +39,7 @@ import (
 	"net/http"
 	"net/smtp"
 	"net/textproto"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +69,7 @@ type options struct {
 	ack        int
 	ackTimeout time.Duration
 	takeover   bool
+	demote     string
 	lag        time.Duration
 	maxResume  time.Duration
 }
@@ -73,9 +85,14 @@ func main() {
 	flag.IntVar(&o.ack, "ack", 1, "MAILSINK_REDIS_ACK_REPLICAS")
 	flag.DurationVar(&o.ackTimeout, "ack-timeout", time.Second, "MAILSINK_REDIS_ACK_TIMEOUT")
 	flag.BoolVar(&o.takeover, "takeover", false, "freeze the victim's replica first, then promote it with CLUSTER FAILOVER TAKEOVER")
+	flag.StringVar(&o.demote, "demote", "", "instead of killing the master, promote its replica while it runs, which demotes it: failover (CLUSTER FAILOVER) or takeover (CLUSTER FAILOVER TAKEOVER)")
 	flag.DurationVar(&o.lag, "lag", 2*time.Second, "with -takeover: how long the replica is frozen before the kill")
 	flag.DurationVar(&o.maxResume, "max-resume", 0, "fail when 250s resume later than this after the promotion (0: report only)")
 	flag.Parse()
+	if o.demote != "" && o.demote != "failover" && o.demote != "takeover" || o.demote != "" && o.takeover {
+		fmt.Fprintln(os.Stderr, "failover: -demote is failover or takeover, and goes without -takeover")
+		os.Exit(2)
+	}
 	redis.SetLogger(quietLogger{}) // every failed dial to the killed master would be printed
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "failover:", err)
@@ -189,6 +206,17 @@ func run(o options) error {
 	fmt.Printf("failover: cluster %s; victim master %s holds %d of %d accounts; ack replicas %d, timeout %v\n",
 		seeds, victim, accounts-others, accounts, o.ack, o.ackTimeout)
 
+	// An event stream per account and a wait for the victim's account,
+	// open throughout, as a test suite would hold them.
+	httpBase := "http://" + a.HTTPAddr().String()
+	streams := make([]*eventStream, accounts)
+	for i := range accounts {
+		if streams[i], err = openEventStream(ctx, httpBase, fmt.Sprintf("key-%d", i)); err != nil {
+			return err
+		}
+	}
+	held := startWait(httpBase, "key-0", "held@fo0.test")
+
 	// Load.
 	var (
 		mu      sync.Mutex
@@ -261,11 +289,36 @@ func run(o options) error {
 		fmt.Printf("failover: replica %s frozen for %v\n", replicaAddr, o.lag)
 		time.Sleep(o.lag)
 	}
-	killAt := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return err
+	// demote asks the replica to take over from the running master.
+	demote := func() error {
+		args := []any{"CLUSTER", "FAILOVER"}
+		if o.demote == "takeover" {
+			args = append(args, "TAKEOVER")
+		}
+		rc := redis.NewClient(&redis.Options{Addr: replicaAddr})
+		defer rc.Close()
+		if err := rc.Do(ctx, args...).Err(); err != nil {
+			return fmt.Errorf("%v on %s: %w", args, replicaAddr, err)
+		}
+		return nil
 	}
-	fmt.Printf("failover: master %s (pid %d) killed\n", victim, pid)
+	what := "kill"
+	killAt := time.Now()
+	if o.demote != "" {
+		what = "request"
+		if replicaAddr, err = replicaOf(ctx, admin, victim); err != nil {
+			return err
+		}
+		if err := demote(); err != nil {
+			return err
+		}
+		fmt.Printf("failover: CLUSTER FAILOVER (%s) asked of replica %s; master %s keeps running\n", o.demote, replicaAddr, victim)
+	} else {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return err
+		}
+		fmt.Printf("failover: master %s (pid %d) killed\n", victim, pid)
+	}
 	if o.takeover {
 		_ = syscall.Kill(replicaPID, syscall.SIGCONT)
 		rc := redis.NewClient(&redis.Options{Addr: replicaAddr})
@@ -286,6 +339,7 @@ func run(o options) error {
 		}
 	}
 	defer survivor.Close()
+	asked := killAt
 	for promotedAt.IsZero() {
 		if time.Since(killAt) > 60*time.Second {
 			close(stop)
@@ -296,18 +350,27 @@ func run(o options) error {
 			promotedAt = time.Now()
 			break
 		}
+		// Redis gives a manual failover up after 5 seconds.
+		if o.demote != "" && time.Since(asked) > 6*time.Second {
+			if err := demote(); err != nil {
+				return err
+			}
+			asked = time.Now()
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	fmt.Printf("failover: promotion visible in CLUSTER SHARDS %.2fs after the kill\n", promotedAt.Sub(killAt).Seconds())
-	// As an orchestrator would, start the killed node again: it rejoins as
-	// a replica of the new master.
-	_, port, _ := strings.Cut(victim, ":")
-	restart := exec.Command(o.script, "restart", cdir, port)
-	restart.Stderr = io.Discard
-	if err := restart.Start(); err != nil {
-		return err
+	fmt.Printf("failover: promotion visible in CLUSTER SHARDS %.2fs after the %s\n", promotedAt.Sub(killAt).Seconds(), what)
+	if o.demote == "" {
+		// As an orchestrator would, start the killed node again: it
+		// rejoins as a replica of the new master.
+		_, port, _ := strings.Cut(victim, ":")
+		restart := exec.Command(o.script, "restart", cdir, port)
+		restart.Stderr = io.Discard
+		if err := restart.Start(); err != nil {
+			return err
+		}
+		defer restart.Wait()
 	}
-	defer restart.Wait()
 
 	// Load until the victim's accounts have answered 250 for o.after.
 	var resumedAt time.Time
@@ -326,6 +389,10 @@ func run(o options) error {
 			mu.Unlock()
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	var heldSent time.Time
+	if !resumedAt.IsZero() {
+		heldSent = sendUntilAcked(smtpAddr, "held@fo0.test", 10*time.Second)
 	}
 	close(stop)
 	wg.Wait()
@@ -398,11 +465,45 @@ func run(o options) error {
 		if lastRefusal.After(promotedAt) {
 			after = fmt.Sprintf("last refusal %.2fs after it", lastRefusal.Sub(promotedAt).Seconds())
 		}
-		fmt.Printf("failover: kill to promotion %.2fs (Redis's doing); promotion to first 250 %.2fs; %s\n",
-			promotedAt.Sub(killAt).Seconds(), resume.Seconds(), after)
+		fmt.Printf("failover: %s to promotion %.2fs (Redis's doing); promotion to first 250 %.2fs; %s\n",
+			what, promotedAt.Sub(killAt).Seconds(), resume.Seconds(), after)
+	}
+
+	// Every email acknowledged (and not lost) must reach its account's
+	// stream; the held wait must answer its email when it lands.
+	want := make([][]string, accounts)
+	for _, r := range results {
+		if r.code == 250 && stored[r.subject] > 0 {
+			want[r.account] = append(want[r.account], r.subject)
+		}
+	}
+	var unstreamed, reconnects, streamed int
+	drain := time.Now().Add(15 * time.Second)
+	for i, st := range streams {
+		for len(st.missing(want[i])) > 0 && time.Now().Before(drain) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		unstreamed += len(st.missing(want[i]))
+		streamed += len(want[i])
+		reconnects += st.reconnects()
+	}
+	fmt.Printf("failover: event streams (one per account): %d of %d acknowledged emails never streamed; %d reconnects\n",
+		unstreamed, streamed, reconnects)
+	heldMissed := !resumedAt.IsZero() && heldSent.IsZero()
+	if !heldSent.IsZero() {
+		<-held.done
+		heldMissed = !held.got || held.answered.Sub(held.started) >= waitFor-500*time.Millisecond
+		fmt.Printf("failover: the wait held through the failover answered %d (its email listed: %v) %dms after its email's 250\n",
+			held.status, held.got, held.answered.Sub(heldSent).Milliseconds())
 	}
 
 	var problems []string
+	if unstreamed > 0 {
+		problems = append(problems, fmt.Sprintf("%d acknowledged emails never reached the event stream", unstreamed))
+	}
+	if heldMissed {
+		problems = append(problems, "the held wait's email was not acknowledged, or the wait did not answer it when it landed")
+	}
 	if lost > 0 && o.ack > 0 {
 		problems = append(problems, fmt.Sprintf("%d acknowledged emails lost with replica acknowledgement on", lost))
 	}
@@ -548,4 +649,184 @@ func newMasterOnline(ctx context.Context, node *redis.Client, slot int64, old st
 		}
 	}
 	return false
+}
+
+// eventStream reads an account's /v1/events as an EventSource does: when
+// the server ends the stream it connects again with Last-Event-ID. It
+// collects the subjects of the emails created.
+type eventStream struct {
+	mu       sync.Mutex
+	subjects map[string]bool
+	again    int
+}
+
+// openEventStream opens the stream of the account with key and reads it
+// until ctx ends.
+func openEventStream(ctx context.Context, base, key string) (*eventStream, error) {
+	s := &eventStream{subjects: map[string]bool{}}
+	opened := make(chan struct{})
+	go func() {
+		var last string
+		for first := true; ctx.Err() == nil; first = false {
+			if !first {
+				s.mu.Lock()
+				s.again++
+				s.mu.Unlock()
+			}
+			last = s.read(ctx, base, key, last, opened)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // the stream's retry, shortened
+			}
+		}
+	}()
+	select {
+	case <-opened:
+		return s, nil
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("an event stream did not open within 10s")
+	}
+}
+
+// read reads one connection of the stream and returns the last event id.
+func (s *eventStream) read(ctx context.Context, base, key, last string, opened chan struct{}) string {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return last
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return last
+	}
+	select {
+	case <-opened:
+	default:
+		close(opened)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		case line == "" && data != "":
+			var ev struct {
+				Type string `json:"type"`
+				Item struct {
+					Subject string `json:"subject"`
+				} `json:"item"`
+			}
+			if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == string(store.EmailCreated) {
+				s.mu.Lock()
+				s.subjects[ev.Item.Subject] = true
+				s.mu.Unlock()
+			}
+			if id != "" {
+				last = id
+			}
+			id, data = "", ""
+		}
+	}
+	return last
+}
+
+// missing returns the subjects the stream has not carried.
+func (s *eventStream) missing(subjects []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, sub := range subjects {
+		if !s.subjects[sub] {
+			out = append(out, sub)
+		}
+	}
+	return out
+}
+
+func (s *eventStream) reconnects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.again
+}
+
+// waitFor is the wait of the held list request: the most the API allows.
+const waitFor = 60 * time.Second
+
+// heldWait is a list request with wait for one recipient's email.
+type heldWait struct {
+	started time.Time
+	done    chan struct{}
+	// The answer, once done is closed.
+	answered time.Time
+	status   int  // 0 when the request failed
+	got      bool // the answer lists the recipient's email
+}
+
+func startWait(base, key, recipient string) *heldWait {
+	w := &heldWait{started: time.Now(), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		u := fmt.Sprintf("%s/v1/emails?wait=%d&recipient=%s", base, int(waitFor.Seconds()), url.QueryEscape(recipient))
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		w.answered = time.Now()
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		w.status = resp.StatusCode
+		var page struct {
+			Items []struct {
+				Recipient string `json:"recipient"`
+			} `json:"items"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&page) == nil {
+			w.got = len(page.Items) == 1 && page.Items[0].Recipient == recipient
+		}
+	}()
+	return w
+}
+
+// sendUntilAcked sends one message to recipient, again after a refusal,
+// for at most limit, and returns when it was acknowledged (zero if never).
+func sendUntilAcked(addr, recipient string, limit time.Duration) time.Time {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		c, err := smtp.Dial(addr)
+		if err != nil {
+			continue
+		}
+		err = sendTo(c, recipient)
+		c.Close()
+		if err == nil {
+			return time.Now()
+		}
+	}
+	return time.Time{}
+}
+
+func sendTo(c *smtp.Client, recipient string) error {
+	if err := c.Mail("load@sender.test"); err != nil {
+		return err
+	}
+	if err := c.Rcpt(recipient); err != nil {
+		return err
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "From: load@sender.test\r\nTo: %s\r\nSubject: held\r\n\r\nheld\r\n", recipient); err != nil {
+		return err
+	}
+	return w.Close()
 }

@@ -210,9 +210,9 @@ func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createC
 		if _, ok := res.([]any); !ok {
 			return res, 0, nil // refused or a conflict: nothing was written, nothing to wait for
 		}
-		if err := acks.Err(); err != nil {
-			return nil, 0, err
-		}
+		// The script wrote. A WAIT that failed confirmed nothing (Redis
+		// ends it with UNBLOCKED when a failover demotes the master
+		// meanwhile): the caller fences the write as unacknowledged.
 		got, _ := acks.Int64()
 		return res, got, nil
 	}

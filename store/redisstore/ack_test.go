@@ -413,3 +413,59 @@ func (h *failCreates) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return err
 	}
 }
+
+// TestAckWaitEndedByRedisIsFenced ends a create's WAIT with an error reply,
+// as Redis does when a failover demotes the master while WAIT blocks
+// (UNBLOCKED): the script has written, so the create answers Unavailable
+// and its email is fenced; nothing stays stored for the sender's retry to
+// duplicate.
+func TestAckWaitEndedByRedisIsFenced(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	startRedisServer(t, port)
+	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No replica: WAIT blocks for its whole timeout.
+	s := New(c, Options{Prefix: "mailsinktest:unblocked:", AckReplicas: 1, AckTimeout: time.Minute})
+	defer s.Close()
+	admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
+	defer admin.Close()
+	ctx := context.Background()
+	// Load the script first, so that the WAIT ended is the create's.
+	if err := createScript.Load(ctx, admin).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e := testEmail(acct, "a@example.com", "b@example.com", 1)
+	done := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		done <- s.CreateEmails(cctx, testBody("x"), []*store.Email{e})
+	}()
+	var waiting string
+	waitUntil(t, "the create's WAIT blocks", func() bool {
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, " cmd=wait ") {
+				waiting, _ = strings.CutPrefix(strings.Fields(line)[0], "id=")
+				return true
+			}
+		}
+		return false
+	})
+	if n, err := admin.Do(ctx, "CLIENT", "UNBLOCK", waiting, "ERROR").Int(); err != nil || n != 1 {
+		t.Fatalf("CLIENT UNBLOCK %s ERROR: %d, %v; want 1", waiting, n, err)
+	}
+	if err := <-done; !store.IsCode(err, store.Unavailable) {
+		t.Fatalf("CreateEmails whose WAIT was ended: %v, want Unavailable", err)
+	}
+	s.fences.Wait()
+	if _, err := s.GetEmail(ctx, acct, e.ID); !store.IsCode(err, store.NotFound) {
+		t.Errorf("GetEmail of the failed create: %v, want NotFound (fenced)", err)
+	}
+}

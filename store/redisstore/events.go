@@ -3,6 +3,9 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"math"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +30,16 @@ import (
 // one shard, and every account's live events would stop while that shard
 // fails over; so each account has a sharded channel in its own slot,
 // P{T}:ch (SPUBLISH, Redis 7), which a Store subscribes to (SSUBSCRIBE)
-// while it has subscribers for the account: a failover silences only the
-// accounts of the failing shard. go-redis re-subscribes after an outage;
-// events published meanwhile reach subscribers only through EventsAfter,
-// so every (re)subscription ends the subscriptions it covers.
+// while it has subscribers for the account: a failover touches only the
+// accounts of the failing shard.
+//
+// Events published while a subscription is down reach no one live. On a
+// single Redis, go-redis subscribes again after an outage, and each
+// (re)subscription ends the subscriptions it covers: their holders catch
+// up with EventsAfter or a query. In a cluster, a shard's failover ends
+// the subscriptions on the demoted master (Redis sends sunsubscribe); the
+// account's feed then subscribes on the new master and publishes what it
+// missed from the stream itself (listenFeed), so subscriptions stay open.
 
 // eventHistory is about how many events per account the stream keeps.
 const eventHistory = 1000
@@ -54,11 +63,27 @@ func (s *Store) target(k accountKeys) string {
 // A feed is a Store's subscription to one account's sharded channel, shared
 // by the Store's subscribers to that account.
 type feed struct {
-	ps    *redis.PubSub
-	refs  int           // guarded by Store.feedMu
-	ready chan struct{} // closed at the first confirmed subscription
-	done  chan struct{} // closed when listenFeed returns
+	refs  int                // guarded by Store.feedMu
+	stop  context.CancelFunc // ends the feed
+	ready chan struct{}      // closed at the first confirmed subscription
+	done  chan struct{}      // closed when listenFeed returns
 }
+
+const (
+	// feedCheck is how long a feed's connection may stay silent before it
+	// is pinged, and then how long the answer may take before the
+	// connection is given up; it also bounds a catch-up's reads.
+	feedCheck = 3 * time.Second
+	// feedRetry and feedRetryMax bound the pause between two attempts to
+	// subscribe that both failed.
+	feedRetry    = 100 * time.Millisecond
+	feedRetryMax = 2 * time.Second
+	// slotMoveWait bounds how long a feed whose node gave up the slot waits
+	// for the cluster map to name the slot's new master.
+	slotMoveWait = 2 * time.Second
+	// maxSeen bounds how many event ids a feed remembers (cursor).
+	maxSeen = 4096
+)
 
 // subscribeSharded subscribes to the account's events in a cluster: it
 // takes a reference to the account's feed, starting one if needed, and
@@ -67,10 +92,10 @@ func (s *Store) subscribeSharded(accountID string) store.Subscription {
 	s.feedMu.Lock()
 	f := s.feeds[accountID]
 	if f == nil {
-		// A PubSub without channels does no I/O; listenFeed subscribes.
-		f = &feed{ps: s.sharded.SSubscribe(context.Background()), ready: make(chan struct{}), done: make(chan struct{})}
+		ctx, stop := context.WithCancel(context.Background())
+		f = &feed{stop: stop, ready: make(chan struct{}), done: make(chan struct{})}
 		s.feeds[accountID] = f
-		go s.listenFeed(accountID, f)
+		go s.listenFeed(ctx, accountID, f)
 	}
 	f.refs++
 	s.feedMu.Unlock()
@@ -81,37 +106,262 @@ func (s *Store) subscribeSharded(accountID string) store.Subscription {
 	return &feedSubscription{Subscription: s.hub.Subscribe(accountID), s: s, account: accountID, f: f}
 }
 
-// listenFeed feeds the hub from the account's channel until the feed is
-// closed. Each confirmed (re)subscription ends the account's subscriptions
-// taken before it, which may have missed events.
-func (s *Store) listenFeed(accountID string, f *feed) {
+// errUnsubscribed is a feed's subscription ended by Redis: a feed never
+// unsubscribes, it closes its connection.
+var errUnsubscribed = errors.New("redis ended the subscription")
+
+// listenFeed feeds the hub from the account's channel until ctx ends.
+//
+// A subscription is lost when Redis ends it (its node no longer serves the
+// slot: a failover demoted it, or the slot moved), when the node answers
+// with an error (MOVED), or when the connection breaks or stays silent.
+// The feed then subscribes again, on the slot's master as the reloaded
+// cluster map names it, and catches up from the account's event stream
+// (onSubscribed): its subscribers stay subscribed and miss nothing.
+func (s *Store) listenFeed(ctx context.Context, accountID string, f *feed) {
 	defer close(f.done)
-	_ = f.ps.SSubscribe(context.Background(), s.account(accountID).channel())
-	ready := false
-	for msg := range f.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+	channel := s.account(accountID).channel()
+	cur := newCursor(s.lateBy())
+	var retry time.Duration
+	for {
+		from := s.slotMaster(ctx, channel)
+		confirmed, err := s.follow(ctx, accountID, f, cur)
+		if ctx.Err() != nil {
+			return
+		}
+		s.sharded.ReloadState(ctx)
+		var rerr redis.Error
+		if errors.Is(err, errUnsubscribed) || errors.As(err, &rerr) {
+			s.awaitSlotMove(ctx, channel, from)
+		}
+		if confirmed {
+			retry = 0
+		} else {
+			retry = min(max(2*retry, feedRetry), feedRetryMax)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+// follow takes one subscription to the account's channel and feeds the hub
+// from it until it is lost (the error says how) or ctx ends. It reports
+// whether Redis confirmed the subscription.
+func (s *Store) follow(ctx context.Context, accountID string, f *feed, cur *cursor) (bool, error) {
+	// Subscribing writes SSUBSCRIBE; its answer comes through Receive.
+	ps := s.sharded.SSubscribe(ctx, s.account(accountID).channel())
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer func() {
+		stop()
+		_ = ps.Close()
+	}()
+	confirmed, pinged := false, false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, feedCheck)
+		var nerr net.Error
+		switch {
+		case err == nil:
+			pinged = false
+		case errors.As(err, &nerr) && nerr.Timeout() && !pinged:
+			// The answer to a ping tells a quiet channel from a dead
+			// connection.
+			pinged = true
+			if err := ps.Ping(ctx); err != nil {
+				return confirmed, err
+			}
+			continue
+		default:
+			return confirmed, err
+		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind != "ssubscribe" {
-				continue
-			}
-			s.hub.Drop(accountID)
-			if !ready {
-				ready = true
-				close(f.ready)
+			switch m.Kind {
+			case "ssubscribe":
+				confirmed = true
+				s.onSubscribed(ctx, accountID, f, cur)
+			case "sunsubscribe":
+				return confirmed, errUnsubscribed
 			}
 		case *redis.Message:
 			id, payload, ok := strings.Cut(m.Payload, " ")
 			if !ok {
 				continue
 			}
-			if e, ok := decodeEvent(id, payload); ok {
+			// An ended feed publishes nothing: the account may have a
+			// new one already.
+			if e, ok := decodeEvent(id, payload); ok && ctx.Err() == nil && cur.admit(e.ID) {
 				s.hub.Publish(e)
 			}
 		}
 	}
 }
 
-// release drops a reference to the account's feed, closing it with the last.
+// onSubscribed runs when Redis confirms a subscription of the account's
+// feed: it publishes the events the feed missed before it, from the
+// account's stream. When it cannot (the first subscription, whose
+// subscribers that gave up waiting for it may have missed events; a stream
+// that cannot be read, or that was trimmed past the missed events) it ends
+// the account's subscriptions instead, so that their holders catch up
+// themselves (EventsAfter, a query), and notes where the stream ends.
+func (s *Store) onSubscribed(ctx context.Context, accountID string, f *feed, cur *cursor) {
+	if ctx.Err() != nil {
+		return // the feed has ended
+	}
+	if !cur.known || !s.catchUp(ctx, accountID, cur) {
+		s.hub.Drop(accountID)
+		rctx, cancel := context.WithTimeout(ctx, feedCheck)
+		end, err := s.streamEnd(rctx, accountID)
+		cancel()
+		if err == nil {
+			cur.reset(end)
+		} else {
+			cur.known = false
+		}
+	}
+	select {
+	case <-f.ready:
+	default:
+		close(f.ready)
+	}
+}
+
+// catchUp publishes the account's events after cur's position that the
+// feed has not published; it reports false when it cannot read them all.
+func (s *Store) catchUp(ctx context.Context, accountID string, cur *cursor) bool {
+	ctx, cancel := context.WithTimeout(ctx, feedCheck)
+	defer cancel()
+	events, complete, err := s.EventsAfter(ctx, accountID, cur.from().String())
+	if err != nil || !complete {
+		return false
+	}
+	for _, e := range events {
+		if cur.admit(e.ID) {
+			s.hub.Publish(e)
+		}
+	}
+	return true
+}
+
+// streamEnd returns the id of the account's newest event (0-0 when there
+// is none). It returns Unavailable when Redis cannot be reached.
+func (s *Store) streamEnd(ctx context.Context, accountID string) (eventhub.ID, error) {
+	msgs, err := s.client.XRevRangeN(ctx, s.account(accountID).events(), "+", "-", 1).Result()
+	if err != nil {
+		return eventhub.ID{}, classify(err)
+	}
+	if len(msgs) == 0 {
+		return eventhub.ID{}, nil
+	}
+	return eventhub.ParseID(msgs[0].ID)
+}
+
+// lateBy is how long after its stream id an event may be published: an
+// acknowledged create's waits for the replicas first (ack.go).
+func (s *Store) lateBy() time.Duration {
+	late := time.Second
+	if s.ackReplicas > 0 {
+		late += s.ackTimeout + publishTimeout
+	}
+	return late
+}
+
+// slotMaster returns the address of the master of key's slot as the
+// cluster map names it, or "".
+func (s *Store) slotMaster(ctx context.Context, key string) string {
+	c, err := s.sharded.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// awaitSlotMove waits, at most slotMoveWait, until the cluster map names
+// another master than from for key's slot, reloading the map meanwhile.
+func (s *Store) awaitSlotMove(ctx context.Context, key, from string) {
+	if from == "" {
+		return
+	}
+	deadline := time.Now().Add(slotMoveWait)
+	for s.slotMaster(ctx, key) == from && time.Now().Before(deadline) {
+		s.sharded.ReloadState(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(reloadEvery):
+		}
+	}
+}
+
+// A cursor is where a feed stands in its account's event stream, for
+// catching up after a lost subscription. Acknowledged creates publish their
+// events after the script that appended them (ack.go), so events arrive
+// out of stream order, up to late after their ids: a catch-up reads the
+// stream from late before the newest event published, and publishes only
+// the events the feed has not.
+type cursor struct {
+	late  time.Duration
+	known bool // whether floor and newest are known
+	// floor is the stream's newest event when the position was taken:
+	// the events up to it are not caught up.
+	floor eventhub.ID
+	// newest is the newest event published, or floor.
+	newest eventhub.ID
+	// seen holds the ids published from about late before newest, at
+	// most maxSeen; order has them in the order published.
+	seen  map[eventhub.ID]struct{}
+	order []eventhub.ID
+}
+
+func newCursor(late time.Duration) *cursor {
+	return &cursor{late: late, seen: map[eventhub.ID]struct{}{}}
+}
+
+// reset places the cursor at the stream's newest event end.
+func (c *cursor) reset(end eventhub.ID) {
+	c.known, c.floor, c.newest = true, end, end
+	clear(c.seen)
+	c.order = c.order[:0]
+}
+
+// admit reports whether the event with the stream id id has not been
+// published by the feed yet, and notes it as published.
+func (c *cursor) admit(id string) bool {
+	pid, err := eventhub.ParseID(id)
+	if err != nil {
+		return true
+	}
+	if _, ok := c.seen[pid]; ok {
+		return false
+	}
+	c.seen[pid] = struct{}{}
+	c.order = append(c.order, pid)
+	if c.newest.Less(pid) {
+		c.newest = pid
+	}
+	cut := c.newest.MS - c.late.Milliseconds()
+	n := 0
+	for n < len(c.order) && (c.order[n].MS < cut || len(c.order)-n > maxSeen) {
+		delete(c.seen, c.order[n])
+		n++
+	}
+	c.order = c.order[n:]
+	return true
+}
+
+// from returns the id after which a catch-up reads the stream: late before
+// the newest event published, and not before floor.
+func (c *cursor) from() eventhub.ID {
+	after := eventhub.ID{MS: c.newest.MS - c.late.Milliseconds() - 1, Seq: math.MaxInt64}
+	if after.Less(c.floor) {
+		return c.floor
+	}
+	return after
+}
+
+// release drops a reference to the account's feed, ending it with the last.
 func (s *Store) release(accountID string, f *feed) {
 	s.feedMu.Lock()
 	f.refs--
@@ -121,18 +371,18 @@ func (s *Store) release(accountID string, f *feed) {
 	}
 	s.feedMu.Unlock()
 	if last {
-		_ = f.ps.Close()
+		f.stop()
 	}
 }
 
-// closeFeeds closes every feed and waits for their listeners.
+// closeFeeds ends every feed and waits for their listeners.
 func (s *Store) closeFeeds() {
 	s.feedMu.Lock()
 	feeds := s.feeds
 	s.feeds = map[string]*feed{}
 	s.feedMu.Unlock()
 	for _, f := range feeds {
-		_ = f.ps.Close()
+		f.stop()
 		<-f.done
 	}
 }

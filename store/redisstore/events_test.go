@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/eventhub"
 )
 
 // TestPubSubReconnectEndsSubscriptions cuts the Store's pub/sub connection:
@@ -104,10 +107,10 @@ func TestAccountOf(t *testing.T) {
 }
 
 // TestShardedEventsPerAccount runs on the test cluster: each account's
-// events go through its own sharded channel on its own master, so when one
-// master's subscription connections break (as in its failover), only the
-// subscriptions of accounts on that master end; another shard's account
-// keeps its subscription and its live events.
+// events go through its own sharded channel on its own master. When one
+// master's subscription connections break, the feeds of its accounts
+// subscribe again and catch up, so their subscribers miss nothing; another
+// shard's account keeps its live events throughout.
 func TestShardedEventsPerAccount(t *testing.T) {
 	t.Parallel()
 	prefix := "mailsinktest:" + randomHex(8) + ":"
@@ -147,17 +150,23 @@ func TestShardedEventsPerAccount(t *testing.T) {
 		}
 	}
 
-	// Break the subscription connections of a's master only.
+	// Break the subscription connections of a's master only: a's feed
+	// subscribes again and catches up from the event stream, so a's
+	// subscriber stays open and gets the email created meanwhile.
 	if err := master(a).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
 	}
+	ea := testEmail(a, "x@example.com", "y@example.com", 1)
+	if err := s.CreateEmails(ctx, testBody("a"), []*store.Email{ea}); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case _, open := <-subA.Events():
-		if open {
-			t.Fatal("an event on a's subscription, want it ended")
+	case ev, open := <-subA.Events():
+		if !open || ev.EmailID != ea.ID {
+			t.Fatalf("a's subscription gave %+v, %v; want the email.created of %s", ev, open, ea.ID)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a's subscription did not end after its connection broke")
+		t.Fatal("no event for a after its connection broke")
 	}
 	e := testEmail(b, "x@example.com", "y@example.com", 1)
 	if err := s.CreateEmails(ctx, testBody("b"), []*store.Email{e}); err != nil {
@@ -178,4 +187,111 @@ func TestShardedEventsPerAccount(t *testing.T) {
 		ch, err := master(b).PubSubShardChannels(ctx, s.account(b).channel()).Result()
 		return err == nil && len(ch) == 0
 	})
+}
+
+// TestCatchUpPublishesMissedEvents catches a feed up from the account's
+// event stream: it publishes the events after the feed's position that it
+// has not published already (one acknowledged late, out of stream order,
+// arrived live), and nothing from before its position; a second catch-up
+// publishes nothing.
+func TestCatchUpPublishesMissedEvents(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, backends[0])
+	ctx := context.Background()
+	account := "catchup-" + randomHex(4)
+	sub := s.hub.Subscribe(account)
+	defer sub.Close()
+	var ids []string
+	for i := range 4 {
+		e := testEmail(account, "a@example.com", "b@example.com", int64(i+1))
+		if err := s.CreateEmails(ctx, testBody("x"), []*store.Email{e}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	// The Store's own subscription delivers the four live; then the hub
+	// is quiet.
+	events := make([]store.Event, 0, 4)
+	for len(events) < 4 {
+		select {
+		case e := <-sub.Events():
+			events = append(events, e)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d live events, want 4", len(events))
+		}
+	}
+	for i, e := range events {
+		if e.EmailID != ids[i] {
+			t.Fatalf("live event %d is of %s, want %s", i, e.EmailID, ids[i])
+		}
+	}
+
+	first, _ := eventhub.ParseID(events[0].ID)
+	cur := newCursor(s.lateBy())
+	cur.reset(first)        // the feed started after the first email
+	cur.admit(events[2].ID) // and published the third
+	if !s.catchUp(ctx, account, cur) {
+		t.Fatal("catchUp reported that it could not read the stream")
+	}
+	var got []string
+	for done := false; !done; {
+		select {
+		case e := <-sub.Events():
+			got = append(got, e.EmailID)
+		default:
+			done = true
+		}
+	}
+	if want := []string{ids[1], ids[3]}; !slices.Equal(got, want) {
+		t.Errorf("catchUp published the events of %v, want %v", got, want)
+	}
+	if !s.catchUp(ctx, account, cur) {
+		t.Fatal("second catchUp reported that it could not read the stream")
+	}
+	select {
+	case e := <-sub.Events():
+		t.Errorf("second catchUp published %+v, want nothing", e)
+	default:
+	}
+}
+
+func TestCursor(t *testing.T) {
+	id := func(ms, seq int64) string { return eventhub.ID{MS: ms, Seq: seq}.String() }
+	c := newCursor(time.Second)
+	c.reset(eventhub.ID{MS: 1000})
+	if got, want := c.from(), (eventhub.ID{MS: 1000}); got != want {
+		t.Errorf("from() after reset = %v, want the floor %v", got, want)
+	}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{id(5000, 0), true},
+		{id(5000, 0), false}, // published already
+		{id(4500, 2), true},  // late, out of order
+		{id(4500, 2), false},
+		{"not-an-id", true},
+	} {
+		if got := c.admit(tc.id); got != tc.want {
+			t.Errorf("admit(%s) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+	if got, want := c.from(), (eventhub.ID{MS: 3999, Seq: math.MaxInt64}); got != want {
+		t.Errorf("from() = %v, want a second before the newest event, %v", got, want)
+	}
+	// Ids older than a second before the newest are forgotten: a catch-up
+	// no longer reads them.
+	c.admit(id(7000, 0))
+	if _, ok := c.seen[eventhub.ID{MS: 4500, Seq: 2}]; ok {
+		t.Error("4500-2 is still remembered with 7000-0 published")
+	}
+	if got := c.from(); !(eventhub.ID{MS: 4500, Seq: 2}).Less(got) {
+		t.Errorf("from() = %v, which reads 4500-2 again", got)
+	}
+	for i := range maxSeen + 10 {
+		c.admit(id(8000, int64(i)))
+	}
+	if len(c.seen) > maxSeen || len(c.order) > maxSeen {
+		t.Errorf("the cursor remembers %d ids (%d in order), want at most %d", len(c.seen), len(c.order), maxSeen)
+	}
 }
