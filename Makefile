@@ -8,7 +8,7 @@ FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 BENCH_FLAGS ?=
 
-.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -75,6 +75,12 @@ bench-go:
 ## ingest, and RSS there
 bench-large:
 	$(GO) run ./cmd/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large' $(BENCH_FLAGS)
+
+## bench-reads: each hostile message of the hardening issue stored at the default size limit and read through
+## every endpoint, eight requests at once, on the embedded store and on Redis (127.0.0.1:6379, own key prefix);
+## the server's CPU per request, its peak RSS and another account's list p99 go into $(BENCH_DOC)
+bench-reads:
+	$(GO) run ./cmd/mailsink-bench reads -doc $(BENCH_DOC) -command 'make bench-reads' $(BENCH_FLAGS)
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:

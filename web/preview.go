@@ -1,10 +1,13 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"html"
+	"io"
+	"iter"
 	"mime"
 	"net/http"
 	"net/url"
@@ -25,9 +28,6 @@ import (
 // it. With remote images allowed, img-src also takes http: and https:.
 const previewCSP = "default-src 'none'; img-src 'self' data:%s; style-src 'unsafe-inline'; form-action 'none'; " +
 	"frame-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"
-
-// cidRef finds cid: URLs (RFC 2392) in a message's HTML.
-var cidRef = regexp.MustCompile(`(?i)\bcid:([^\s"'()<>\\]+)`)
 
 // refreshRef finds http-equiv attributes: the sandbox already blocks meta
 // refresh, and renaming the attribute makes sure no browser follows it.
@@ -104,10 +104,11 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><pre style=\"white-space:pre-wrap;font:14px/1.5 monospace\">%s</pre>", html.EscapeString(text))
 		return
 	}
-	want, total := inlineImages(*body.HTML, body.Attachments)
-	// The answer is the HTML with the images inline: the images decoded,
-	// and the HTML with their base64 forms, built in memory.
-	if err := read.Grow(ctx, int64(len(*body.HTML))+total+total*4/3); err != nil {
+	src := disarm(*body.HTML)
+	want, total := inlineImages(src, body.Attachments)
+	// In memory: the disarmed copy of the HTML, the images decoded and
+	// their base64 forms. The answer itself is written as it is made.
+	if err := read.Grow(ctx, int64(len(src))+total+total*4/3); err != nil {
 		h.writeError(w, err)
 		return
 	}
@@ -117,7 +118,9 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setPreviewHeaders(w, remote)
-	w.Write([]byte(rewriteHTML(*body.HTML, read.Email.ID, body.Attachments, inline)))
+	bw := bufio.NewWriterSize(w, 32<<10)
+	rewriteHTML(bw, src, read.Email.ID, body.Attachments, inline)
+	bw.Flush()
 }
 
 // setPreviewHeaders sets the headers of a captured message's preview.
@@ -145,20 +148,68 @@ const (
 // image referenced again after the total is spent is not inlined again.
 func inlineImages(src string, atts []store.Attachment) (map[int]bool, int64) {
 	index := cidIndex(atts)
+	image := make([]bool, len(atts))
+	for i, a := range atts {
+		_, image[i] = imageType(a)
+	}
 	want := map[int]bool{}
 	var total int64
-	for _, m := range cidRef.FindAllString(src, -1) {
-		i, ok := cidTarget(m, index)
-		if !ok {
-			continue
-		}
-		if _, image := imageType(atts[i]); !image || atts[i].Size > maxInlineImage || total+atts[i].Size > maxInlineTotal {
+	for start, end := range cidRefs(src) {
+		i, ok := cidTarget(src[start:end], index)
+		if !ok || !image[i] || atts[i].Size > maxInlineImage || total+atts[i].Size > maxInlineTotal {
 			continue
 		}
 		want[i] = true
 		total += atts[i].Size
 	}
 	return want, total
+}
+
+// cidRefs yields the start and end of each cid: URL (RFC 2392) in src, in
+// order: "cid:" in any case, not right after a letter, digit or
+// underscore, then the bytes up to white space, a quote, a parenthesis, an
+// angle bracket or a backslash (at least one). These are the matches of
+// (?i)\bcid:[^\s"'()<>\\]+ (preview_test.go checks it), found by
+// looking only at the colons: the regular expression offers the engine no
+// literal to skip to, and took about 0.7 s of CPU for each pass over the
+// 25 MB HTML part of the preview image bomb (docs/benchmarks.md, "Reads
+// of hostile messages").
+func cidRefs(src string) iter.Seq2[int, int] {
+	return func(yield func(start, end int) bool) {
+		for i := 0; i < len(src); {
+			colon := strings.IndexByte(src[i:], ':')
+			if colon < 0 {
+				return
+			}
+			colon += i
+			i = colon + 1
+			start := colon - len("cid")
+			if start < 0 || src[start]|0x20 != 'c' || src[start+1]|0x20 != 'i' || src[start+2]|0x20 != 'd' ||
+				start > 0 && isWordByte(src[start-1]) {
+				continue
+			}
+			end := i
+			for end < len(src) && !cidStop[src[end]] {
+				end++
+			}
+			if end == i {
+				continue
+			}
+			if !yield(start, end) {
+				return
+			}
+			i = end
+		}
+	}
+}
+
+// cidStop holds the bytes that end a cid: URL.
+var cidStop = [256]bool{'\t': true, '\n': true, '\f': true, '\r': true, ' ': true, '"': true, '\'': true,
+	'(': true, ')': true, '<': true, '>': true, '\\': true}
+
+// isWordByte reports whether c is an ASCII letter, digit or underscore.
+func isWordByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
 }
 
 // imageType returns the attachment's media type, without parameters, and
@@ -202,27 +253,42 @@ func cidTarget(m string, index map[string]int) (int, bool) {
 	return i, ok
 }
 
-// rewriteHTML points cid: URLs at the images in inline, as data: URLs, or
-// else at the dashboard's attachment endpoint, and disarms http-equiv and
-// <link>. The frame's CSP and sandbox are what make the HTML harmless;
-// this only makes inline images show.
-func rewriteHTML(src, id string, atts []store.Attachment, inline map[int][]byte) string {
+// disarm renames http-equiv attributes and <link> elements of a message's
+// HTML. It runs before the cid: URLs are rewritten (rewriteHTML), which
+// brings in neither and can make the HTML several times longer.
+func disarm(src string) string {
+	src = refreshRef.ReplaceAllString(src, "data-blocked-http-equiv=")
+	return linkRef.ReplaceAllString(src, "<blocked-link")
+}
+
+// rewriteHTML writes src to w with its cid: URLs pointing at the images in
+// inline, as data: URLs, or else at the dashboard's attachment endpoint.
+// The frame's CSP and sandbox are what make the HTML harmless; this only
+// makes inline images show.
+func rewriteHTML(w io.Writer, src, id string, atts []store.Attachment, inline map[int][]byte) {
 	index := cidIndex(atts)
-	var total int64 // decoded bytes inlined so far, over every reference
-	out := cidRef.ReplaceAllStringFunc(src, func(m string) string {
-		i, ok := cidTarget(m, index)
+	dataURLs := map[int]string{} // each inline image encoded once
+	var total int64              // decoded bytes inlined so far, over every reference
+	last := 0
+	for start, end := range cidRefs(src) {
+		i, ok := cidTarget(src[start:end], index)
 		if !ok {
-			return m
+			continue
 		}
+		io.WriteString(w, src[last:start])
+		last = end
 		if content, ok := inline[i]; ok && total+int64(len(content)) <= maxInlineTotal {
 			total += int64(len(content))
-			mt, _ := imageType(atts[i])
-			return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(content)
+			if _, ok := dataURLs[i]; !ok {
+				mt, _ := imageType(atts[i])
+				dataURLs[i] = "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(content)
+			}
+			io.WriteString(w, dataURLs[i])
+			continue
 		}
-		return Prefix + "emails/" + id + "/attachments/" + strconv.Itoa(i)
-	})
-	out = refreshRef.ReplaceAllString(out, "data-blocked-http-equiv=")
-	return linkRef.ReplaceAllString(out, "<blocked-link")
+		io.WriteString(w, Prefix+"emails/"+id+"/attachments/"+strconv.Itoa(i))
+	}
+	io.WriteString(w, src[last:])
 }
 
 // raw answers the raw source as a download.

@@ -3,11 +3,22 @@ package web
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/mailsink/mailsink/internal/scaling"
 	"github.com/mailsink/mailsink/store"
 )
+
+// preview is the HTML the preview answers for src.
+func preview(src, id string, atts []store.Attachment, inline map[int][]byte) string {
+	var b strings.Builder
+	rewriteHTML(&b, disarm(src), id, atts, inline)
+	return b.String()
+}
 
 func TestRewriteHTML(t *testing.T) {
 	str := func(s string) *string { return &s }
@@ -29,7 +40,7 @@ func TestRewriteHTML(t *testing.T) {
 		{`<link rel="prefetch" href="http://evil.example/">`, `<blocked-link rel="prefetch" href="http://evil.example/">`},
 		{`<LINK rel=stylesheet><linkage>`, `<blocked-link rel=stylesheet><linkage>`},
 	} {
-		if got := rewriteHTML(tc.in, "ID", atts, nil); got != tc.want {
+		if got := preview(tc.in, "ID", atts, nil); got != tc.want {
 			t.Errorf("rewriteHTML(%s)\n got %s\nwant %s", tc.in, got, tc.want)
 		}
 	}
@@ -51,7 +62,7 @@ func TestInlineImages(t *testing.T) {
 	if len(want) != 1 || !want[0] || total != 6 {
 		t.Fatalf("inlineImages = %v, %d bytes; want only the PNG (0), twice", want, total)
 	}
-	got := rewriteHTML(html, "ID", atts, map[int][]byte{0: []byte("PNG")})
+	got := preview(html, "ID", atts, map[int][]byte{0: []byte("PNG")})
 	wantHTML := `<img src="data:image/png;base64,UE5H"><img src="data:image/png;base64,UE5H"><a href="/ui/emails/ID/attachments/1"></a>` +
 		`<img src="/ui/emails/ID/attachments/2"><img src="/ui/emails/ID/attachments/3">`
 	if got != wantHTML {
@@ -76,11 +87,89 @@ func TestInlineImages(t *testing.T) {
 	if want, total := inlineImages(html, one); !want[0] || total != maxInlineTotal {
 		t.Errorf("inlineImages of one image 100 times: %v, %d bytes; want it, %d bytes", want, total, maxInlineTotal)
 	}
-	got = rewriteHTML(html, "ID", one, map[int][]byte{0: bytes.Repeat([]byte("x"), 1<<20)})
+	got = preview(html, "ID", one, map[int][]byte{0: bytes.Repeat([]byte("x"), 1<<20)})
 	if n := strings.Count(got, "data:image/png"); n != maxInlineTotal/(1<<20) {
 		t.Errorf("the image is inline %d times, want %d", n, maxInlineTotal/(1<<20))
 	}
 	if n := strings.Count(got, "/ui/emails/ID/attachments/0"); n != 100-maxInlineTotal/(1<<20) {
 		t.Errorf("%d references point at the attachment, want the other %d", n, 100-maxInlineTotal/(1<<20))
 	}
+}
+
+// cidRefPattern is what cidRefs finds, as a regular expression.
+var cidRefPattern = regexp.MustCompile(`(?i)\bcid:[^\s"'()<>\\]+`)
+
+// checkCIDRefs fails t unless cidRefs finds in src what cidRefPattern
+// finds.
+func checkCIDRefs(t *testing.T, src string) {
+	t.Helper()
+	var got [][]int
+	for start, end := range cidRefs(src) {
+		got = append(got, []int{start, end})
+	}
+	if want := cidRefPattern.FindAllStringIndex(src, -1); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("cidRefs(%q) = %v, want %v", src, got, want)
+	}
+}
+
+func TestCIDRefsFindWhatTheExpressionFinds(t *testing.T) {
+	for _, src := range []string{
+		`<img src="cid:logo@shop">`, `CID:X`, `cId:a`, `xcid:a cid:b`, `_cid:a 9cid:b`, `écid:a`, `cid:cid:x`,
+		`cid:"cid:a`, `cid:`, `:cid:a`, `ci:d:a`, `cıd:a`, "cid:\xffé\x80", "cid:a\tcid:b\ncid:c\fcid:d\rcid:e",
+		`url(cid:a)`, `cid:a\b`, `cid:a<b`, `cid:a>b`, `cid:a'b`, `cid:a=b:c`, "\x00cid:a", ``,
+	} {
+		checkCIDRefs(t, src)
+	}
+	// Random strings of the characters that matter.
+	const alphabet = "cCiIdD:_x9 \"'()<>\\\t\xc4\xb1"
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, r.IntN(24))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		checkCIDRefs(t, string(b))
+	}
+}
+
+func FuzzCIDRefs(f *testing.F) {
+	for _, s := range []string{`<img src="cid:logo@shop">`, `xcid:a CID:b`, `cid:"cid:a`, "cid:\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) { checkCIDRefs(t, src) })
+}
+
+// imageBombHTML is the HTML part of the preview image bomb: n bytes of
+// references to one image.
+func imageBombHTML(n int) string { return strings.Repeat(`<img src=cid:img>`, n/17) }
+
+// The preview of the image bomb costs time linear in its HTML.
+func TestPreviewOfImageBombScales(t *testing.T) {
+	str := func(s string) *string { return &s }
+	atts := []store.Attachment{{ContentID: str("<img>"), ContentType: str("image/png"), Size: 96 << 10}}
+	image := bytes.Repeat([]byte{0x89}, 96<<10)
+	scaling.Linear(t, 256<<10, imageBombHTML, func(src string) {
+		src = disarm(src)
+		inlineImages(src, atts)
+		rewriteHTML(io.Discard, src, "01a21dd3-fd6a-749b-8432-17621a72b9af", atts, map[int][]byte{0: image})
+	})
+}
+
+// BenchmarkCIDRefs compares cidRefs with cidRefPattern on 1 MiB of the
+// image bomb's HTML.
+func BenchmarkCIDRefs(b *testing.B) {
+	src := imageBombHTML(1 << 20)
+	b.Run("cidRefs", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			for range cidRefs(src) {
+			}
+		}
+	})
+	b.Run("regexp", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			cidRefPattern.FindAllStringIndex(src, -1)
+		}
+	})
 }

@@ -6,6 +6,9 @@
 //	mailsink-bench [flags]          run one scenario (see -h)
 //	mailsink-bench suite [flags]    run the standard set on each store and
 //	                                write the results into docs/benchmarks.md
+//	mailsink-bench reads [flags]    store hostile messages and read each through
+//	                                every endpoint, eight requests at once, on
+//	                                each store (docs/benchmarks.md)
 //
 // It starts mailsink itself (built once from ./cmd/mailsink, on free
 // loopback ports, with the embedded store in a temporary directory or with
@@ -42,9 +45,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if len(args) > 0 && args[0] == "suite" {
+	switch {
+	case len(args) > 0 && args[0] == "suite":
 		err = suite(ctx, args[1:], stdout, stderr)
-	} else {
+	case len(args) > 0 && args[0] == "reads":
+		err = reads(ctx, args[1:], stdout, stderr)
+	default:
 		err = single(ctx, args, stdout, stderr)
 	}
 	if errors.Is(err, flag.ErrHelp) {

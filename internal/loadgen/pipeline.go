@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"strconv"
@@ -76,8 +77,17 @@ func dialRaw(ctx context.Context, addr string, pipeline bool) (*rawConn, error) 
 }
 
 func (c *rawConn) send(m *Messages, i int, raw []byte) error {
-	c.conn.SetDeadline(time.Now().Add(60 * time.Second))
 	rcpts := m.RecipientsOf(i)
+	to := make([]string, len(rcpts))
+	for j, k := range rcpts {
+		to[j] = m.Recipient(k)
+	}
+	return c.transaction("sender@bench.test", to, raw)
+}
+
+// transaction sends raw from one sender to the recipients.
+func (c *rawConn) transaction(from string, to []string, raw []byte) error {
+	c.conn.SetDeadline(time.Now().Add(60 * time.Second))
 	// Every reply is read even after a failure, so the next transaction
 	// starts in step.
 	var first error
@@ -90,9 +100,9 @@ func (c *rawConn) send(m *Messages, i int, raw []byte) error {
 		}
 		c.replies(&want, &first)
 	}
-	command("MAIL FROM:<sender@bench.test>\r\n", "MAIL")
-	for _, k := range rcpts {
-		command("RCPT TO:<"+m.Recipient(k)+">\r\n", "RCPT")
+	command("MAIL FROM:<"+from+">\r\n", "MAIL")
+	for _, rcpt := range to {
+		command("RCPT TO:<"+rcpt+">\r\n", "RCPT")
 	}
 	command("DATA\r\n", "DATA")
 	c.replies(&want, &first)
@@ -126,6 +136,18 @@ func (c *rawConn) replies(want *[]string, first *error) {
 		}
 	}
 	*want = (*want)[:0]
+}
+
+// auth authenticates with AUTH PLAIN and an API key as the password, so
+// that every recipient of the session lands in that key's account.
+func (c *rawConn) auth(key string) error {
+	c.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c.w.WriteString("AUTH PLAIN " + base64.StdEncoding.EncodeToString([]byte("\x00bench\x00"+key)) + "\r\n")
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	_, _, err := c.expect(235)
+	return err
 }
 
 func (c *rawConn) quit() error {

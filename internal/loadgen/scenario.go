@@ -2,8 +2,10 @@
 // SMTP ingest at a chosen concurrency and message size, then the list API at
 // a chosen store size. It measures on the client side (messages per second,
 // latency percentiles) and, when it knows the server's process id, on the
-// server side (CPU time and RSS from /proc). cmd/mailsink-bench is its
-// command line; `make bench` runs its standard suite.
+// server side (CPU time and RSS from /proc). It also stores hostile
+// messages and reads them through every endpoint (RunReads).
+// cmd/mailsink-bench is its command line; `make bench` runs its standard
+// suite, `make bench-reads` its reads of hostile messages.
 package loadgen
 
 import (
@@ -288,7 +290,14 @@ func (r *Result) Summary() string {
 // samplePeakAnon keeps the server's largest RssAnon in peak until the
 // returned function is called.
 func (r *Runner) samplePeakAnon(peak *int64) (stop func()) {
-	if r.Target.PID == 0 {
+	return samplePeakAnon(r.Target.PID, peak)
+}
+
+// samplePeakAnon keeps the largest RssAnon of process pid (none when pid
+// is 0), sampled every 20 ms, in peak until the returned function is
+// called.
+func samplePeakAnon(pid int, peak *int64) (stop func()) {
+	if pid == 0 {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -298,7 +307,7 @@ func (r *Runner) samplePeakAnon(peak *int64) (stop func()) {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if s, err := ReadProc(r.Target.PID); err == nil {
+			if s, err := ReadProc(pid); err == nil {
 				*peak = max(*peak, s.RSSAnon)
 			}
 			select {

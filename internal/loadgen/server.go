@@ -23,12 +23,16 @@ import (
 // the account the load lands in, and its process id when the load tool may
 // read /proc.
 type Target struct {
-	SMTP    string // host:port
-	HTTP    string // base URL, http://host:port
-	APIKey  string
-	PID     int    // 0 when unknown: server CPU and RSS are not measured
-	PProf   string // base URL of the debug listener, when there is one
-	Backend string // "embedded", "redis" or a peer's name, for reports
+	SMTP   string // host:port
+	HTTP   string // base URL, http://host:port
+	APIKey string
+	// OtherKey, when set, is the API key of a second account, whose
+	// requests the reads benchmark times while it reads hostile messages
+	// in the first.
+	OtherKey string
+	PID      int    // 0 when unknown: server CPU and RSS are not measured
+	PProf    string // base URL of the debug listener, when there is one
+	Backend  string // "embedded", "redis" or a peer's name, for reports
 	// API is the flavour of list API the target serves: APIMailsink or a
 	// peer's (APIInbucket).
 	API string
@@ -62,6 +66,10 @@ type ServerOptions struct {
 	// KeepData keeps the embedded store's data directory when the server
 	// stops, for DataDir and RemoveData.
 	KeepData bool
+	// OtherAccount gives the server a second account (Target.OtherKey),
+	// through an accounts file of two accounts instead of
+	// MAILSINK_API_KEY's one.
+	OtherAccount bool
 }
 
 // Server is a mailsink process started by the load tool, or a peer's
@@ -70,6 +78,7 @@ type Server struct {
 	Target
 	cmd     *exec.Cmd
 	dataDir string
+	confDir string // the accounts file's directory, when there is one
 	redis   *redis.Client
 	prefix  string
 	exited  chan struct{}
@@ -91,11 +100,20 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	env := []string{
 		"MAILSINK_HTTP_ADDR=127.0.0.1:0",
 		"MAILSINK_SMTP_ADDR=127.0.0.1:0",
-		"MAILSINK_API_KEY=" + s.APIKey,
 		"MAILSINK_LOG_LEVEL=warn",
 	}
 	if o.PProf {
 		env = append(env, "MAILSINK_PPROF_ADDR=127.0.0.1:0")
+	}
+	if o.OtherAccount {
+		file, err := s.writeAccounts()
+		if err != nil {
+			s.cleanup()
+			return nil, err
+		}
+		env = append(env, "MAILSINK_ACCOUNTS_FILE="+file)
+	} else {
+		env = append(env, "MAILSINK_API_KEY="+s.APIKey)
 	}
 	if o.RedisURL != "" {
 		opts, err := redis.ParseURL(o.RedisURL)
@@ -174,6 +192,25 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	return s, nil
 }
 
+// writeAccounts writes an accounts file of two accounts, "bench" with
+// s.APIKey and "other" with a new key (s.OtherKey), into a directory of
+// its own, and returns its path.
+func (s *Server) writeAccounts() (string, error) {
+	key, err := randomHex(16)
+	if err != nil {
+		return "", err
+	}
+	s.OtherKey = "other-" + key
+	if s.confDir, err = os.MkdirTemp("", "mailsink-bench-conf-"); err != nil {
+		return "", err
+	}
+	file := filepath.Join(s.confDir, "accounts.yaml")
+	yaml := fmt.Sprintf("accounts:\n"+
+		"  - {slug: bench, name: Load tool, apiKeys: [%q], domains: [bench.test]}\n"+
+		"  - {slug: other, name: Another account, apiKeys: [%q], domains: [other.test]}\n", s.APIKey, s.OtherKey)
+	return file, os.WriteFile(file, []byte(yaml), 0o600)
+}
+
 // launch starts s.cmd with the output pipe its banner is read from, and
 // waits for the process in the background (s.exited).
 func (s *Server) launch(pipe func() (io.ReadCloser, error)) (io.ReadCloser, error) {
@@ -240,6 +277,9 @@ func (s *Server) cleanup() error {
 	var err error
 	if s.dataDir != "" && !s.keepData {
 		err = os.RemoveAll(s.dataDir)
+	}
+	if s.confDir != "" {
+		err = errors.Join(err, os.RemoveAll(s.confDir))
 	}
 	if s.redis != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
