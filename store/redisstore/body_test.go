@@ -61,6 +61,16 @@ func TestBodyForms(t *testing.T) {
 			if typ, err := s.client.Type(ctx, key).Result(); err != nil || typ != tc.form {
 				t.Errorf("%s: the body is a %q (%v), want a %s", tc.name, typ, err, tc.form)
 			}
+			// A large body is read outside the script: the script's answer
+			// names its key and holds none of it.
+			k := s.account(acct)
+			v, err := bodyScript.Run(ctx, s.client, []string{k.records(), k.email(e1.ID)}, k.body(""), e1.ID).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.form == "hash" && (len(v) != 2 || v[0] != "h" || v[1] != key) {
+				t.Errorf("%s: the body script answered %d values, want the hash's key", tc.name, len(v))
+			}
 			if ttl, err := s.client.TTL(ctx, key).Result(); err != nil || ttl != -1 {
 				t.Errorf("%s: TTL of the body = %v, %v; want -1 (none)", tc.name, ttl, err)
 			}

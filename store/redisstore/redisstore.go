@@ -407,7 +407,7 @@ func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Emai
 }
 
 // GetBody returns the body of the email with id in the account, raw source
-// included, read atomically with the email. It returns NotFound like GetEmail
+// included. It returns NotFound like GetEmail
 // and Unavailable when Redis cannot be reached.
 func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
 	k, id := s.account(accountID), store.NormalizeID(id)
@@ -425,13 +425,23 @@ func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body,
 		}
 		return decodeBodyValue(value)
 	}
-	if len(v) != 2 {
+	if len(v) != 2 || v[0] != "h" {
 		return nil, store.Errorf(store.Internal, "body script answered %d values", len(v))
 	}
-	raw, ok1 := v[0].(string)
-	meta, ok2 := v[1].(string)
+	key, ok := v[1].(string)
+	if !ok {
+		return nil, store.Errorf(store.Internal, "body script answered %T", v[1])
+	}
+	// A body is never changed once stored, so reading it apart from the
+	// email's record only risks missing it if it was deleted meanwhile.
+	o, err := s.client.HMGet(ctx, key, "raw", "meta").Result()
+	if err != nil {
+		return nil, classify(err)
+	}
+	raw, ok1 := o[0].(string)
+	meta, ok2 := o[1].(string)
 	if !ok1 || !ok2 {
-		return nil, store.Errorf(store.Internal, "body script answered %T, %T", v[0], v[1])
+		return nil, store.ErrNotFound
 	}
 	return decodeBody(raw, meta)
 }
