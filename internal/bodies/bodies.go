@@ -45,8 +45,9 @@ const (
 // What a read is charged against the budget, per byte of the raw source:
 // loading it (the store's copy and its decompression), and parsing it (the
 // decoded parts, up to three bytes of text for each byte that is not UTF-8,
-// and go-message's buffers). docs/benchmarks.md, "Reads", measures how
-// these compare with what reads of hostile messages really hold.
+// and go-message's buffers). They are estimates: make bench-reads
+// (docs/benchmarks.md) reads hostile messages at the size limit, eight at
+// once, and checks the process's peak RSS.
 const (
 	loadFactor  = 2
 	parseFactor = 5
