@@ -66,18 +66,16 @@ type App struct {
 	ctx context.Context
 	// reloadMu serialises reloads of the accounts file; under it are the
 	// digest of the file's content last read and retention, which is
-	// rebuilt for the new accounts (nil when the store cannot find its
-	// oldest emails, then oldest is nil too).
+	// rebuilt for the new accounts.
 	reloadMu   sync.Mutex
-	oldest     store.Pruner
 	lastDigest [32]byte
 	retention  *retention.Pruner
 	// stopWatch ends the accounts file's watcher, whose end closes
 	// watchDone.
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
-	// webhooks delivers outbound webhooks (nil when the store cannot keep
-	// them); stopWebhooks ends its worker, whose end closes webhooksDone.
+	// webhooks delivers outbound webhooks; stopWebhooks ends its worker,
+	// whose end closes webhooksDone.
 	webhooks     *webhooks.Service
 	stopWebhooks context.CancelFunc
 	webhooksDone chan struct{}
@@ -90,13 +88,9 @@ func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	if err != nil {
 		return nil, err
 	}
-	if g, ok := st.(interface{ Guarantee() string }); ok {
-		// What a 250 means across a failover depends on the settings:
-		// say it where operators look.
-		log.Info("store opened", "store", name, "acknowledged", g.Guarantee())
-	} else {
-		log.Info("store opened", "store", name)
-	}
+	// What a 250 means across a failover depends on the settings: say it
+	// where operators look.
+	log.Info("store opened", "store", name, "acknowledged", st.Info().Guarantee)
 	a, err := StartWithStore(ctx, cfg, st, log)
 	if err != nil {
 		return nil, err
@@ -117,12 +111,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry, cfg.Version)
 	m.PerAccount = cfg.MetricsPerAccount
-	// The optional capabilities are found on the store itself: the
-	// instrumented one has only store.Store and store.Notifier.
-	raw := st
-	if b, ok := st.(metrics.Backend); ok {
-		st = m.InstrumentStore(b, backendName(st))
-	}
+	info := st.Info()
+	st = m.InstrumentStore(st, info.Name)
 	reg := accounts.New(cfg.Accounts)
 	a := &App{cfg: cfg, log: log, store: st, storeName: "the store", metrics: m, accounts: reg, ctx: ctx, cert: cert}
 	var tlsConfig *tls.Config
@@ -130,14 +120,12 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	if cert != nil {
 		tlsConfig, certPEM = cert.TLSConfig(), cert.PEM
 	}
-	stats, _ := raw.(store.Stats)
 	ing := ingest.New(st, time.Now, ingest.Config{
 		Quota: func(accountID string) (int64, int64) {
 			acc, _ := reg.Config(accountID)
 			q := cfg.Quota.For(acc)
 			return q.MaxEmails, q.MaxBytes
 		},
-		Stats:           stats,
 		MaxRecipients:   cfg.SMTP.MaxRecipients,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		ParsePanics:     m.ParsePanics,
@@ -156,25 +144,17 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	if cfg.HTTP.AuthFailuresPerMinute > 0 && !cfg.HTTP.AuthLimitLoopback {
 		log.Info("the wrong-key limit leaves loopback clients alone; behind a proxy on this host set MAILSINK_TRUSTED_PROXIES (or MAILSINK_AUTH_LIMIT_LOOPBACK=true)")
 	}
-	if stats != nil {
-		m.StoredEmails(stats, reg.Accounts, 2*time.Second)
-	}
+	m.StoredEmails(st, reg.Accounts, 2*time.Second)
 
-	// On Redis, dashboard sessions work on every replica.
-	uiSessions, _ := raw.(store.UISessions)
-
-	var inject *faults.Injector
-	if fs, ok := raw.(store.FaultStore); ok {
-		inject = faults.New(fs, faults.Config{
-			MaxDelay: faults.MaxDelay(cfg.SMTP.ReadTimeout),
-			Metrics:  m,
-			Log:      log.With("component", "faults"),
-			// Every SMTP transaction reads its account's rules: on Redis
-			// a round trip, which concurrent transactions share.
-			ShareReads: backendName(raw) == "redis",
-			Local:      backendName(raw) == "embedded",
-		})
-	}
+	inject := faults.New(st, faults.Config{
+		MaxDelay: faults.MaxDelay(cfg.SMTP.ReadTimeout),
+		Metrics:  m,
+		Log:      log.With("component", "faults"),
+		// Every SMTP transaction reads its account's rules: over the
+		// network a round trip, which concurrent transactions share.
+		ShareReads: !info.Local,
+		Local:      info.Local,
+	})
 
 	// Messages and request bodies past their first MiB take turns, SMTP and
 	// HTTP together, so that memory does not grow with the number of
@@ -182,7 +162,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	// the turns, so that it cannot keep everyone else waiting.
 	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 
-	a.webhooks = newWebhooks(cfg, raw, reg, m, registry, log)
+	a.webhooks = newWebhooks(cfg, st, reg, m, registry, log)
 
 	// What SMTP sessions hold of their messages' first MiB, an eighth of
 	// it per client address: four addresses cannot take it all.
@@ -231,7 +211,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		Dashboard: web.New(web.Config{
 			Bodies: reads, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
-			Sessions: uiSessions,
+			Sessions: st,
 		}),
 		Certificate: certPEM,
 		Faults:      inject,
@@ -275,11 +255,8 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			return nil, fmt.Errorf("MAILSINK_HTTPS_ADDR %s: %w", cfg.HTTP.TLSAddr, err)
 		}
 	}
-	if oldest, ok := raw.(store.Pruner); ok {
-		a.oldest = oldest
-		a.retention = retention.New(st, oldest, retentionConfig(cfg, cfg.Accounts, m, log.With("component", "retention")))
-		a.retention.Start(ctx)
-	}
+	a.retention = retention.New(st, retentionConfig(cfg, cfg.Accounts, m, log.With("component", "retention")))
+	a.retention.Start(ctx)
 	a.watchAccounts()
 	attrs := []any{"smtp", a.smtp.Addr().String(), "http", a.http.Addr().String()}
 	if addr := a.SMTPSAddr(); addr != nil {
@@ -320,15 +297,9 @@ func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error
 	return nil, nil
 }
 
-// newWebhooks returns the webhook service when the store keeps webhooks and
-// publishes events, else nil.
-func newWebhooks(cfg *config.Config, raw store.Store, reg *accounts.Registry, m *metrics.Metrics,
+// newWebhooks returns the webhook service.
+func newWebhooks(cfg *config.Config, st store.Store, reg *accounts.Registry, m *metrics.Metrics,
 	registry prometheus.Registerer, log *slog.Logger) *webhooks.Service {
-	ws, ok := raw.(store.WebhookStore)
-	events, ok2 := raw.(store.Notifier)
-	if !ok || !ok2 {
-		return nil
-	}
 	w := cfg.Webhooks
 	s := webhooks.New(webhooks.Config{
 		MaxPerAccount:  w.MaxPerAccount,
@@ -339,7 +310,7 @@ func newWebhooks(cfg *config.Config, raw store.Store, reg *accounts.Registry, m 
 		RetryBase:      w.RetryBase,
 		RetryMax:       w.RetryMax,
 		RetryFor:       w.RetryFor,
-	}, ws, events, reg.ByID, log.With("component", "webhooks"), metrics.NewWebhooks(registry), nil)
+	}, st, st, reg.ByID, log.With("component", "webhooks"), metrics.NewWebhooks(registry), nil)
 	s.SetPrivateTargets(privateTargets(cfg.Accounts))
 	return s
 }
@@ -359,11 +330,6 @@ func privateTargets(accs []config.Account) []string {
 // startWebhooks runs the webhook worker until Shutdown.
 func (a *App) startWebhooks(ctx context.Context) {
 	a.webhooksDone = make(chan struct{})
-	if a.webhooks == nil {
-		close(a.webhooksDone)
-		a.stopWebhooks = func() {}
-		return
-	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWebhooks = cancel
 	go func() {
@@ -426,17 +392,6 @@ func redisHost(rawURL string) string {
 		return "the configured URL"
 	}
 	return u.Host
-}
-
-// backendName is the store label of the metrics.
-func backendName(st store.Store) string {
-	switch st.(type) {
-	case *boltstore.Store:
-		return "embedded"
-	case *redisstore.Store:
-		return "redis"
-	}
-	return "other"
 }
 
 // Metrics returns the app's metrics (tests assert on them).

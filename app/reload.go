@@ -39,16 +39,12 @@ func (a *App) apply(data []byte) error {
 		return a.refuse(err)
 	}
 	a.accounts.Replace(accs)
-	if a.webhooks != nil {
-		a.webhooks.SetPrivateTargets(privateTargets(accs))
-	}
-	if a.retention != nil {
-		// The old rounds stop before the new ones start, so no two run at
-		// once; the shutdown cannot fail on a context without deadline.
-		a.retention.Shutdown(context.Background())
-		a.retention = retention.New(a.store, a.oldest, retentionConfig(a.cfg, accs, a.metrics, a.log.With("component", "retention")))
-		a.retention.Start(a.ctx)
-	}
+	a.webhooks.SetPrivateTargets(privateTargets(accs))
+	// The old rounds stop before the new ones start, so no two run at
+	// once; the shutdown cannot fail on a context without deadline.
+	a.retention.Shutdown(context.Background())
+	a.retention = retention.New(a.store, retentionConfig(a.cfg, accs, a.metrics, a.log.With("component", "retention")))
+	a.retention.Start(a.ctx)
 	a.log.Info("accounts file reloaded", "file", a.cfg.AccountsFile, "accounts", len(accs))
 	return nil
 }

@@ -42,7 +42,7 @@ accounts:
 				c.Retention.Interval = 20 * time.Millisecond
 			})
 			st := env.App.Store()
-			sub := st.(store.Notifier).Subscribe(acme)
+			sub := st.(store.Events).Subscribe(acme)
 			defer sub.Close()
 			now := time.Now()
 			put := func(account string, ago time.Duration) *store.Email {

@@ -1,5 +1,5 @@
 // Package faults applies the fault rules of /v1/faults: it keeps them in a
-// store.FaultStore, the one source of truth that every mailsink process
+// store.Faults, the one source of truth that every mailsink process
 // sharing the store reads, and decides which rule, if any, an SMTP
 // transaction meets at each stage (the README, "Fault injection").
 //
@@ -80,7 +80,7 @@ type Config struct {
 
 // Injector keeps fault rules and decides which one a transaction meets.
 type Injector struct {
-	store store.FaultStore
+	store store.Faults
 	cfg   Config
 	// reads shares the store reads of Rules among an account's concurrent
 	// transactions (readRules), one Batcher per account, so that a slow
@@ -104,7 +104,7 @@ type rulesRead struct {
 const maxReadBatch = 64
 
 // New returns an Injector over fs.
-func New(fs store.FaultStore, cfg Config) *Injector {
+func New(fs store.Faults, cfg Config) *Injector {
 	if cfg.MaxDelay <= 0 {
 		cfg.MaxDelay = MaxDelay(0)
 	}

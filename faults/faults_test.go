@@ -117,9 +117,13 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// countingFaults counts the reads of a FaultStore.
+// faultStore names the embedded store in the wrappers below (store.Faults
+// would clash with its method Faults).
+type faultStore = store.Faults
+
+// countingFaults counts the reads of a store.Faults.
 type countingFaults struct {
-	store.FaultStore
+	faultStore
 	mu    sync.Mutex
 	reads map[string]int
 }
@@ -128,7 +132,7 @@ func (c *countingFaults) Faults(ctx context.Context, accountID string) ([]*store
 	c.mu.Lock()
 	c.reads[accountID]++
 	c.mu.Unlock()
-	return c.FaultStore.Faults(ctx, accountID)
+	return c.faultStore.Faults(ctx, accountID)
 }
 
 // A batch of Rules calls for one account reads its rules once, and
@@ -137,7 +141,7 @@ func TestReadRulesOncePerBatch(t *testing.T) {
 	t.Parallel()
 	bs := openStore(t)
 	ctx := context.Background()
-	fs := &countingFaults{FaultStore: bs, reads: map[string]int{}}
+	fs := &countingFaults{faultStore: bs, reads: map[string]int{}}
 	in := New(fs, Config{ShareReads: true})
 	for _, acc := range []string{"acc-a", "acc-b"} {
 		r := &store.FaultRule{Stage: store.FaultMail, Reply: &store.FaultReply{Code: 451, Text: acc}}
@@ -174,7 +178,7 @@ func TestReadRulesOncePerBatch(t *testing.T) {
 
 // blockingFaults blocks the reads of one account until released.
 type blockingFaults struct {
-	store.FaultStore
+	faultStore
 	slow    string
 	started chan struct{} // closed when the slow account's read begins
 	release chan struct{}
@@ -185,7 +189,7 @@ func (b *blockingFaults) Faults(ctx context.Context, accountID string) ([]*store
 		close(b.started)
 		<-b.release
 	}
-	return b.FaultStore.Faults(ctx, accountID)
+	return b.faultStore.Faults(ctx, accountID)
 }
 
 // A read of one account that hangs (its Redis shard failing over) does not
@@ -194,7 +198,7 @@ func TestSlowAccountHoldsNoOther(t *testing.T) {
 	t.Parallel()
 	bs := openStore(t)
 	ctx := context.Background()
-	fs := &blockingFaults{FaultStore: bs, slow: "slow", started: make(chan struct{}), release: make(chan struct{})}
+	fs := &blockingFaults{faultStore: bs, slow: "slow", started: make(chan struct{}), release: make(chan struct{})}
 	in := New(fs, Config{ShareReads: true})
 	r := &store.FaultRule{Stage: store.FaultMail, Reply: &store.FaultReply{Code: 451, Text: "fast"}}
 	if err := in.Create(ctx, "fast", r, 0); err != nil {

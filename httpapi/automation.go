@@ -73,10 +73,7 @@ func (h *heldRequests) InUse() int {
 // query at the deadline). It reports false when it has already answered
 // with an error.
 func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.ListQuery, wait time.Duration) ([]*store.Email, bool) {
-	n, ok := a.store.(store.Notifier)
-	if !ok {
-		return a.list(w, r, q)
-	}
+	n := a.store
 	a.held.waiting.Add(1)
 	defer a.held.waiting.Add(-1)
 	if !a.held.acquire(q.AccountID) {
@@ -197,11 +194,7 @@ func (a *API) query(r *http.Request, q store.ListQuery) ([]*store.Email, error) 
 // or the lastEventId query parameter for clients that cannot set headers)
 // replays the kept events after it first.
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
-	n, ok := a.store.(store.Notifier)
-	if !ok {
-		writeMessage(w, http.StatusNotImplemented, "this store does not publish events")
-		return
-	}
+	n := a.store
 	acc := accountOf(r)
 	lastID := r.Header.Get("Last-Event-ID")
 	if lastID == "" {

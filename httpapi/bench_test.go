@@ -56,7 +56,7 @@ func BenchmarkListByRecipient(b *testing.B) {
 	}
 	defer st.Close()
 	for _, e := range benchPage("acc-bench") {
-		if err := st.CreateEmails(context.Background(), &store.Body{Raw: []byte("x"), Headers: map[string]string{}, Attachments: []store.Attachment{}}, []*store.Email{e}); err != nil {
+		if err := st.CreateEmails(context.Background(), &store.Body{Raw: []byte("x")}, []*store.Email{e}); err != nil {
 			b.Fatal(err)
 		}
 	}

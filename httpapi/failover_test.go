@@ -16,7 +16,6 @@ import (
 // store does during a Redis failover, and is the embedded store otherwise.
 type flakyStore struct {
 	store.Store
-	store.Notifier
 	failures atomic.Int32
 }
 
@@ -37,7 +36,7 @@ func TestWaitRidesThroughUnavailableStore(t *testing.T) {
 	var flaky *flakyStore
 	b := testenv.Backend{Name: "flaky", Open: func(t *testing.T) store.Store {
 		st := testenv.OpenBolt(t)
-		flaky = &flakyStore{Store: st, Notifier: st.(store.Notifier)}
+		flaky = &flakyStore{Store: st}
 		flaky.failures.Store(2)
 		return flaky
 	}}

@@ -22,50 +22,8 @@ type (
 	emailJSON = apijson.Email
 )
 
-// detailJSON is the API's email detail (OpenAPI: EmailDetail): the summary plus body.
-type detailJSON struct {
-	emailJSON
-	Body *bodyJSON `json:"body"`
-}
-
-type bodyJSON struct {
-	Raw         string            `json:"raw"`
-	Text        *string           `json:"text"`
-	HTML        *string           `json:"html"`
-	Headers     map[string]string `json:"headers"`
-	Attachments []attachmentJSON  `json:"attachments"`
-}
-
-type attachmentJSON struct {
-	ContentID   *string `json:"contentId"`
-	ContentType *string `json:"contentType"`
-	Disposition *string `json:"disposition"`
-	Filename    *string `json:"filename"`
-	Size        int64   `json:"size"`
-}
-
 func (a *API) emailJSON(e *store.Email) emailJSON {
 	return apijson.NewEmail(e, a.accounts.ByID(e.AccountID))
-}
-
-func bodyToJSON(b *store.Body) *bodyJSON {
-	if b == nil {
-		return nil
-	}
-	out := &bodyJSON{
-		Raw:         string(b.Raw),
-		Text:        b.Text,
-		HTML:        b.HTML,
-		Headers:     b.Headers,
-		Attachments: make([]attachmentJSON, len(b.Attachments)),
-	}
-	if out.Headers == nil {
-		out.Headers = map[string]string{}
-	}
-	for i, at := range b.Attachments {
-		out.Attachments[i] = attachmentJSON(at)
-	}
-	return out
 }
 
 // The email summaries of list, create, update and inbound answers are

@@ -57,13 +57,9 @@ func (a *API) inboundMailgun(w http.ResponseWriter, r *http.Request) {
 // long as idempotency keys are kept (longer than inbound.MailgunMaxAge),
 // and refuses a token seen with other content.
 func (a *API) guardToken(r *http.Request, acc *store.Account, d *inbound.Delivery) error {
-	idem, ok := a.store.(store.Idempotency)
-	if !ok {
-		return nil
-	}
 	ctx, cancel := a.storeContext(r)
 	defer cancel()
-	got, fresh, err := idem.Reserve(ctx, acc.ID, "mailgun-token:"+strings.TrimPrefix(d.ID, "mailgun:"),
+	got, fresh, err := a.store.Reserve(ctx, acc.ID, "mailgun-token:"+strings.TrimPrefix(d.ID, "mailgun:"),
 		store.Reservation{Digest: d.Digest()}, store.IdempotencyTTL)
 	if err != nil {
 		return err

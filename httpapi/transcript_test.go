@@ -174,7 +174,7 @@ func TestTranscriptStoredWithCredentials(t *testing.T) {
 		raw := []byte("Subject: stored earlier\r\n\r\nhi there\r\n")
 		old := &store.Email{ID: store.NewID(), AccountID: account, Sender: "app@example.com", Recipient: "old@acme.test",
 			Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)), ReceivedAt: now, CreatedAt: now, UpdatedAt: now}
-		body := &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true,
+		body := &store.Body{Raw: raw,
 			Transcript: &store.Transcript{ClientAddress: "192.0.2.7:41000", Helo: "app.example", AuthMechanism: "LOGIN", AuthIdentity: acme,
 				Mail: store.TranscriptCommand{Address: "app@example.com", Params: []string{"SIZE=40", "AUTH=<" + globex + "@globex.test>"},
 					Reply: "250 2.0.0 Roger, accepting mail from <app@example.com>"},

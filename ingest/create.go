@@ -68,21 +68,23 @@ func (s *Service) Create(ctx context.Context, in NewEmail) (*store.Email, error)
 		body *store.Body
 	)
 	if in.Text == nil && in.HTML == nil && in.Headers == nil {
-		msg, body = s.parse(s.parseSummary, raw), unparsedBody(raw)
+		msg, body = s.parse(s.parseSummary, raw), &store.Body{Raw: raw}
 	} else {
+		// The request gives some of the parts: they are stored as given,
+		// the others parsed from the raw now.
 		msg = s.parse(s.parseRaw, raw)
-		body = storeBody(&msg.Body)
+		body = &store.Body{Raw: raw, Given: storeParts(&msg.Body)}
 	}
 	if in.Text != nil {
-		body.Text = in.Text.Value
+		body.Given.Text = in.Text.Value
 	}
 	if in.HTML != nil {
-		body.HTML = in.HTML.Value
+		body.Given.HTML = in.HTML.Value
 	}
 	if in.Headers != nil {
-		body.Headers = make(map[string]string, len(in.Headers))
+		body.Given.Headers = make(map[string]string, len(in.Headers))
 		for k, v := range in.Headers {
-			body.Headers[strings.ToLower(k)] = v
+			body.Given.Headers[strings.ToLower(k)] = v
 		}
 	}
 	e.Subject = msg.Subject

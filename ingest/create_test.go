@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"testing"
 
+	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/mailparse"
 	"github.com/mailsink/mailsink/store"
 )
@@ -33,13 +35,12 @@ var attachmentMessage = message(
 	"--b--")
 
 // wantParsed checks that got is what parsing raw gives.
-func wantParsed(t *testing.T, got *store.Body, raw []byte) {
+func wantParsed(t *testing.T, got *bodies.Body, raw []byte) {
 	t.Helper()
 	msg, _ := mailparse.Parse(raw)
-	want := storeBody(&msg.Body)
-	got.Transcript, want.Transcript = nil, nil
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("body %+v\nwant %+v", got, want)
+	have := &store.Parts{Text: got.Text, HTML: got.HTML, Headers: got.Headers, Attachments: got.Attachments}
+	if want := storeParts(&msg.Body); !reflect.DeepEqual(have, want) {
+		t.Errorf("body %+v\nwant %+v", have, want)
 	}
 }
 
@@ -56,12 +57,12 @@ func TestDeliverStoresUnparsed(t *testing.T) {
 	if deref(got[0].Subject) != "café" {
 		t.Errorf("subject %q: the header parse must give the summary", deref(got[0].Subject))
 	}
-	stored, err := st.(parsedStore).Store.GetBody(ctx, acme.ID, got[0].ID)
+	stored, err := st.Store.GetBody(ctx, acme.ID, got[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stored.Unparsed || stored.Text != nil || stored.HTML != nil || len(stored.Headers) != 0 || len(stored.Attachments) != 0 {
-		t.Errorf("stored body %+v: want the raw alone, marked unparsed", stored)
+	if stored.Given != nil || !bytes.Equal(stored.Raw, attachmentMessage) {
+		t.Errorf("stored body %+v: want the raw alone", stored)
 	}
 	read, err := st.GetBody(ctx, acme.ID, got[0].ID)
 	if err != nil {
@@ -92,12 +93,12 @@ func TestCreateStoresGivenFieldsParsed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		raw, err := st.(parsedStore).Store.GetBody(ctx, acme.ID, e.ID)
+		raw, err := st.Store.GetBody(ctx, acme.ID, e.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if raw.Unparsed != tt.unparsed {
-			t.Errorf("%s: stored unparsed %v, want %v", tt.name, raw.Unparsed, tt.unparsed)
+		if unparsed := raw.Given == nil; unparsed != tt.unparsed {
+			t.Errorf("%s: stored without given parts %v, want %v", tt.name, unparsed, tt.unparsed)
 		}
 		got, err := st.GetBody(ctx, acme.ID, e.ID)
 		if err != nil {

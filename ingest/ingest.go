@@ -17,9 +17,20 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
+// Store is what ingest needs of the store: to write emails, to read and
+// undo them after a failure, idempotency keys, and each account's totals
+// for its quota.
+type Store interface {
+	CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) error
+	GetEmail(ctx context.Context, accountID, id string) (*store.Email, error)
+	DeleteEmail(ctx context.Context, accountID, id string) error
+	store.Idempotency
+	store.Stats
+}
+
 // Service stores inbound messages.
 type Service struct {
-	store store.Store
+	store Store
 	now   func() time.Time
 	cfg   Config
 	// parseRaw is mailparse.Parse, parseHeader mailparse.ParseHeader and
@@ -41,11 +52,10 @@ type Config struct {
 	// request without raw (0: no limit).
 	MaxMessageBytes int64
 	// Quota, when not nil, returns the most emails and raw bytes an account
-	// may store (0: no bound); Stats, which must then be set, tells what it
-	// stores. A delivery that would pass its account's quota is refused
-	// with QuotaExceeded and stores nothing for that account.
+	// may store (0: no bound); the store's totals tell what it stores. A
+	// delivery that would pass its account's quota is refused with
+	// QuotaExceeded and stores nothing for that account.
 	Quota func(accountID string) (maxEmails, maxBytes int64)
-	Stats store.Stats
 	// ParsePanics counts messages whose parsing panicked; nil counts
 	// nothing.
 	ParsePanics prometheus.Counter
@@ -54,7 +64,7 @@ type Config struct {
 }
 
 // New returns a Service that stores into s and reads the time from now.
-func New(s store.Store, now func() time.Time, cfg Config) *Service {
+func New(s Store, now func() time.Time, cfg Config) *Service {
 	return &Service{store: s, now: now, cfg: cfg, parseRaw: mailparse.Parse, parseHeader: mailparse.ParseHeader, parseSummary: mailparse.ParseSummary}
 }
 
@@ -93,8 +103,8 @@ type Recipient struct {
 }
 
 // Deliver parses raw's header and stores one email per recipient, all
-// sharing one body that holds raw unparsed (store.Body.Unparsed: Bodies
-// parses it when it is first read); the recipients of one account are
+// sharing one body that holds raw as it is (package bodies parses it when
+// it is first read); the recipients of one account are
 // stored in one atomic step, and when a later account's step fails the
 // earlier ones are undone, so that a failed delivery stores nothing (unless
 // it has an idempotency key, which lets its retry find what was stored). It
@@ -129,7 +139,7 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 		return nil, store.Errorf(store.Invalid, "no valid sender address: the envelope sender and the From header are empty or invalid")
 	}
 	now := s.timestamp()
-	body := unparsedBody(raw)
+	body := &store.Body{Raw: raw}
 
 	out := make([]*store.Email, len(rcpts))
 	for i, r := range rcpts {
@@ -241,28 +251,16 @@ func panicked(counter prometheus.Counter, log *slog.Logger, size int, outcome st
 	}
 }
 
-// unparsedBody is the body of raw stored without parsing it.
-func unparsedBody(raw []byte) *store.Body {
-	return &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true}
-}
-
-// storeBody converts a parsed body into the store's form.
-func storeBody(b *mailparse.Body) *store.Body {
-	out := &store.Body{
-		Raw:         b.Raw,
+// storeParts converts a parsed body into the parts a store keeps.
+func storeParts(b *mailparse.Body) *store.Parts {
+	out := &store.Parts{
 		Text:        b.Text,
 		HTML:        b.HTML,
 		Headers:     b.Headers,
 		Attachments: make([]store.Attachment, len(b.Attachments)),
 	}
 	for i, a := range b.Attachments {
-		out.Attachments[i] = store.Attachment{
-			ContentID:   a.ContentID,
-			ContentType: a.ContentType,
-			Disposition: a.Disposition,
-			Filename:    a.Filename,
-			Size:        a.Size,
-		}
+		out.Attachments[i] = store.Attachment(a)
 	}
 	return out
 }

@@ -31,7 +31,7 @@ var (
 
 // newService returns a Service on a fresh embedded store whose clock reads
 // now, and the store as readers see it (through package bodies).
-func newService(t *testing.T, cfg Config) (*Service, store.Store) {
+func newService(t *testing.T, cfg Config) (*Service, parsedStore) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
 	if err != nil {
@@ -41,22 +41,22 @@ func newService(t *testing.T, cfg Config) (*Service, store.Store) {
 	return New(st, func() time.Time { return now }, cfg), parsedStore{st, bodies.New(st, bodies.Config{})}
 }
 
-// parsedStore is a store whose GetBody returns bodies parsed, as readers
-// see them through package bodies.
+// parsedStore is a store whose GetBody returns bodies as readers see them
+// through package bodies.
 type parsedStore struct {
 	store.Store
 	reads *bodies.Service
 }
 
-func (p parsedStore) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
+func (p parsedStore) GetBody(ctx context.Context, accountID, id string) (*bodies.Body, error) {
 	r, err := p.reads.Parsed(ctx, accountID, id)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	b := r.Body
-	return &store.Body{Raw: b.Raw, Text: b.Text, HTML: b.HTML, Headers: maps.Clone(b.Headers),
-		Attachments: slices.Clone(b.Attachments), Transcript: b.Transcript}, nil
+	b := *r.Body
+	b.Headers, b.Attachments = maps.Clone(b.Headers), slices.Clone(b.Attachments)
+	return &b, nil
 }
 
 // message joins header and body lines into a CRLF message.
@@ -76,7 +76,9 @@ func wantCode(t *testing.T, err error, code store.Code) {
 }
 
 // stored returns the emails of an account, oldest first.
-func stored(t *testing.T, st store.Store, acc *store.Account) []*store.Email {
+func stored(t *testing.T, st interface {
+	ListEmails(context.Context, store.ListQuery) ([]*store.Email, error)
+}, acc *store.Account) []*store.Email {
 	t.Helper()
 	list, err := st.ListEmails(context.Background(), store.ListQuery{AccountID: acc.ID, Limit: 100})
 	if err != nil {

@@ -37,17 +37,16 @@ const (
 // reserve gives emails (all of one account) the ids reserved under key:
 // their own when the key is new, else those of the first request with the
 // key. A key first used for a request with another digest is a Conflict.
-// Without a key, or on a store that keeps none, it does nothing.
+// Without a key it does nothing.
 func (s *Service) reserve(ctx context.Context, key, digest string, emails []*store.Email) (claim, error) {
-	idem, ok := s.store.(store.Idempotency)
-	if key == "" || !ok {
+	if key == "" {
 		return fresh, nil
 	}
 	ids := make([]string, len(emails))
 	for i, e := range emails {
 		ids[i] = e.ID
 	}
-	got, isNew, err := idem.Reserve(ctx, emails[0].AccountID, key, store.Reservation{Digest: digest, IDs: ids}, store.IdempotencyTTL)
+	got, isNew, err := s.store.Reserve(ctx, emails[0].AccountID, key, store.Reservation{Digest: digest, IDs: ids}, store.IdempotencyTTL)
 	if err != nil {
 		return fresh, err
 	}
@@ -131,11 +130,10 @@ func (s *Service) create(ctx context.Context, caller, key string, c claim, body 
 // only means that a repeat stores them again if they were deleted meanwhile;
 // it is logged, not answered.
 func (s *Service) settle(ctx context.Context, key, accountID string) {
-	idem, ok := s.store.(store.Idempotency)
-	if key == "" || !ok {
+	if key == "" {
 		return
 	}
-	if err := idem.Settle(ctx, accountID, key); err != nil && s.cfg.Log != nil {
+	if err := s.store.Settle(ctx, accountID, key); err != nil && s.cfg.Log != nil {
 		s.cfg.Log.Warn("could not mark an idempotency key as stored", "account", accountID, "err", err)
 	}
 }
@@ -144,13 +142,9 @@ func (s *Service) settle(ctx context.Context, key, accountID string) {
 // its own (the request's may be what ended). When it fails too, the retry
 // finds the old ids, fails, and releases them then.
 func (s *Service) release(key, accountID string) {
-	idem, ok := s.store.(store.Idempotency)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	if err := idem.Release(ctx, accountID, key); err != nil && s.cfg.Log != nil {
+	if err := s.store.Release(ctx, accountID, key); err != nil && s.cfg.Log != nil {
 		s.cfg.Log.Warn("could not release an idempotency key after a failed write", "account", accountID, "err", err)
 	}
 }

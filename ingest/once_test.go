@@ -250,7 +250,7 @@ func TestIdempotencyEdges(t *testing.T) {
 
 	t.Run("retry of a request over the quota", func(t *testing.T) {
 		st := newStore(t)
-		svc := New(st, func() time.Time { return now }, Config{Stats: st, Quota: func(string) (int64, int64) { return 1, 0 }})
+		svc := New(st, func() time.Time { return now }, Config{Quota: func(string) (int64, int64) { return 1, 0 }})
 		other := in
 		other.IdempotencyKey = ""
 		if _, err := svc.Create(context.Background(), other); err != nil {

@@ -17,7 +17,7 @@ var errQuotaElsewhere = store.Errorf(store.QuotaExceeded, "a recipient's account
 // only to the account itself (caller, the API key's account; "" for none):
 // anyone else learns only that the quota is used up.
 func (s *Service) checkQuota(ctx context.Context, caller string, emails []*store.Email) error {
-	if s.cfg.Quota == nil || s.cfg.Stats == nil {
+	if s.cfg.Quota == nil {
 		return nil
 	}
 	account := emails[0].AccountID
@@ -25,7 +25,7 @@ func (s *Service) checkQuota(ctx context.Context, caller string, emails []*store
 	if maxEmails <= 0 && maxBytes <= 0 {
 		return nil
 	}
-	n, b, err := s.cfg.Stats.AccountStats(ctx, account)
+	n, b, err := s.store.AccountStats(ctx, account)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (s *Service) checkQuota(ctx context.Context, caller string, emails []*store
 
 // HasQuota reports whether the account's storage is bounded.
 func (s *Service) HasQuota(account string) bool {
-	if s.cfg.Quota == nil || s.cfg.Stats == nil {
+	if s.cfg.Quota == nil {
 		return false
 	}
 	maxEmails, maxBytes := s.cfg.Quota(account)
@@ -63,14 +63,14 @@ func (s *Service) HasQuota(account string) bool {
 // account's totals cannot be read (the message's own check decides then).
 // caller is as for checkQuota.
 func (s *Service) QuotaRoom(ctx context.Context, caller, account string, pending int, size int64) error {
-	if s.cfg.Quota == nil || s.cfg.Stats == nil {
+	if s.cfg.Quota == nil {
 		return nil
 	}
 	maxEmails, maxBytes := s.cfg.Quota(account)
 	if maxEmails <= 0 && maxBytes <= 0 {
 		return nil
 	}
-	n, b, err := s.cfg.Stats.AccountStats(ctx, account)
+	n, b, err := s.store.AccountStats(ctx, account)
 	if err != nil {
 		return nil
 	}

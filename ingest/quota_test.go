@@ -24,7 +24,7 @@ func TestQuotaRoomCountsTheMessagesRecipients(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	const maxEmails, maxBytes = 5, 10_000
-	svc := New(st, func() time.Time { return now }, Config{Stats: st, Quota: func(string) (int64, int64) { return maxEmails, maxBytes }})
+	svc := New(st, func() time.Time { return now }, Config{Quota: func(string) (int64, int64) { return maxEmails, maxBytes }})
 	for i := range 3 {
 		raw := message("From: a@example.com", "Subject: fill", "", strings.Repeat("x", 900))
 		if _, err := svc.Deliver(context.Background(), raw, Envelope{Sender: "a@example.com", Recipients: []Recipient{rcpt(fmt.Sprintf("f%d@acme.test", i), acme)}}); err != nil {

@@ -227,33 +227,25 @@ func statusText(code int) string {
 	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
 }
 
-// Backend is what Store decorates: every mailsink store publishes events.
-type Backend interface {
-	store.Store
-	store.Notifier
-}
-
-// Store times each operation of a backend into StoreDuration, and tells
-// Writes how its writes end.
+// Store times the email and idempotency operations of a store into
+// StoreDuration, and tells Writes how its writes end. It is the whole
+// store contract: the roles it does not time are the embedded store's own.
 type Store struct {
-	Backend
+	store.Store
 	name   string
 	hist   *prometheus.HistogramVec
 	writes *Writes
 }
 
-var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-)
+var _ store.Store = (*Store)(nil)
 
-// InstrumentStore returns b timed under the backend label name; with a nil
-// m it returns b itself.
-func (m *Metrics) InstrumentStore(b Backend, name string) Backend {
+// InstrumentStore returns st timed under the backend label name; with a nil
+// m it returns st itself.
+func (m *Metrics) InstrumentStore(st store.Store, name string) store.Store {
 	if m == nil {
-		return b
+		return st
 	}
-	return &Store{Backend: b, name: name, hist: m.StoreDuration, writes: m.Writes}
+	return &Store{Store: st, name: name, hist: m.StoreDuration, writes: m.Writes}
 }
 
 func (s *Store) observe(op string, start time.Time, err error) {
@@ -272,78 +264,65 @@ func (s *Store) observe(op string, start time.Time, err error) {
 // CreateEmails implements store.Store.
 func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*store.Email) (err error) {
 	defer func(start time.Time) { s.observe("create", start, err) }(time.Now())
-	return s.Backend.CreateEmails(ctx, body, emails)
+	return s.Store.CreateEmails(ctx, body, emails)
 }
 
 // GetEmail implements store.Store.
 func (s *Store) GetEmail(ctx context.Context, accountID, id string) (e *store.Email, err error) {
 	defer func(start time.Time) { s.observe("get", start, err) }(time.Now())
-	return s.Backend.GetEmail(ctx, accountID, id)
+	return s.Store.GetEmail(ctx, accountID, id)
 }
 
 // GetBody implements store.Store.
 func (s *Store) GetBody(ctx context.Context, accountID, id string) (b *store.Body, err error) {
 	defer func(start time.Time) { s.observe("get_body", start, err) }(time.Now())
-	return s.Backend.GetBody(ctx, accountID, id)
+	return s.Store.GetBody(ctx, accountID, id)
 }
 
 // ListEmails implements store.Store.
 func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) (out []*store.Email, err error) {
 	defer func(start time.Time) { s.observe("list", start, err) }(time.Now())
-	return s.Backend.ListEmails(ctx, q)
+	return s.Store.ListEmails(ctx, q)
 }
 
 // CountEmails implements store.Store.
 func (s *Store) CountEmails(ctx context.Context, q store.ListQuery) (n int64, err error) {
 	defer func(start time.Time) { s.observe("count", start, err) }(time.Now())
-	return s.Backend.CountEmails(ctx, q)
+	return s.Store.CountEmails(ctx, q)
 }
 
 // UpdateEmail implements store.Store.
 func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.Update) (e *store.Email, err error) {
 	defer func(start time.Time) { s.observe("update", start, err) }(time.Now())
-	return s.Backend.UpdateEmail(ctx, accountID, id, u)
+	return s.Store.UpdateEmail(ctx, accountID, id, u)
 }
 
 // DeleteEmail implements store.Store.
 func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) (err error) {
 	defer func(start time.Time) { s.observe("delete", start, err) }(time.Now())
-	return s.Backend.DeleteEmail(ctx, accountID, id)
+	return s.Store.DeleteEmail(ctx, accountID, id)
 }
 
 // Ping implements store.Store.
 func (s *Store) Ping(ctx context.Context) (err error) {
 	defer func(start time.Time) { s.observe("ping", start, err) }(time.Now())
-	return s.Backend.Ping(ctx)
+	return s.Store.Ping(ctx)
 }
 
-// Reserve implements store.Idempotency by passing the call to the backend;
-// a backend that keeps no keys remembers nothing, so every key is fresh.
+// Reserve implements store.Idempotency.
 func (s *Store) Reserve(ctx context.Context, accountID, key string, r store.Reservation, ttl time.Duration) (got store.Reservation, fresh bool, err error) {
-	idem, ok := s.Backend.(store.Idempotency)
-	if !ok {
-		return r, true, nil
-	}
 	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
-	return idem.Reserve(ctx, accountID, key, r, ttl)
+	return s.Store.Reserve(ctx, accountID, key, r, ttl)
 }
 
-// Release implements store.Idempotency by passing the call to the backend.
+// Release implements store.Idempotency.
 func (s *Store) Release(ctx context.Context, accountID, key string) (err error) {
-	idem, ok := s.Backend.(store.Idempotency)
-	if !ok {
-		return nil
-	}
 	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
-	return idem.Release(ctx, accountID, key)
+	return s.Store.Release(ctx, accountID, key)
 }
 
-// Settle implements store.Idempotency by passing the call to the backend.
+// Settle implements store.Idempotency.
 func (s *Store) Settle(ctx context.Context, accountID, key string) (err error) {
-	idem, ok := s.Backend.(store.Idempotency)
-	if !ok {
-		return nil
-	}
 	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
-	return idem.Settle(ctx, accountID, key)
+	return s.Store.Settle(ctx, accountID, key)
 }

@@ -75,8 +75,7 @@ type Config struct {
 // Pruner deletes emails as its accounts' retention says. Round runs one
 // round; Start runs rounds in the background until Shutdown.
 type Pruner struct {
-	st          store.Store
-	oldest      store.Pruner
+	st          Store
 	accounts    []Account
 	grace       time.Duration
 	interval    time.Duration
@@ -90,12 +89,18 @@ type Pruner struct {
 	done   chan struct{}
 }
 
-// New returns a Pruner that finds emails with oldest and deletes them
-// through st: usually the same store, st possibly behind a decorator.
-func New(st store.Store, oldest store.Pruner, cfg Config) *Pruner {
+// Store is what retention needs of the store: an account's oldest emails,
+// and deleting them.
+type Store interface {
+	store.Pruner
+	DeleteEmail(ctx context.Context, accountID, id string) error
+}
+
+// New returns a Pruner that finds the emails to delete in st and deletes
+// them there.
+func New(st Store, cfg Config) *Pruner {
 	p := &Pruner{
 		st:          st,
-		oldest:      oldest,
 		grace:       max(cfg.Grace, 0),
 		interval:    cfg.Interval,
 		batch:       cfg.Batch,
@@ -233,7 +238,7 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 	age:
 		for budget > 0 && skipped < maxSkipped {
 			limit := min(p.batch, budget)
-			batch, err := p.oldest.OldestEmails(ctx, a.ID, 0, skipped, limit)
+			batch, err := p.st.OldestEmails(ctx, a.ID, 0, skipped, limit)
 			if err != nil {
 				r.err = err
 				return r
@@ -268,7 +273,7 @@ func (p *Pruner) pruneAccount(ctx context.Context, a Account) accountResult {
 		var skipped int64
 		for budget > 0 && skipped < maxSkipped {
 			limit := min(p.batch, budget)
-			batch, err := p.oldest.OldestEmails(ctx, a.ID, a.MaxEmails, skipped, limit)
+			batch, err := p.st.OldestEmails(ctx, a.ID, a.MaxEmails, skipped, limit)
 			if err != nil {
 				r.err = err
 				return r

@@ -42,26 +42,16 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// backend is a store with the capabilities retention needs.
-type backend interface {
-	store.Store
-	store.Pruner
-}
-
 // eachBackend runs fn on a fresh embedded store, and on a fresh Redis store
 // when Redis answers.
-func eachBackend(t *testing.T, fn func(t *testing.T, st backend)) {
+func eachBackend(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	t.Helper()
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			st := b.Open(t)
 			t.Cleanup(func() { st.Close() })
-			bs, ok := st.(backend)
-			if !ok {
-				t.Fatalf("%T does not implement store.Pruner", st)
-			}
-			fn(t, bs)
+			fn(t, st)
 		})
 	}
 }
@@ -82,7 +72,7 @@ func put(t *testing.T, st store.Store, accountID string, ago, storedAgo time.Dur
 }
 
 // remaining returns the ids of the account's emails, oldest first.
-func remaining(t *testing.T, st backend, accountID string) []string {
+func remaining(t *testing.T, st store.Store, accountID string) []string {
 	t.Helper()
 	es, err := st.OldestEmails(context.Background(), accountID, 0, 0, 100)
 	if err != nil {
@@ -117,7 +107,7 @@ const day = 24 * time.Hour
 // it was stored, and accounts without a rule are left alone.
 func TestAgeRule(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, st backend) {
+	eachBackend(t, func(t *testing.T, st store.Store) {
 		old1 := put(t, st, "acme", 10*day, 10*day)
 		old2 := put(t, st, "acme", 8*day, 8*day)
 		fresh := put(t, st, "acme", day, day)
@@ -127,7 +117,7 @@ func TestAgeRule(t *testing.T) {
 		m := metrics.New(reg, "test")
 		m.PerAccount = true
 		clk := newClock()
-		p := retention.New(st, st, retention.Config{
+		p := retention.New(st, retention.Config{
 			Accounts: []retention.Account{
 				{ID: "acme", Slug: "acme-slug", MaxAge: 7 * day},
 				{ID: "globex", Slug: "globex"},
@@ -168,7 +158,7 @@ func TestAgeRule(t *testing.T) {
 // those inside the grace period, which go once it is over.
 func TestCountRule(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, st backend) {
+	eachBackend(t, func(t *testing.T, st store.Store) {
 		var old []*store.Email
 		for i := range 4 {
 			old = append(old, put(t, st, "acme", time.Hour-time.Duration(i)*time.Minute, time.Hour))
@@ -179,7 +169,7 @@ func TestCountRule(t *testing.T) {
 		m := metrics.New(reg, "test")
 		m.PerAccount = true
 		clk := newClock()
-		p := retention.New(st, st, retention.Config{
+		p := retention.New(st, retention.Config{
 			Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxEmails: 1}},
 			Grace:    5 * time.Minute,
 			Now:      clk.Now,
@@ -208,13 +198,13 @@ func TestCountRule(t *testing.T) {
 // TestBothRules checks an account with both rules: age first, then count.
 func TestBothRules(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, st backend) {
+	eachBackend(t, func(t *testing.T, st store.Store) {
 		put(t, st, "acme", 3*day, 3*day)
 		put(t, st, "acme", 2*day, 2*day)
 		b := put(t, st, "acme", 3*time.Hour, 3*time.Hour)
 		c := put(t, st, "acme", 2*time.Hour, 2*time.Hour)
 		d := put(t, st, "acme", time.Hour, time.Hour)
-		p := retention.New(st, st, retention.Config{
+		p := retention.New(st, retention.Config{
 			Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: day, MaxEmails: 2}},
 			Grace:    5 * time.Minute,
 			Now:      newClock().Now,
@@ -230,12 +220,12 @@ func TestBothRules(t *testing.T) {
 // per account, in batches, and still serves every account.
 func TestRoundBudget(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, st backend) {
+	eachBackend(t, func(t *testing.T, st store.Store) {
 		for range 25 {
 			put(t, st, "big", 10*day, 10*day)
 		}
 		put(t, st, "small", 10*day, 10*day)
-		p := retention.New(st, st, retention.Config{
+		p := retention.New(st, retention.Config{
 			Accounts: []retention.Account{
 				{ID: "big", Slug: "big", MaxAge: day},
 				{ID: "small", Slug: "small", MaxAge: day},
@@ -258,10 +248,10 @@ func TestRoundBudget(t *testing.T) {
 // account's events gets email.deleted for every pruned email.
 func TestDeletedEvents(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, st backend) {
-		n, ok := st.(store.Notifier)
+	eachBackend(t, func(t *testing.T, st store.Store) {
+		n, ok := st.(store.Events)
 		if !ok {
-			t.Fatalf("%T does not implement store.Notifier", st)
+			t.Fatalf("%T does not implement store.Events", st)
 		}
 		sub := n.Subscribe("acme")
 		defer sub.Close()
@@ -270,7 +260,7 @@ func TestDeletedEvents(t *testing.T) {
 			want[put(t, st, "acme", 10*day, 10*day).ID] = true
 		}
 		keep := put(t, st, "acme", time.Hour, time.Hour)
-		p := retention.New(st, st, retention.Config{
+		p := retention.New(st, retention.Config{
 			Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: day}},
 			Interval: 10 * time.Millisecond,
 			Now:      newClock().Now,
@@ -339,7 +329,7 @@ func TestConcurrentPruners(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			for _, st := range []store.Store{first, second} {
-				p := retention.New(st, st.(store.Pruner), cfg)
+				p := retention.New(st, cfg)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -349,7 +339,7 @@ func TestConcurrentPruners(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if got := remaining(t, first.(backend), "acme"); !slices.Equal(got, newest) {
+			if got := remaining(t, first, "acme"); !slices.Equal(got, newest) {
 				t.Errorf("%d left %v, want the newest 10 %v", len(got), got, newest)
 			}
 		})
@@ -364,7 +354,7 @@ func TestUnavailable(t *testing.T) {
 	put(t, st, "acme", 10*day, 10*day)
 	st.Close()
 	var logs bytes.Buffer
-	p := retention.New(st, st.(store.Pruner), retention.Config{
+	p := retention.New(st, retention.Config{
 		Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: day}},
 		Now:      newClock().Now,
 		Log:      slog.New(slog.NewTextHandler(&logs, nil)),
@@ -384,7 +374,7 @@ func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	st := testenv.OpenBolt(t)
 	t.Cleanup(func() { st.Close() })
-	idle := retention.New(st, st.(store.Pruner), retention.Config{Accounts: []retention.Account{{ID: "acme", Slug: "acme"}}})
+	idle := retention.New(st, retention.Config{Accounts: []retention.Account{{ID: "acme", Slug: "acme"}}})
 	idle.Start(context.Background())
 	if err := idle.Shutdown(context.Background()); err != nil {
 		t.Errorf("Shutdown of an idle pruner: %v", err)
@@ -395,7 +385,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	p := retention.New(st, st.(store.Pruner), retention.Config{Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: day}}})
+	p := retention.New(st, retention.Config{Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: day}}})
 	p.Start(ctx)
 	cancel() // the context ends the rounds too
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -411,13 +401,13 @@ func TestLifecycle(t *testing.T) {
 // count rule does the same with emails inside the grace period.
 func TestKeptEmailsDoNotHideOlderOnes(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, st backend) {
+	eachBackend(t, func(t *testing.T, st store.Store) {
 		var fixtures []*store.Email
 		for range 4 {
 			fixtures = append(fixtures, put(t, st, "acme", 400*day, day))
 		}
 		old := put(t, st, "acme", 10*day, 10*day)
-		p := retention.New(st, st, retention.Config{
+		p := retention.New(st, retention.Config{
 			Accounts: []retention.Account{{ID: "acme", Slug: "acme", MaxAge: 7 * day}},
 			Batch:    3,
 			Now:      newClock().Now,
@@ -435,7 +425,7 @@ func TestKeptEmailsDoNotHideOlderOnes(t *testing.T) {
 		for range 2 {
 			put(t, st, "count", day, day)
 		}
-		p = retention.New(st, st, retention.Config{
+		p = retention.New(st, retention.Config{
 			Accounts: []retention.Account{{ID: "count", Slug: "count", MaxEmails: 2}},
 			Batch:    3,
 			Grace:    5 * time.Minute,

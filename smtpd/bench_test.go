@@ -29,7 +29,6 @@ import (
 // measure the server's own work per message, not a store's.
 type nullStore struct {
 	store.Store
-	store.FaultStore
 	created atomic.Int64
 }
 

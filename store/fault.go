@@ -82,11 +82,10 @@ const MaxFaultRules = 100
 // not exist in the account.
 var ErrFaultNotFound = &Error{Code: NotFound, Msg: "fault rule not found"}
 
-// FaultStore is implemented by stores that keep fault rules, so that every
-// process sharing the store applies the same rules and a restart keeps
-// them. Every method returns an error with code Unavailable when the
+// Faults keeps fault rules, so that every process sharing the store
+// applies the same rules and a restart keeps them. Every method returns an error with code Unavailable when the
 // backend cannot be reached.
-type FaultStore interface {
+type Faults interface {
 	// CreateFault stores r, whose ID, AccountID and CreatedAt are set and
 	// whose Remaining equals Count. It first forgets the account's rules
 	// expired at r.CreatedAt. It returns Conflict when the account holds

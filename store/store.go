@@ -1,10 +1,13 @@
 // Package store holds mailsink's domain: the Email and Account types, the
-// ListQuery and Update that select and change emails, the Store interface
-// every backend implements, and the error codes shared by all layers.
+// ListQuery and Update that select and change emails, the store contract
+// every engine implements, and the error codes shared by all layers.
 //
-// It has no dependencies on any backend; store/boltstore (embedded, default)
-// and store/redisstore implement Store, and store/storetest is the
-// conformance suite both must pass.
+// The contract is split into roles (Emails, Events, Idempotency, Stats,
+// Pruner, Faults, Webhooks, Sessions), so that each package receives at
+// construction the part it uses; Store is all of them, and every engine
+// implements all of them. It has no dependencies on any engine;
+// store/boltstore (embedded, the default) and store/redisstore implement
+// Store, and store/storetest is the conformance suite both must pass.
 package store
 
 import (
@@ -68,23 +71,30 @@ type Attachment struct {
 	Size        int64
 }
 
-// Body is the stored content of an email: the raw source, byte-exact, and what
-// was parsed from it. Several emails (the recipients of one message) may share
-// one Body; a backend stores it once.
+// Body is the stored content of an email: the raw source, byte-exact, and
+// the SMTP transcript of its delivery. Several emails (the recipients of
+// one message) may share one Body; an engine stores it once. Engines store
+// and return it as given: reading what the raw source holds is package
+// bodies's work, not theirs.
 type Body struct {
-	Raw         []byte
+	Raw []byte
+	// Transcript is the SMTP transaction that delivered the message; nil
+	// for messages that came another way.
+	Transcript *Transcript
+	// Given, when not nil, holds the parts a create request gave instead
+	// of having them read from Raw (bodies stored by earlier releases,
+	// which were parsed on receipt, read back with it too); readers show
+	// it as it is. Nil for mail whose parts are read from Raw.
+	Given *Parts
+}
+
+// Parts is what readers show of a message's content besides its raw
+// source.
+type Parts struct {
 	Text        *string
 	HTML        *string
 	Headers     map[string]string // lower-case keys; never nil once stored
 	Attachments []Attachment      // never nil once stored
-	// Transcript is the SMTP transaction that delivered the message; nil
-	// for messages that came another way.
-	Transcript *Transcript
-	// Unparsed is true when Raw was stored without being parsed: Text and
-	// HTML are nil and Headers and Attachments empty, and a reader gets
-	// them by parsing Raw (ingest.Bodies does, on first read). Backends
-	// store it with the body and return it as stored.
-	Unparsed bool
 }
 
 // ListQuery selects a page of one account's emails, newest first: by
@@ -123,10 +133,47 @@ type Nullable struct {
 	Value *string
 }
 
-// Store keeps emails per account. Implementations are safe for concurrent use.
-// Every method returns an error with code Unavailable when the backend cannot
-// be reached, so callers can answer 503 / SMTP 451 and let clients retry.
+// Store is the whole contract of an engine: every role below, and the
+// engine's own lifecycle. Implementations are safe for concurrent use.
+// Every method returns an error with code Unavailable when the backend
+// cannot be reached, so callers can answer 503 / SMTP 451 and let clients
+// retry.
 type Store interface {
+	Emails
+	Events
+	Idempotency
+	Stats
+	Pruner
+	Faults
+	Webhooks
+	Sessions
+
+	// Ping returns nil when the backend answers.
+	Ping(ctx context.Context) error
+
+	// Info describes the engine.
+	Info() Info
+
+	// Close releases the backend. The Store must not be used afterwards.
+	Close() error
+}
+
+// Info describes an engine, for operators and for the packages that adapt
+// to it.
+type Info struct {
+	// Name is the engine's name in metrics and logs: "embedded", "redis".
+	Name string
+	// Local is true when the data lives in this process, so that a call
+	// costs memory and disk work rather than a network round trip (and a
+	// timeout cannot cut it short).
+	Local bool
+	// Guarantee says what an acknowledged write survives (a crash, a
+	// failover) with the engine's settings.
+	Guarantee string
+}
+
+// Emails keeps emails per account.
+type Emails interface {
 	// CreateEmails stores emails that all belong to one account and share
 	// one body, atomically: afterwards all of them are visible with their
 	// indexes, or none is. When it returns nil the emails are durable. The
@@ -166,12 +213,6 @@ type Store interface {
 	// when no other email shares it, its body. It returns NotFound like
 	// GetEmail.
 	DeleteEmail(ctx context.Context, accountID, id string) error
-
-	// Ping returns nil when the backend answers.
-	Ping(ctx context.Context) error
-
-	// Close releases the backend. The Store must not be used afterwards.
-	Close() error
 }
 
 // EventType names a change to an email.
@@ -204,10 +245,9 @@ type Subscription interface {
 	Close()
 }
 
-// Notifier is implemented by stores that publish an Event for every
-// create, update and delete, to the subscribers of every process sharing
-// the store.
-type Notifier interface {
+// Events publishes an Event for every create, update and delete, to the
+// subscribers of every process sharing the store.
+type Events interface {
 	// Subscribe returns a subscription to the account's events from now on.
 	Subscribe(accountID string) Subscription
 
@@ -219,8 +259,8 @@ type Notifier interface {
 	EventsAfter(ctx context.Context, accountID, afterID string) ([]Event, bool, error)
 }
 
-// Stats is implemented by stores that keep per-account totals exactly and
-// cheaply, updated atomically with every create and delete, for metrics.
+// Stats keeps per-account totals exactly and cheaply, updated atomically
+// with every create and delete, for quotas and metrics.
 type Stats interface {
 	// AccountStats returns how many emails the account holds and the sum
 	// of their RawSize. Its cost does not grow with the size of the
@@ -229,8 +269,8 @@ type Stats interface {
 	AccountStats(ctx context.Context, accountID string) (emails, rawBytes int64, err error)
 }
 
-// Pruner is implemented by stores that can find an account's oldest emails
-// through an index, so that retention can delete them.
+// Pruner finds an account's oldest emails through an index, so that
+// retention can delete them.
 type Pruner interface {
 	// OldestEmails returns at most limit of the account's emails, oldest
 	// first (ReceivedAt, then ID, ascending), leaving out the account's
@@ -257,11 +297,11 @@ type Reservation struct {
 	Stored bool
 }
 
-// Idempotency is implemented by stores that remember idempotency keys, so
-// that a repeated request (a client's or a provider's retry) is recognised
-// as the same delivery: the ids of its emails are reserved under the key
-// before they are written, and a repeat writes the same ids, which the
-// store refuses to write twice (Conflict).
+// Idempotency remembers idempotency keys, so that a repeated request (a
+// client's or a provider's retry) is recognised as the same delivery: the
+// ids of its emails are reserved under the key before they are written,
+// and a repeat writes the same ids, which the store refuses to write twice
+// (Conflict).
 type Idempotency interface {
 	// Reserve records r under key in the account for ttl, unless key is
 	// recorded already: then it returns the recorded reservation and false.

@@ -14,10 +14,9 @@ type UISession struct {
 	KeyDigest [32]byte
 }
 
-// UISessions is implemented by stores that keep dashboard sessions where
-// every replica finds them (Redis); without it, each process keeps its own.
-// A session is named by its account and a random id.
-type UISessions interface {
+// Sessions keeps dashboard sessions where every process serving the store
+// finds them. A session is named by its account and a random id.
+type Sessions interface {
 	// CreateUISession records s under the account's id for ttl. The
 	// account keeps at most limit sessions: past that, the ones closest to
 	// expiry end. It returns Unavailable when the backend cannot be

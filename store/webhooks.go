@@ -70,12 +70,11 @@ type Delivery struct {
 	LastResponse   string
 }
 
-// WebhookStore is implemented by stores that keep webhooks and their
-// durable delivery queue. Deliveries are claimed with a lease: a claimed
+// Webhooks keeps webhooks and their durable delivery queue. Deliveries are claimed with a lease: a claimed
 // delivery is not handed out again until its lease ends, so that no two
 // workers (in one process or in replicas sharing the store) attempt it at
 // once, and a worker that dies holding it only delays it.
-type WebhookStore interface {
+type Webhooks interface {
 	// CreateWebhook stores w. It returns Conflict when the account has
 	// max webhooks already.
 	CreateWebhook(ctx context.Context, w *Webhook, max int) error

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mailsink/mailsink/accounts"
@@ -23,35 +22,19 @@ import (
 // random bytes).
 const cookieName = "mailsink_session"
 
-// maxSessions bounds the sessions kept in memory, and maxAccountSessions
-// those of one account; past either, the oldest go, so that one account's
-// key cannot sign everyone else out.
-const (
-	maxSessions        = 10000
-	maxAccountSessions = 100
-)
+// maxAccountSessions bounds the sessions of one account; past it, the
+// oldest go, so that one account's key cannot fill the store.
+const maxAccountSessions = 100
 
-// sessions keeps dashboard sessions: in the store when it shares them
-// between replicas (store.UISessions, on Redis), else in this process's
-// memory, where a restart signs every browser out of the cookie endpoints
-// and the page mints a new session when it loads.
+// sessions keeps dashboard sessions in the store, where every process
+// serving it finds them.
 type sessions struct {
-	ttl    time.Duration
-	now    func() time.Time
-	shared store.UISessions
-	mu     sync.Mutex
-	m      map[string]session // by cookie value, when not shared
+	ttl   time.Duration
+	store store.Sessions
 }
 
-// session is an account's session in memory, and the digest of the key
-// that opened it.
-type session struct {
-	store.UISession
-	expires time.Time
-}
-
-func newSessions(ttl time.Duration, now func() time.Time, shared store.UISessions) *sessions {
-	return &sessions{ttl: ttl, now: now, shared: shared, m: map[string]session{}}
+func newSessions(ttl time.Duration, st store.Sessions) *sessions {
+	return &sessions{ttl: ttl, store: st}
 }
 
 // create returns the cookie value of a new session for the account, opened
@@ -61,27 +44,7 @@ func (s *sessions) create(ctx context.Context, accountID string, key [32]byte) (
 	rand.Read(b)
 	id := base64.RawURLEncoding.EncodeToString(b)
 	cookie := base64.RawURLEncoding.EncodeToString([]byte(accountID)) + "." + id
-	sess := store.UISession{AccountID: accountID, KeyDigest: key}
-	if s.shared != nil {
-		return cookie, s.shared.CreateUISession(ctx, id, sess, s.ttl, maxAccountSessions)
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	mine := 0
-	for _, v := range s.m {
-		if v.AccountID == accountID {
-			mine++
-		}
-	}
-	if mine >= maxAccountSessions {
-		s.prune(now, accountID)
-	}
-	if len(s.m) >= maxSessions {
-		s.prune(now, "")
-	}
-	s.m[cookie] = session{UISession: sess, expires: now.Add(s.ttl)}
-	return cookie, nil
+	return cookie, s.store.CreateUISession(ctx, id, store.UISession{AccountID: accountID, KeyDigest: key}, s.ttl, maxAccountSessions)
 }
 
 // maxAccountID is the longest account id an accounts file may give, and so
@@ -102,24 +65,6 @@ func parseCookie(cookie string) (accountID, id string, ok bool) {
 	return string(acc), id, true
 }
 
-// prune drops expired sessions and the one closest to expiry, of the
-// account with accountID, or of all accounts when it is empty. s.mu is held.
-func (s *sessions) prune(now time.Time, accountID string) {
-	var oldest string
-	for id, v := range s.m {
-		switch {
-		case !now.Before(v.expires):
-			delete(s.m, id)
-		case accountID != "" && v.AccountID != accountID:
-		case oldest == "" || v.expires.Before(s.m[oldest].expires):
-			oldest = id
-		}
-	}
-	if oldest != "" {
-		delete(s.m, oldest)
-	}
-}
-
 // session returns the session a cookie value names, and false when it is
 // unknown or expired.
 func (s *sessions) session(ctx context.Context, cookie string) (store.UISession, bool, error) {
@@ -127,20 +72,7 @@ func (s *sessions) session(ctx context.Context, cookie string) (store.UISession,
 	if !ok {
 		return store.UISession{}, false, nil
 	}
-	if s.shared != nil {
-		return s.shared.UISession(ctx, accountID, id)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[cookie]
-	if !ok {
-		return store.UISession{}, false, nil
-	}
-	if !s.now().Before(v.expires) {
-		delete(s.m, cookie)
-		return store.UISession{}, false, nil
-	}
-	return v.UISession, true, nil
+	return s.store.UISession(ctx, accountID, id)
 }
 
 // delete ends the session a cookie value names.
@@ -149,13 +81,7 @@ func (s *sessions) delete(ctx context.Context, cookie string) error {
 	if !ok {
 		return nil
 	}
-	if s.shared != nil {
-		return s.shared.DeleteUISession(ctx, accountID, id)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, cookie)
-	return nil
+	return s.store.DeleteUISession(ctx, accountID, id)
 }
 
 // signIn mints a session for the account of the request's API key and

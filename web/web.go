@@ -51,11 +51,9 @@ type Config struct {
 	Log         *slog.Logger
 	// SessionTTL is how long a session cookie works; 12 hours when zero.
 	SessionTTL time.Duration
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
-	// Sessions, when not nil, keeps dashboard sessions where every replica
-	// finds them; else each process keeps its own in memory.
-	Sessions store.UISessions
+	// Sessions keeps dashboard sessions where every process serving the
+	// store finds them.
+	Sessions store.Sessions
 }
 
 // Handler serves the dashboard.
@@ -79,13 +77,10 @@ func New(cfg Config) *Handler {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: cfg, files: loadAssets(), sessions: newSessions(cfg.SessionTTL, cfg.Now, cfg.Sessions)}
+	h := &Handler{cfg: cfg, files: loadAssets(), sessions: newSessions(cfg.SessionTTL, cfg.Sessions)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.page)
 	mux.HandleFunc("POST /ui/session", h.signIn)

@@ -59,7 +59,7 @@ type worker struct {
 // until the test ends or stop is called.
 func startWorker(t *testing.T, st store.Store, cfg webhooks.Config, dialer *webhooks.Dialer) *worker {
 	t.Helper()
-	s := webhooks.New(cfg, st.(store.WebhookStore), st.(store.Notifier), nil, testLog(), nil, dialer)
+	s := webhooks.New(cfg, st.(store.Webhooks), st.(store.Events), nil, testLog(), nil, dialer)
 	s.SetPrivateTargets([]string{acct})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -152,7 +152,7 @@ func createEmail(t *testing.T, st store.Store, accountID, rcpt, subject string) 
 	e := &store.Email{ID: store.NewID(), AccountID: accountID, Sender: "app@example.com", Recipient: rcpt,
 		Subject: &subject, Status: store.StatusReceived, Labels: []string{}, RawSize: 10,
 		ReceivedAt: now, CreatedAt: now, UpdatedAt: now}
-	body := &store.Body{Raw: []byte("Subject: x\r\n\r\nhi"), Headers: map[string]string{}, Attachments: []store.Attachment{}}
+	body := &store.Body{Raw: []byte("Subject: x\r\n\r\nhi")}
 	if err := st.CreateEmails(context.Background(), body, []*store.Email{e}); err != nil {
 		t.Fatal(err)
 	}

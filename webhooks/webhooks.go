@@ -6,9 +6,9 @@
 // attempt.
 //
 // Durability. Every store writes an event with each change, in the same
-// transaction (store.Notifier). The worker reads each account's events after
+// transaction (store.Events). The worker reads each account's events after
 // a cursor kept in the store, and writes the deliveries they yield together
-// with the new cursor in one store call (store.WebhookStore), so a restart
+// with the new cursor in one store call (store.Webhooks), so a restart
 // or a replica's death between the two only makes the next round read the
 // same events again; deliveries have ids derived from the webhook and the
 // event, so reading twice enqueues once. A delivery is attempted only under
@@ -73,8 +73,8 @@ const maxResponse = 256
 // Service manages webhooks and delivers their events.
 type Service struct {
 	cfg      Config
-	store    store.WebhookStore
-	events   store.Notifier
+	store    store.Webhooks
+	events   store.Events
 	accounts func(id string) *store.Account
 	log      *slog.Logger
 	metrics  *metrics.Webhooks
@@ -97,7 +97,7 @@ type Service struct {
 // events. accounts looks an account up for the payload (nil: the payload
 // names the account by id only); m may be nil; dialer, when not nil,
 // replaces the default Dialer (tests resolve names with it).
-func New(cfg Config, ws store.WebhookStore, events store.Notifier, accounts func(string) *store.Account,
+func New(cfg Config, ws store.Webhooks, events store.Events, accounts func(string) *store.Account,
 	log *slog.Logger, m *metrics.Webhooks, dialer *Dialer) *Service {
 	if dialer == nil {
 		dialer = &Dialer{}
@@ -169,7 +169,7 @@ func (s *Service) Create(ctx context.Context, w store.Webhook) (*store.Webhook, 
 }
 
 // Store returns the store the Service keeps webhooks in.
-func (s *Service) Store() store.WebhookStore { return s.store }
+func (s *Service) Store() store.Webhooks { return s.store }
 
 // Run delivers until ctx is done, then waits for the attempts under way.
 //

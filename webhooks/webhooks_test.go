@@ -527,7 +527,7 @@ func TestMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	m := metrics.NewWebhooks(reg)
-	s := webhooks.New(testConfig(), st.(store.WebhookStore), st.(store.Notifier), nil, testLog(), m, nil)
+	s := webhooks.New(testConfig(), st.(store.Webhooks), st.(store.Events), nil, testLog(), m, nil)
 	s.SetPrivateTargets([]string{acct})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -553,7 +553,7 @@ func TestMetrics(t *testing.T) {
 // racingEvents runs race once, at the first EventsAfter after it is armed:
 // between the worker's reading of the webhooks and of the events.
 type racingEvents struct {
-	store.Notifier
+	store.Events
 	armed atomic.Bool
 	race  func()
 }
@@ -562,7 +562,7 @@ func (r *racingEvents) EventsAfter(ctx context.Context, accountID, afterID strin
 	if r.armed.CompareAndSwap(true, false) {
 		r.race()
 	}
-	return r.Notifier.EventsAfter(ctx, accountID, afterID)
+	return r.Events.EventsAfter(ctx, accountID, afterID)
 }
 
 // TestWebhookMadeDuringFanOut: a webhook made while the worker fans events
@@ -571,8 +571,8 @@ func (r *racingEvents) EventsAfter(ctx context.Context, accountID, afterID strin
 func TestWebhookMadeDuringFanOut(t *testing.T) {
 	st := testenv.OpenBolt(t)
 	defer st.Close()
-	events := &racingEvents{Notifier: st.(store.Notifier)}
-	s := webhooks.New(testConfig(), st.(store.WebhookStore), events, nil, testLog(), nil, nil)
+	events := &racingEvents{Events: st}
+	s := webhooks.New(testConfig(), st.(store.Webhooks), events, nil, testLog(), nil, nil)
 	s.SetPrivateTargets([]string{acct})
 	first, late := newReceiver(t), newReceiver(t)
 	h := createWebhook(t, s, acct, first.url(), store.WebhookFilter{})
@@ -591,14 +591,14 @@ func TestWebhookMadeDuringFanOut(t *testing.T) {
 		e := &store.Email{ID: store.NewID(), AccountID: acct, Sender: "app@example.com", Recipient: "user@acme.test",
 			Subject: &subject, Status: store.StatusReceived, Labels: []string{}, RawSize: 10,
 			ReceivedAt: now, CreatedAt: now, UpdatedAt: now}
-		body := &store.Body{Raw: []byte("Subject: x\r\n\r\nhi"), Headers: map[string]string{}, Attachments: []store.Attachment{}}
+		body := &store.Body{Raw: []byte("Subject: x\r\n\r\nhi")}
 		if err := st.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
 			t.Error(err)
 			return
 		}
 		// Until the email's event is there for the worker's read.
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-			evs, _, err := st.(store.Notifier).EventsAfter(ctx, acct, eventhub.ID{}.String())
+			evs, _, err := st.(store.Events).EventsAfter(ctx, acct, eventhub.ID{}.String())
 			if err == nil && slices.ContainsFunc(evs, func(ev store.Event) bool { return ev.EmailID == e.ID }) {
 				return
 			}

@@ -216,14 +216,14 @@ func (s *Service) open(ctx context.Context, accountID, id string, parsed bool) (
 	if err != nil {
 		return nil, err
 	}
-	r.Body = &Body{Raw: b.Raw, Transcript: b.Transcript, Headers: b.Headers, Attachments: b.Attachments, Text: b.Text, HTML: b.HTML}
+	r.Body = &Body{Raw: b.Raw, Transcript: b.Transcript}
 	if !parsed {
-		r.Body.Text, r.Body.HTML, r.Body.Headers, r.Body.Attachments = nil, nil, nil, nil
 		return r, nil
 	}
-	if !b.Unparsed {
-		// Stored parsed: by an earlier release, or a create request
-		// that gave the fields.
+	if g := b.Given; g != nil {
+		// A create request gave the parts (or an earlier release stored
+		// them parsed): they are shown as given.
+		r.Body.Text, r.Body.HTML, r.Body.Headers, r.Body.Attachments = g.Text, g.HTML, g.Headers, g.Attachments
 		if r.Body.Headers == nil {
 			r.Body.Headers = map[string]string{}
 		}

@@ -60,7 +60,7 @@ func openStore(t testing.TB) store.Store {
 // email's id.
 func put(t testing.TB, st store.Store, raw []byte) string {
 	t.Helper()
-	return putBody(t, st, &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true})
+	return putBody(t, st, &store.Body{Raw: raw})
 }
 
 func putBody(t testing.TB, st store.Store, b *store.Body) string {
@@ -163,7 +163,7 @@ func TestStoredParsedBodiesAreNotParsedAgain(t *testing.T) {
 	// A body stored parsed (by an earlier release, or a create with
 	// explicit fields) is read as stored.
 	text := "stored text"
-	id := putBody(t, st, &store.Body{Raw: message, Text: &text, Headers: map[string]string{"x": "y"}, Attachments: []store.Attachment{}})
+	id := putBody(t, st, &store.Body{Raw: message, Given: &store.Parts{Text: &text, Headers: map[string]string{"x": "y"}, Attachments: []store.Attachment{}}})
 	r, err := s.Parsed(context.Background(), account, id)
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestBudget(t *testing.T) {
 		t.Errorf("one account holds %d bytes, want just under half of %d", used, budget)
 	}
 	// Another account still has its half.
-	other := putIn(t, st, "globex-id", &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true})
+	other := putIn(t, st, "globex-id", &store.Body{Raw: raw})
 	r, err := s.Parsed(context.Background(), "globex-id", other)
 	if err != nil {
 		t.Fatalf("another account's read while the first holds its half: %v", err)

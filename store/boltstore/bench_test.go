@@ -30,7 +30,7 @@ func benchEmail(raw []byte, n int64, now time.Time) (*store.Body, *store.Email) 
 		Status: store.StatusReceived, Labels: []string{}, RawSize: int64(len(raw)),
 		ReceivedAt: now, CreatedAt: now, UpdatedAt: now,
 	}
-	return &store.Body{Raw: raw, Text: &text, Headers: map[string]string{"subject": "benchmark"}}, e
+	return &store.Body{Raw: raw, Given: &store.Parts{Text: &text, Headers: map[string]string{"subject": "benchmark"}}}, e
 }
 
 // BenchmarkCreate stores one email with a 2 KB body per operation, from
@@ -152,7 +152,7 @@ func bulkLoad(b *testing.B, s *Store, n int) {
 	b.Helper()
 	const perTx = 10_000
 	start := time.UnixMilli(1_767_225_600_000).UTC()
-	body := &store.Body{Raw: []byte("Subject: bulk\r\n\r\nbody\r\n"), Headers: map[string]string{"subject": "bulk"}}
+	body := &store.Body{Raw: []byte("Subject: bulk\r\n\r\nbody\r\n"), Given: &store.Parts{Headers: map[string]string{"subject": "bulk"}}}
 	for lo := 0; lo < n; lo += perTx {
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			for i := lo; i < min(lo+perTx, n); i++ {

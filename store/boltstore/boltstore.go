@@ -50,14 +50,11 @@ type Store struct {
 	faults faultCache
 	// zip compresses the raw sources of creates.
 	zip rawzip.Compressor
+	// sessions keeps dashboard sessions (sessions.go).
+	sessions *sessions
 }
 
-var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Stats    = (*Store)(nil)
-	_ store.Pruner   = (*Store)(nil)
-)
+var _ store.Store = (*Store)(nil)
 
 // Option changes how Open opens the file.
 type Option func(*options)
@@ -141,7 +138,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, wrap(err, "open "+path+": read the write-ahead log")
 	}
-	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1)), wal: newWALLog(db, path, logged)}
+	s := &Store{db: db, events: eventhub.New(0), commits: newCommitter(db, max(o.maxBatchSize, 1)), wal: newWALLog(db, path, logged),
+		sessions: newSessions(time.Now)}
 	s.wal.every, s.wal.soonEvery, s.wal.maxPending = o.applyEvery, o.applySoon, o.maxPending
 	var seq uint64
 	if err := db.View(func(tx *bolt.Tx) error { seq = tx.Bucket(bucketEvents).Sequence(); return nil }); err != nil {
@@ -151,6 +149,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 	s.events.StartSequence(seq + 1)
 	go s.applyLoop()
 	return s, nil
+}
+
+// Info implements store.Store.
+func (s *Store) Info() store.Info {
+	return store.Info{Name: "embedded", Local: true,
+		Guarantee: "250 once its write-ahead log entry is synced to disk: a crash of mailsink or of the machine keeps it"}
 }
 
 // openCurrent opens the bbolt file at path and locks it, waiting at most
@@ -255,14 +259,14 @@ func (s *Store) publish(seq uint64, typ store.EventType, accountID, id string, e
 	s.events.PublishInOrder(seq, store.Event{Type: typ, AccountID: accountID, EmailID: id, Email: e})
 }
 
-// Subscribe implements store.Notifier.
+// Subscribe implements store.Events.
 func (s *Store) Subscribe(accountID string) store.Subscription { return s.events.Subscribe(accountID) }
 
 // eventWait bounds how long EventsAfter waits for events numbered before
 // the last commit to be published.
 const eventWait = time.Second
 
-// EventsAfter implements store.Notifier from this process's history, which
+// EventsAfter implements store.Events from this process's history, which
 // starts empty when the store is opened, after the account's logged creates
 // are applied.
 func (s *Store) EventsAfter(ctx context.Context, accountID, afterID string) ([]store.Event, bool, error) {

@@ -19,7 +19,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.Run(t, func(t *testing.T) storetest.Store {
 		return openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"))
 	})
 }
@@ -53,7 +53,7 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := &store.Body{Raw: []byte("raw \xff"), Headers: map[string]string{"a": "b"}, Attachments: []store.Attachment{}}
+	body := &store.Body{Raw: []byte("raw \xff"), Given: &store.Parts{Headers: map[string]string{"a": "b"}, Attachments: []store.Attachment{}}}
 	a := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000001", "a@example.com", 1000)
 	b := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000002", "b@example.com", 2000)
 	c := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000003", "c@example.com", 3000)

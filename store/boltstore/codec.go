@@ -27,8 +27,8 @@ const (
 	// before the raw source; format 1 bodies are still read.
 	bodyFormat2   byte = 2
 	bodyFormatOne byte = 1
-	// bodyFormatUnparsed is format 2 for a body whose Raw was not parsed
-	// (store.Body.Unparsed).
+	// bodyFormatUnparsed is format 2 for a body whose parts are read from
+	// its Raw (store.Body.Given nil).
 	bodyFormatUnparsed byte = 3
 	// bodyFormat 4, written since schema version 3, starts with a flags
 	// byte (bodyUnparsed, bodyCompressed); the parsed fields follow only
@@ -300,10 +300,10 @@ func encodeBody(z *rawzip.Compressor, b *store.Body) []byte {
 	defer z.Release(frame)
 	size := 64 + 512
 	var flags byte
-	if b.Unparsed {
+	if b.Given == nil {
 		flags |= bodyUnparsed
 	} else {
-		size += parsedSize(b)
+		size += partsSize(b.Given)
 	}
 	if compressed {
 		flags |= bodyCompressed
@@ -311,8 +311,8 @@ func encodeBody(z *rawzip.Compressor, b *store.Body) []byte {
 	e := encoder{b: make([]byte, 0, size)}
 	e.byte(bodyFormat)
 	e.byte(flags)
-	if !b.Unparsed {
-		encodeParsed(&e, b)
+	if b.Given != nil {
+		encodeParts(&e, b.Given)
 	}
 	encodeTranscript(&e, b.Transcript)
 	payload := b.Raw
@@ -325,7 +325,7 @@ func encodeBody(z *rawzip.Compressor, b *store.Body) []byte {
 	return bytes.Join([][]byte{e.b, payload}, nil)
 }
 
-func parsedSize(b *store.Body) int {
+func partsSize(b *store.Parts) int {
 	n := 0
 	if b.Text != nil {
 		n += len(*b.Text)
@@ -339,9 +339,9 @@ func parsedSize(b *store.Body) int {
 	return n
 }
 
-// encodeParsed writes the parsed fields of b, as body formats 1 to 4 hold
-// them.
-func encodeParsed(e *encoder, b *store.Body) {
+// encodeParts writes the given parts of a body, as body formats 1 to 4
+// hold them.
+func encodeParts(e *encoder, b *store.Parts) {
 	e.optStr(b.Text)
 	e.optStr(b.HTML)
 	e.uvarint(uint64(len(b.Headers)))
@@ -359,7 +359,8 @@ func encodeParsed(e *encoder, b *store.Body) {
 	}
 }
 
-func decodeParsed(d *decoder, body *store.Body) {
+func decodeParts(d *decoder) *store.Parts {
+	body := &store.Parts{}
 	body.Text = d.optStr()
 	body.HTML = d.optStr()
 	n := d.count()
@@ -379,6 +380,7 @@ func decodeParsed(d *decoder, body *store.Body) {
 		a.Size = d.varint()
 		body.Attachments = append(body.Attachments, a)
 	}
+	return body
 }
 
 // encodeTranscript writes t field by field: 0 for none, else 1 and the
@@ -474,8 +476,8 @@ func decodeCommand(d *decoder, c *store.TranscriptCommand) {
 	c.Reply = d.str()
 }
 
-// decodeBody returns a body that shares no memory with b. Headers and
-// Attachments are never nil. It reads every body format from 1 to 4.
+// decodeBody returns a body that shares no memory with b. Given's
+// Headers and Attachments are never nil. It reads every body format from 1 to 4.
 func decodeBody(b []byte) (*store.Body, error) {
 	d := decoder{b: b}
 	format := d.byte()
@@ -487,8 +489,9 @@ func decodeBody(b []byte) (*store.Body, error) {
 	default:
 		return nil, errCorrupt
 	}
-	body.Unparsed = format == bodyFormatUnparsed
-	decodeParsed(&d, body)
+	if parts := decodeParts(&d); format != bodyFormatUnparsed {
+		body.Given = parts
+	}
 	if format != bodyFormatOne {
 		if t := d.view(); len(t) > 0 && d.err == nil {
 			body.Transcript = &store.Transcript{}
@@ -509,11 +512,9 @@ func decodeBodyFour(d *decoder) (*store.Body, error) {
 	if flags&^(bodyUnparsed|bodyCompressed) != 0 {
 		return nil, errCorrupt
 	}
-	body := &store.Body{Unparsed: flags&bodyUnparsed != 0}
-	if body.Unparsed {
-		body.Headers, body.Attachments = map[string]string{}, []store.Attachment{}
-	} else {
-		decodeParsed(d, body)
+	body := &store.Body{}
+	if flags&bodyUnparsed == 0 {
+		body.Given = decodeParts(d)
 	}
 	body.Transcript = decodeTranscript(d)
 	if flags&bodyCompressed != 0 {

@@ -19,12 +19,14 @@ import (
 // with the transcript as JSON.
 func encodeBodyTwo(b *store.Body) []byte {
 	e := encoder{}
-	if b.Unparsed {
+	parts := b.Given
+	if parts == nil {
 		e.byte(bodyFormatUnparsed)
+		parts = &store.Parts{}
 	} else {
 		e.byte(bodyFormat2)
 	}
-	encodeParsed(&e, b)
+	encodeParts(&e, parts)
 	var transcript []byte
 	if b.Transcript != nil {
 		transcript, _ = json.Marshal(b.Transcript)
@@ -63,7 +65,7 @@ func encodeEmailOne(r *emailRecord) []byte {
 func TestDecodeBodyFormatOne(t *testing.T) {
 	t.Parallel()
 	text := "hi"
-	b := &store.Body{Raw: []byte("raw source"), Text: &text, Headers: map[string]string{"subject": "s"}, Attachments: []store.Attachment{{Size: 3}}}
+	b := &store.Body{Raw: []byte("raw source"), Given: &store.Parts{Text: &text, Headers: map[string]string{"subject": "s"}, Attachments: []store.Attachment{{Size: 3}}}}
 	v2 := encodeBodyTwo(b)
 	// Format 2 writes an empty transcript as one zero length byte just
 	// before the raw source's length and bytes.
@@ -77,14 +79,17 @@ func TestDecodeBodyFormatOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got.Raw, b.Raw) || *got.Text != text || got.Attachments[0].Size != 3 || got.Transcript != nil {
+	if !bytes.Equal(got.Raw, b.Raw) || got.Given == nil || *got.Given.Text != text || got.Given.Attachments[0].Size != 3 || got.Transcript != nil {
 		t.Errorf("format 1: got %+v", got)
 	}
 }
 
 // randomBody returns a body with each field set or not, nil or empty.
 func randomBody(r *rand.Rand) *store.Body {
-	b := &store.Body{Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: r.IntN(2) == 0}
+	b := &store.Body{}
+	if r.IntN(2) == 0 {
+		b.Given = &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}
+	}
 	switch r.IntN(5) {
 	case 0:
 		b.Raw = []byte{}
@@ -98,18 +103,18 @@ func randomBody(r *rand.Rand) *store.Body {
 	default:
 		b.Raw = realisticMessage(r, r.IntN(100), 64+r.IntN(4000), "to@example.com")
 	}
-	if !b.Unparsed {
+	if g := b.Given; g != nil {
 		if r.IntN(2) == 0 {
-			b.Text = ptr(fmt.Sprint("text ", r.Int()))
+			g.Text = ptr(fmt.Sprint("text ", r.Int()))
 		}
 		if r.IntN(2) == 0 {
-			b.HTML = ptr("")
+			g.HTML = ptr("")
 		}
 		for i := range r.IntN(3) {
-			b.Headers[fmt.Sprint("h", i)] = fmt.Sprint(r.Int())
+			g.Headers[fmt.Sprint("h", i)] = fmt.Sprint(r.Int())
 		}
 		for range r.IntN(3) {
-			b.Attachments = append(b.Attachments, store.Attachment{Filename: ptr("f"), ContentID: ptr(""), Size: r.Int64N(1e6)})
+			g.Attachments = append(g.Attachments, store.Attachment{Filename: ptr("f"), ContentID: ptr(""), Size: r.Int64N(1e6)})
 		}
 	}
 	if r.IntN(3) > 0 {

@@ -22,7 +22,9 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t, filepath.Join(t.TempDir(), "mailsink.db"), WithMaxBatchSize(16))
 	existing := testEmail(fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", 0), "x@example.com", 1000)
-	body := func() *store.Body { return &store.Body{Raw: []byte("raw"), Headers: map[string]string{}} }
+	body := func() *store.Body {
+		return &store.Body{Raw: []byte("raw"), Given: &store.Parts{Headers: map[string]string{}}}
+	}
 	if err := s.CreateEmails(ctx, body(), []*store.Email{existing}); err != nil {
 		t.Fatal(err)
 	}

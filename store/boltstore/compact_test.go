@@ -36,7 +36,7 @@ func TestCompactGivesSpaceBack(t *testing.T) {
 	var ids []string
 	for i := range 200 {
 		id := fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", i)
-		body := &store.Body{Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}}
+		body := &store.Body{Raw: raw, Given: &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}}
 		if err := s.CreateEmails(ctx, body, []*store.Email{testEmail(id, "r@example.com", int64(1000+i))}); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestOpenDuringCompactRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := testEmail("0190b6d2-7c3e-7a1b-8c2d-000000000001", "r@example.com", 1000)
-	if err := c.CreateEmails(ctx, &store.Body{Raw: []byte("copy"), Headers: map[string]string{}, Attachments: []store.Attachment{}}, []*store.Email{marker}); err != nil {
+	if err := c.CreateEmails(ctx, &store.Body{Raw: []byte("copy"), Given: &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}}, []*store.Email{marker}); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()

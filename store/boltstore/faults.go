@@ -10,7 +10,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-var _ store.FaultStore = (*Store)(nil)
+var _ store.Faults = (*Store)(nil)
 
 // faultCache holds each account's rules as last read from the file. The SMTP
 // server reads them in every transaction, and with nobody changing them a
@@ -96,7 +96,7 @@ func cloneFaults(rules []*store.FaultRule) []*store.FaultRule {
 	return out
 }
 
-// CreateFault implements store.FaultStore.
+// CreateFault implements store.Faults.
 func (s *Store) CreateFault(ctx context.Context, r *store.FaultRule) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "create fault")
@@ -142,7 +142,7 @@ func (s *Store) CreateFault(ctx context.Context, r *store.FaultRule) error {
 	return nil
 }
 
-// Faults implements store.FaultStore.
+// Faults implements store.Faults.
 func (s *Store) Faults(ctx context.Context, accountID string) ([]*store.FaultRule, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "list faults")
@@ -167,7 +167,7 @@ func (s *Store) Faults(ctx context.Context, accountID string) ([]*store.FaultRul
 	return rules, nil
 }
 
-// DeleteFault implements store.FaultStore.
+// DeleteFault implements store.Faults.
 func (s *Store) DeleteFault(ctx context.Context, accountID, id string) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "delete fault")
@@ -192,7 +192,7 @@ func (s *Store) DeleteFault(ctx context.Context, accountID, id string) error {
 	return nil
 }
 
-// DeleteFaults implements store.FaultStore.
+// DeleteFaults implements store.Faults.
 func (s *Store) DeleteFaults(ctx context.Context, accountID string) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "delete faults")
@@ -208,7 +208,7 @@ func (s *Store) DeleteFaults(ctx context.Context, accountID string) error {
 	return wrap(err, "delete faults")
 }
 
-// ConsumeFault implements store.FaultStore.
+// ConsumeFault implements store.Faults.
 func (s *Store) ConsumeFault(ctx context.Context, accountID, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, wrap(err, "consume fault")

@@ -72,13 +72,13 @@ func fixtureBodies() []*store.Body {
 	}
 	return []*store.Body{
 		{
-			Raw:  []byte("Subject: subject 01\r\nContent-Type: text/html\r\n\r\n<p>hi \xff</p>\r\n"),
-			Text: ptr("hi"), HTML: ptr("<p>hi</p>"), Headers: map[string]string{"subject": "subject 01", "content-type": "text/html"},
-			Attachments: []store.Attachment{{ContentType: ptr("application/pdf"), Filename: ptr("a.pdf"), Size: 12}},
-			Transcript:  tr,
+			Raw: []byte("Subject: subject 01\r\nContent-Type: text/html\r\n\r\n<p>hi \xff</p>\r\n"),
+			Given: &store.Parts{Text: ptr("hi"), HTML: ptr("<p>hi</p>"), Headers: map[string]string{"subject": "subject 01", "content-type": "text/html"},
+				Attachments: []store.Attachment{{ContentType: ptr("application/pdf"), Filename: ptr("a.pdf"), Size: 12}}},
+			Transcript: tr,
 		},
-		{Raw: long, Headers: map[string]string{}, Attachments: []store.Attachment{}, Transcript: tr, Unparsed: true},
-		{Raw: []byte("Subject: subject 05\r\n\r\nplain\r\n"), Text: ptr("plain\r\n"), Headers: map[string]string{"subject": "subject 05"}, Attachments: []store.Attachment{}},
+		{Raw: long, Transcript: tr},
+		{Raw: []byte("Subject: subject 05\r\n\r\nplain\r\n"), Given: &store.Parts{Text: ptr("plain\r\n"), Headers: map[string]string{"subject": "subject 05"}, Attachments: []store.Attachment{}}},
 	}
 }
 

@@ -76,17 +76,14 @@ func fillLikeSMTP(t testing.TB, s *Store, accountID string, n, conns, size int) 
 					MessageID: ptr(fmt.Sprintf("<m%d.run@bench.test>", i)), Subject: ptr(fmt.Sprintf("bench run m%d", i)),
 					ReceivedAt: now, CreatedAt: now, UpdatedAt: now,
 				}
-				body := &store.Body{
-					Raw: raw, Headers: map[string]string{}, Attachments: []store.Attachment{}, Unparsed: true,
-					Transcript: &store.Transcript{
-						ClientAddress: "127.0.0.1:" + strconv.Itoa(40000+c), Helo: "localhost",
-						Mail: store.TranscriptCommand{Address: "sender@bench.test", Params: []string{},
-							Reply: "250 2.0.0 Roger, accepting mail from <sender@bench.test>"},
-						Rcpts: []store.TranscriptCommand{{Address: rcpt, Params: []string{},
-							Reply: "250 2.0.0 I'll make sure <" + rcpt + "> gets this"}},
-						Data: "250 2.0.0 OK: queued",
-					},
-				}
+				body := &store.Body{Raw: raw, Transcript: &store.Transcript{
+					ClientAddress: "127.0.0.1:" + strconv.Itoa(40000+c), Helo: "localhost",
+					Mail: store.TranscriptCommand{Address: "sender@bench.test", Params: []string{},
+						Reply: "250 2.0.0 Roger, accepting mail from <sender@bench.test>"},
+					Rcpts: []store.TranscriptCommand{{Address: rcpt, Params: []string{},
+						Reply: "250 2.0.0 I'll make sure <" + rcpt + "> gets this"}},
+					Data: "250 2.0.0 OK: queued",
+				}}
 				if err := s.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
 					errs <- err
 					return

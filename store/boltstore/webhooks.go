@@ -33,7 +33,7 @@ var (
 	whCursor       = []byte("cursor")
 )
 
-var _ store.WebhookStore = (*Store)(nil)
+var _ store.Webhooks = (*Store)(nil)
 
 // deliveryRecord is a delivery as stored, with its lease and queue place.
 type deliveryRecord struct {
@@ -86,7 +86,7 @@ func countKeys(b *bolt.Bucket) int {
 
 func webhookNotFound() error { return store.Errorf(store.NotFound, "webhook not found") }
 
-// CreateWebhook implements store.WebhookStore.
+// CreateWebhook implements store.Webhooks.
 func (s *Store) CreateWebhook(ctx context.Context, w *store.Webhook, max int) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "create webhook")
@@ -108,7 +108,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w *store.Webhook, max int) er
 	}), "create webhook")
 }
 
-// GetWebhook implements store.WebhookStore.
+// GetWebhook implements store.Webhooks.
 func (s *Store) GetWebhook(ctx context.Context, accountID, id string) (*store.Webhook, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "get webhook")
@@ -129,7 +129,7 @@ func (s *Store) GetWebhook(ctx context.Context, accountID, id string) (*store.We
 	return w, wrap(err, "get webhook")
 }
 
-// ListWebhooks implements store.WebhookStore.
+// ListWebhooks implements store.Webhooks.
 func (s *Store) ListWebhooks(ctx context.Context, accountID string) ([]*store.Webhook, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "list webhooks")
@@ -155,7 +155,7 @@ func (s *Store) ListWebhooks(ctx context.Context, accountID string) ([]*store.We
 	return out, nil // in key order: ids are time-ordered, so oldest first
 }
 
-// DeleteWebhook implements store.WebhookStore.
+// DeleteWebhook implements store.Webhooks.
 func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "delete webhook")
@@ -209,7 +209,7 @@ func dropDelivery(b *bolt.Bucket, id string) error {
 	return dels.Delete([]byte(id))
 }
 
-// DisableWebhook implements store.WebhookStore.
+// DisableWebhook implements store.Webhooks.
 func (s *Store) DisableWebhook(ctx context.Context, accountID, id, reason string, at time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "disable webhook")
@@ -239,7 +239,7 @@ func (s *Store) DisableWebhook(ctx context.Context, accountID, id, reason string
 	}), "disable webhook")
 }
 
-// WebhookAccounts implements store.WebhookStore.
+// WebhookAccounts implements store.Webhooks.
 func (s *Store) WebhookAccounts(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "webhook accounts")
@@ -258,7 +258,7 @@ func (s *Store) WebhookAccounts(ctx context.Context) ([]string, error) {
 	return out, wrap(err, "webhook accounts")
 }
 
-// WebhookCursor implements store.WebhookStore.
+// WebhookCursor implements store.Webhooks.
 func (s *Store) WebhookCursor(ctx context.Context, accountID string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", wrap(err, "webhook cursor")
@@ -273,7 +273,7 @@ func (s *Store) WebhookCursor(ctx context.Context, accountID string) (string, er
 	return cur, wrap(err, "webhook cursor")
 }
 
-// EnqueueDeliveries implements store.WebhookStore.
+// EnqueueDeliveries implements store.Webhooks.
 func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string, ds []*store.Delivery) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "enqueue deliveries")
@@ -355,7 +355,7 @@ func cursorAhead(next, cur string) bool {
 	return err1 == nil && (err2 != nil || c.Less(n))
 }
 
-// ClaimDeliveries implements store.WebhookStore.
+// ClaimDeliveries implements store.Webhooks.
 func (s *Store) ClaimDeliveries(ctx context.Context, accountID string, now time.Time, lease time.Duration, token string, limit int) ([]*store.Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "claim deliveries")
@@ -408,7 +408,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, accountID string, now time.
 	return out, nil
 }
 
-// FinishDelivery implements store.WebhookStore.
+// FinishDelivery implements store.Webhooks.
 func (s *Store) FinishDelivery(ctx context.Context, d *store.Delivery, token string) error {
 	if err := ctx.Err(); err != nil {
 		return wrap(err, "finish delivery")
@@ -450,7 +450,7 @@ func (s *Store) FinishDelivery(ctx context.Context, d *store.Delivery, token str
 	}), "finish delivery")
 }
 
-// ListDeliveries implements store.WebhookStore.
+// ListDeliveries implements store.Webhooks.
 func (s *Store) ListDeliveries(ctx context.Context, accountID, webhookID string, limit int) ([]*store.Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap(err, "list deliveries")

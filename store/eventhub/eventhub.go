@@ -1,6 +1,6 @@
 // Package eventhub fans a store's change events out to the subscribers of
 // one process, per account, and keeps a bounded history of each account's
-// recent events for resumption. Stores use it to implement store.Notifier:
+// recent events for resumption. Stores use it to implement store.Events:
 // the embedded store publishes into it after each commit; the Redis store
 // feeds it from Redis pub/sub so that every replica sees every event.
 package eventhub

@@ -72,8 +72,14 @@ const (
 // an id is fenced: nothing was written.
 var errRefused = store.Errorf(store.Unavailable, "store unavailable: the write came too late and was refused")
 
-// Guarantee says, for the start-up line, what an acknowledged create means.
-func (s *Store) Guarantee() string {
+// Info implements store.Store.
+func (s *Store) Info() store.Info {
+	return store.Info{Name: "redis", Guarantee: s.guarantee()}
+}
+
+// guarantee says what a 250 means across a failover with the store's
+// replica acknowledgement settings.
+func (s *Store) guarantee() string {
 	if s.ackReplicas == 0 {
 		return "250 once the master has the write; replication is asynchronous, a failover may lose it: MAILSINK_REDIS_ACK_REPLICAS=0"
 	}

@@ -169,10 +169,9 @@ func BenchmarkCreateArgs(b *testing.B) {
 	s := &Store{prefix: "bench:"}
 	text := strings.Repeat("Hello, this is line of a plain text message.\r\n", 44)
 	body := testBody(text)
-	body.Text = &text
-	body.Headers = map[string]string{"subject": "Order 1234 confirmed", "from": "shop@example.com",
+	body.Given = &store.Parts{Text: &text, Headers: map[string]string{"subject": "Order 1234 confirmed", "from": "shop@example.com",
 		"to": "user@example.com", "date": "Sun, 22 Nov 2026 16:00:00 +0000", "message-id": "<abc@example.com>",
-		"content-type": "text/plain; charset=utf-8"}
+		"content-type": "text/plain; charset=utf-8"}}
 	e := testEmail(acct, "user@example.com", "shop@example.com", 1700000000000)
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()

@@ -45,7 +45,7 @@ func TestBodyForms(t *testing.T) {
 			}
 			for _, e := range []*store.Email{e1, e2} {
 				got, err := s.GetBody(ctx, acct, e.ID)
-				if err != nil || !bytes.Equal(got.Raw, tc.raw) || !got.Unparsed || got.Transcript == nil || got.Transcript.Helo != "localhost" {
+				if err != nil || !bytes.Equal(got.Raw, tc.raw) || got.Given != nil || got.Transcript == nil || got.Transcript.Helo != "localhost" {
 					t.Fatalf("%s: GetBody = %v; want the body stored", tc.name, err)
 				}
 			}

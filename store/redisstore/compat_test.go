@@ -63,12 +63,15 @@ return ids
 // encodeBody returns the bodyRecord of b as the older release wrote it
 // (json.Marshal's form, with nil headers as {} and nil attachments as []).
 func encodeBody(b *store.Body) string {
-	r := bodyRecord{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Attachments: make([]attachmentRecord, len(b.Attachments)), Transcript: b.Transcript, Unparsed: b.Unparsed}
-	if r.Headers == nil {
-		r.Headers = map[string]string{}
-	}
-	for i, a := range b.Attachments {
-		r.Attachments[i] = attachmentRecord(a)
+	r := bodyRecord{Headers: map[string]string{}, Attachments: []attachmentRecord{}, Transcript: b.Transcript, Unparsed: b.Given == nil}
+	if g := b.Given; g != nil {
+		r.Text, r.HTML = g.Text, g.HTML
+		if g.Headers != nil {
+			r.Headers = g.Headers
+		}
+		for _, a := range g.Attachments {
+			r.Attachments = append(r.Attachments, attachmentRecord(a))
+		}
 	}
 	return marshal(&r)
 }
@@ -119,9 +122,7 @@ func TestOlderLayout(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t)
 		text, html := "older text", "<p>older</p>"
-		parsed := &store.Body{Raw: []byte("Subject: Older\\r\\n\\r\\nolder text\\r\\n"), Text: &text, HTML: &html,
-			Headers:     map[string]string{"subject": "Older"},
-			Attachments: []store.Attachment{{Filename: ptr("a.pdf"), ContentType: ptr("application/pdf"), Size: 10}}}
+		parsed := &store.Body{Raw: []byte("Subject: Older\\r\\n\\r\\nolder text\\r\\n"), Given: &store.Parts{Text: &text, HTML: &html, Headers: map[string]string{"subject": "Older"}, Attachments: []store.Attachment{{Filename: ptr("a.pdf"), ContentType: ptr("application/pdf"), Size: 10}}}}
 		older := func(rcpt string, ms int64, subject string, labels ...string) *store.Email {
 			e := testEmail(acct, rcpt, "o@example.com", ms)
 			e.Subject, e.RawSize, e.Labels = ptr(subject), int64(len(parsed.Raw)), append([]string{}, labels...)
@@ -179,8 +180,8 @@ func TestOlderLayout(t *testing.T) {
 		}
 		for _, e := range []*store.Email{oa, ob} {
 			b, err := s.GetBody(ctx, acct, e.ID)
-			if err != nil || string(b.Raw) != string(parsed.Raw) || *b.Text != text || *b.HTML != html ||
-				len(b.Attachments) != 1 || *b.Attachments[0].Filename != "a.pdf" || b.Headers["subject"] != "Older" || b.Unparsed {
+			if err != nil || string(b.Raw) != string(parsed.Raw) || b.Given == nil || *b.Given.Text != text || *b.Given.HTML != html ||
+				len(b.Given.Attachments) != 1 || *b.Given.Attachments[0].Filename != "a.pdf" || b.Given.Headers["subject"] != "Older" {
 				t.Errorf("GetBody(%s) = %+v, %v", e.ID, b, err)
 			}
 		}
@@ -223,7 +224,7 @@ func TestOlderLayout(t *testing.T) {
 		if err := s.DeleteEmail(ctx, acct, oa.ID); err != nil {
 			t.Fatal(err)
 		}
-		if b, err := s.GetBody(ctx, acct, ob.ID); err != nil || *b.Text != text {
+		if b, err := s.GetBody(ctx, acct, ob.ID); err != nil || b.Given == nil || *b.Given.Text != text {
 			t.Errorf("GetBody of the other email sharing the body: %+v, %v", b, err)
 		}
 		if n, err := s.BodyCount(ctx); err != nil || n != 4 {

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"testing"
 
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/storetest"
 )
 
@@ -13,6 +12,6 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, newStore func(testing.TB) *Store) {
-		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
+		storetest.Run(t, func(t *testing.T) storetest.Store { return newStore(t) })
 	})
 }

@@ -66,8 +66,7 @@ func TestStoredFormat(t *testing.T) {
 		t.Fatalf("createdPayload\ngot  %s\nwant %s", got, wantEvent)
 	}
 
-	body := &store.Body{Raw: []byte("raw"), Text: ptr("Hi <there>\r\n"), Headers: map[string]string{"subject": "Order & co", "from": "x@y"},
-		Attachments: []store.Attachment{{ContentID: ptr("<c1>"), ContentType: ptr("image/png"), Disposition: ptr("inline"), Size: 12}}}
+	body := &store.Body{Raw: []byte("raw"), Given: &store.Parts{Text: ptr("Hi <there>\r\n"), Headers: map[string]string{"subject": "Order & co", "from": "x@y"}, Attachments: []store.Attachment{{ContentID: ptr("<c1>"), ContentType: ptr("image/png"), Disposition: ptr("inline"), Size: 12}}}}
 	if got := encodeBody(body); got != storedBody {
 		t.Fatalf("encodeBody\ngot  %s\nwant %s", got, storedBody)
 	}
@@ -79,10 +78,10 @@ func TestStoredFormat(t *testing.T) {
 		t.Fatalf("decodeBody = %+v, want %+v", gotBody, body)
 	}
 	empty := `{"text":null,"html":null,"headers":{},"att":[]}`
-	if got := encodeBody(&store.Body{}); got != empty {
+	if got := encodeBody(&store.Body{Given: &store.Parts{}}); got != empty {
 		t.Fatalf("encodeBody of an empty body = %s, want %s", got, empty)
 	}
-	if b, err := decodeBody("", `{"text":null,"html":null,"headers":null,"att":null}`); err != nil || b.Headers == nil || b.Attachments == nil {
+	if b, err := decodeBody("", `{"text":null,"html":null,"headers":null,"att":null}`); err != nil || b.Given == nil || b.Given.Headers == nil || b.Given.Attachments == nil {
 		t.Fatalf("decodeBody of null headers and attachments = %+v, %v; want empty ones", b, err)
 	}
 }
@@ -190,15 +189,15 @@ func TestBodyValueRoundTrip(t *testing.T) {
 		default:
 			raw = strings.Repeat(validText(r)+"\n", r.IntN(50))
 		}
-		b := &store.Body{Raw: []byte(raw), Headers: map[string]string{}, Attachments: []store.Attachment{}}
+		b := &store.Body{Raw: []byte(raw), Given: &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}}
 		if r.IntN(2) == 0 {
-			b.Unparsed = true
+			b.Given = nil
 			b.Transcript = &store.Transcript{Helo: validText(r), Mail: store.TranscriptCommand{Address: validText(r), Params: []string{}},
 				Rcpts: []store.TranscriptCommand{}, Data: "250 ok"}
 		} else {
-			b.Text, b.HTML = ptr(validText(r)), ptr("<p>\n"+validText(r))
-			b.Headers = map[string]string{"subject": validText(r)}
-			b.Attachments = []store.Attachment{{Filename: ptr(validText(r)), Size: r.Int64N(1 << 30)}}
+			b.Given.Text, b.Given.HTML = ptr(validText(r)), ptr("<p>\n"+validText(r))
+			b.Given.Headers = map[string]string{"subject": validText(r)}
+			b.Given.Attachments = []store.Attachment{{Filename: ptr(validText(r)), Size: r.Int64N(1 << 30)}}
 		}
 		v := encodeBodyValue(new(rawzip.Compressor), b)
 		meta, rest, _ := strings.Cut(string(v), recordSep)

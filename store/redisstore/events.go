@@ -520,7 +520,7 @@ func eventPayload(typ store.EventType, accountID, id string, e *store.Email) ([]
 	return b, nil
 }
 
-// Subscribe implements store.Notifier: the subscription gets the account's
+// Subscribe implements store.Events: the subscription gets the account's
 // events from every replica sharing this Redis and prefix.
 //
 // Until this Store's own subscription to Redis is confirmed (just after
@@ -541,7 +541,7 @@ func (s *Store) Subscribe(accountID string) store.Subscription {
 // subscription to Redis.
 const subscribeWait = 2 * time.Second
 
-// EventsAfter implements store.Notifier from the account's event stream in
+// EventsAfter implements store.Events from the account's event stream in
 // Redis. It returns Invalid for a malformed id and Unavailable when Redis
 // cannot be reached.
 func (s *Store) EventsAfter(ctx context.Context, accountID, afterID string) ([]store.Event, bool, error) {

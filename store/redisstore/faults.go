@@ -12,7 +12,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-var _ store.FaultStore = (*Store)(nil)
+var _ store.Faults = (*Store)(nil)
 
 // An account's fault rules live in three hashes keyed by rule id: the rule
 // as JSON (never changed once stored), the remaining matches of counted
@@ -67,7 +67,7 @@ end
 return 1
 `)
 
-// CreateFault implements store.FaultStore.
+// CreateFault implements store.Faults.
 func (s *Store) CreateFault(ctx context.Context, r *store.FaultRule) error {
 	v, err := json.Marshal(r)
 	if err != nil {
@@ -89,7 +89,7 @@ func (s *Store) CreateFault(ctx context.Context, r *store.FaultRule) error {
 	return nil
 }
 
-// Faults implements store.FaultStore.
+// Faults implements store.Faults.
 func (s *Store) Faults(ctx context.Context, accountID string) ([]*store.FaultRule, error) {
 	k := s.account(accountID)
 	// SMTP asks for every message, and most accounts have no rule: one
@@ -127,7 +127,7 @@ func (s *Store) Faults(ctx context.Context, accountID string) ([]*store.FaultRul
 	return out, nil
 }
 
-// DeleteFault implements store.FaultStore.
+// DeleteFault implements store.Faults.
 func (s *Store) DeleteFault(ctx context.Context, accountID, id string) error {
 	k := s.account(accountID)
 	var n *redis.IntCmd
@@ -146,12 +146,12 @@ func (s *Store) DeleteFault(ctx context.Context, accountID, id string) error {
 	return nil
 }
 
-// DeleteFaults implements store.FaultStore.
+// DeleteFaults implements store.Faults.
 func (s *Store) DeleteFaults(ctx context.Context, accountID string) error {
 	return classify(s.client.Del(ctx, s.account(accountID).faultKeys()...).Err())
 }
 
-// ConsumeFault implements store.FaultStore.
+// ConsumeFault implements store.Faults.
 func (s *Store) ConsumeFault(ctx context.Context, accountID, id string) (bool, error) {
 	n, err := consumeFaultScript.Run(ctx, s.client, s.account(accountID).faultKeys(), id).Int()
 	if err != nil {

@@ -18,7 +18,7 @@ func FuzzDecodeValues(f *testing.F) {
 	r := newRecord(e, e.ID, "body-1")
 	f.Add(packRecord(r.storedValues(r.values()), 12))
 	f.Add(string(encodeBodyValue(new(rawzip.Compressor), &store.Body{Raw: []byte("Subject: x\r\n\r\nshort")})))
-	f.Add(string(encodeBodyValue(new(rawzip.Compressor), &store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Text: &text})))
+	f.Add(string(encodeBodyValue(new(rawzip.Compressor), &store.Body{Raw: []byte(strings.Repeat("Subject: compressible\r\n", 50)), Given: &store.Parts{Text: &text}})))
 	f.Fuzz(func(t *testing.T, v string) {
 		if r, err := decodePacked(v, "id", "acct"); err == nil && (r.ID != "id" || r.AccountID != "acct") {
 			t.Fatalf("decodePacked kept %q, %q", r.ID, r.AccountID)

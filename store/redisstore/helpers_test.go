@@ -183,11 +183,7 @@ func testEmail(account, recipient, sender string, ms int64) *store.Email {
 }
 
 func testBody(raw string) *store.Body {
-	return &store.Body{
-		Raw:         []byte(raw),
-		Headers:     map[string]string{},
-		Attachments: []store.Attachment{},
-	}
+	return &store.Body{Raw: []byte(raw), Given: &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}}
 }
 
 func ids(es []*store.Email) []string {

@@ -44,19 +44,13 @@ func smtpBody(i, size int, random bool) *store.Body {
 		b.WriteString("\r\n")
 	}
 	b.WriteString(strings.Repeat("x", max(size-b.Len()-2, 0)) + "\r\n")
-	return &store.Body{
-		Raw:         []byte(b.String()),
-		Headers:     map[string]string{},
-		Attachments: []store.Attachment{},
-		Unparsed:    true,
-		Transcript: &store.Transcript{
-			ClientAddress: "127.0.0.1:41234",
-			Helo:          "localhost",
-			Mail:          store.TranscriptCommand{Address: "sender@bench.test", Params: []string{"BODY=8BITMIME"}, Reply: "250 2.0.0 Roger, accepting mail from <sender@bench.test>"},
-			Rcpts:         []store.TranscriptCommand{{Address: fmt.Sprintf("r%d.run@bench.test", i%100), Reply: "250 2.0.0 I'll make sure <r.run@bench.test> gets this"}},
-			Data:          "250 2.0.0 OK: queued",
-		},
-	}
+	return &store.Body{Raw: []byte(b.String()), Transcript: &store.Transcript{
+		ClientAddress: "127.0.0.1:41234",
+		Helo:          "localhost",
+		Mail:          store.TranscriptCommand{Address: "sender@bench.test", Params: []string{"BODY=8BITMIME"}, Reply: "250 2.0.0 Roger, accepting mail from <sender@bench.test>"},
+		Rcpts:         []store.TranscriptCommand{{Address: fmt.Sprintf("r%d.run@bench.test", i%100), Reply: "250 2.0.0 I'll make sure <r.run@bench.test> gets this"}},
+		Data:          "250 2.0.0 OK: queued",
+	}}
 }
 
 // keyKind names the kind of a key of the store for the memory breakdown.

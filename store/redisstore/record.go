@@ -265,8 +265,9 @@ type bodyRecord struct {
 	Headers     map[string]string  `json:"headers"`
 	Attachments []attachmentRecord `json:"att"`
 	Transcript  *store.Transcript  `json:"tx,omitempty"`
-	// Unparsed is store.Body.Unparsed; bodies written before it existed
-	// were all parsed.
+	// Unparsed is true for a body whose parts are read from its raw
+	// source (store.Body.Given nil); bodies written before it existed
+	// were all stored parsed.
 	Unparsed bool `json:"u,omitempty"`
 }
 
@@ -308,11 +309,14 @@ const largeBody = rawzip.MaxSize
 
 // encodeBodyMeta returns the parsed content of b as stored (compactBody).
 func encodeBodyMeta(b *store.Body) []byte {
-	r := compactBody{Text: b.Text, HTML: b.HTML, Headers: b.Headers, Transcript: b.Transcript, Unparsed: b.Unparsed}
-	if len(b.Attachments) > 0 {
-		r.Attachments = make([]attachmentRecord, len(b.Attachments))
-		for i, a := range b.Attachments {
-			r.Attachments[i] = attachmentRecord(a)
+	r := compactBody{Transcript: b.Transcript, Unparsed: b.Given == nil}
+	if g := b.Given; g != nil {
+		r.Text, r.HTML, r.Headers = g.Text, g.HTML, g.Headers
+		if len(g.Attachments) > 0 {
+			r.Attachments = make([]attachmentRecord, len(g.Attachments))
+			for i, a := range g.Attachments {
+				r.Attachments[i] = attachmentRecord(a)
+			}
 		}
 	}
 	meta, _ := json.Marshal(&r)
@@ -371,20 +375,17 @@ func decodeBodyBytes(raw []byte, meta string) (*store.Body, error) {
 	if err := json.Unmarshal([]byte(meta), &br); err != nil {
 		return nil, store.Wrap(store.Internal, err, "decode body")
 	}
-	b := &store.Body{
-		Raw:         raw,
-		Text:        br.Text,
-		HTML:        br.HTML,
-		Headers:     br.Headers,
-		Attachments: make([]store.Attachment, len(br.Attachments)),
-		Transcript:  br.Transcript,
-		Unparsed:    br.Unparsed,
+	b := &store.Body{Raw: raw, Transcript: br.Transcript}
+	if br.Unparsed {
+		return b, nil
 	}
-	if b.Headers == nil {
-		b.Headers = map[string]string{}
+	g := &store.Parts{Text: br.Text, HTML: br.HTML, Headers: br.Headers, Attachments: make([]store.Attachment, len(br.Attachments))}
+	if g.Headers == nil {
+		g.Headers = map[string]string{}
 	}
 	for i, a := range br.Attachments {
-		b.Attachments[i] = store.Attachment(a)
+		g.Attachments[i] = store.Attachment(a)
 	}
+	b.Given = g
 	return b, nil
 }

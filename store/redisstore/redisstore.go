@@ -17,7 +17,7 @@
 //	P{T}:b:<bodyid>      string  a body: its parsed content as JSON (text,
 //	                             HTML, headers and attachments, null and
 //	                             empty ones left out; "u": true when the raw
-//	                             was stored unparsed, store.Body.Unparsed),
+//	                             was stored unparsed, store.Body.Given nil),
 //	                             "\n", then the raw source, byte-exact or
 //	                             compressed with S2 (internal/rawzip)
 //	                             when that saves an eighth (encodeBodyValue);
@@ -186,10 +186,10 @@ type Store struct {
 }
 
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
-	_ store.Stats    = (*Store)(nil)
-	_ store.Pruner   = (*Store)(nil)
+	_ store.Store  = (*Store)(nil)
+	_ store.Events = (*Store)(nil)
+	_ store.Stats  = (*Store)(nil)
+	_ store.Pruner = (*Store)(nil)
 )
 
 // New returns a Store on client. It does not contact Redis: go-redis

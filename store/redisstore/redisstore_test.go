@@ -31,16 +31,10 @@ func TestRoundTrip(t *testing.T) {
 			raw = append(raw, byte(i)) // every byte value, NUL and invalid UTF-8 included
 		}
 		raw = append(raw, "\r\nSubject: <b>&</b>\r\n"...)
-		body := &store.Body{
-			Raw:     raw,
-			Text:    ptr("héllo\n"),
-			HTML:    nil,
-			Headers: map[string]string{"subject": "Hi", "x-empty": ""},
-			Attachments: []store.Attachment{
-				{ContentType: ptr("image/png"), Filename: ptr("a.png"), Size: 9007199254740991},
-				{ContentID: ptr("<c1>"), Disposition: ptr("inline")},
-			},
-		}
+		body := &store.Body{Raw: raw, Given: &store.Parts{Text: ptr("héllo\n"), HTML: nil, Headers: map[string]string{"subject": "Hi", "x-empty": ""}, Attachments: []store.Attachment{
+			{ContentType: ptr("image/png"), Filename: ptr("a.png"), Size: 9007199254740991},
+			{ContentID: ptr("<c1>"), Disposition: ptr("inline")},
+		}}}
 		e := testEmail(acct, "Bob@Example.COM", "alice@example.org", 1700000000123)
 		e.ID = strings.ToUpper(e.ID) // stored in lower case
 		e.Subject = nil
@@ -75,14 +69,14 @@ func TestRoundTrip(t *testing.T) {
 		// A body with nil maps and slices comes back with empty ones.
 		e2 := testEmail(acct, "c@example.com", "d@example.com", 1700000000124)
 		e2.Labels = nil
-		if err := s.CreateEmails(ctx, &store.Body{}, []*store.Email{e2}); err != nil {
+		if err := s.CreateEmails(ctx, &store.Body{Given: &store.Parts{}}, []*store.Email{e2}); err != nil {
 			t.Fatalf("CreateEmails(empty body): %v", err)
 		}
 		gotBody, err = s.GetBody(ctx, acct, e2.ID)
 		if err != nil {
 			t.Fatalf("GetBody: %v", err)
 		}
-		if len(gotBody.Raw) != 0 || gotBody.Headers == nil || gotBody.Attachments == nil {
+		if len(gotBody.Raw) != 0 || gotBody.Given == nil || gotBody.Given.Headers == nil || gotBody.Given.Attachments == nil {
 			t.Errorf("empty body came back as %+v; want empty raw, non-nil headers and attachments", gotBody)
 		}
 		got2, err := s.GetEmail(ctx, acct, e2.ID)

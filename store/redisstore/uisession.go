@@ -11,7 +11,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-var _ store.UISessions = (*Store)(nil)
+var _ store.Sessions = (*Store)(nil)
 
 // uiSession is the key of a dashboard session; its id is hashed, so that
 // key names never hold a live session id.
@@ -70,7 +70,7 @@ redis.call('ZREM', KEYS[2], KEYS[1])
 return 1
 `)
 
-// CreateUISession implements store.UISessions.
+// CreateUISession implements store.Sessions.
 func (s *Store) CreateUISession(ctx context.Context, id string, sess store.UISession, ttl time.Duration, limit int) error {
 	v, err := json.Marshal(uiSessionJSON{AccountID: sess.AccountID, KeyDigest: hex.EncodeToString(sess.KeyDigest[:])})
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *Store) CreateUISession(ctx context.Context, id string, sess store.UISes
 	return nil
 }
 
-// UISession implements store.UISessions.
+// UISession implements store.Sessions.
 func (s *Store) UISession(ctx context.Context, accountID, id string) (store.UISession, bool, error) {
 	k := s.account(accountID)
 	v, err := getUISessionScript.Run(ctx, s.client, []string{k.uiSession(id), k.uiSessions()}).Text()
@@ -113,7 +113,7 @@ func (s *Store) UISession(ctx context.Context, accountID, id string) (store.UISe
 	return out, true, nil
 }
 
-// DeleteUISession implements store.UISessions.
+// DeleteUISession implements store.Sessions.
 func (s *Store) DeleteUISession(ctx context.Context, accountID, id string) error {
 	k := s.account(accountID)
 	return classify(deleteUISessionScript.Run(ctx, s.client, []string{k.uiSession(id), k.uiSessions()}).Err())

@@ -27,7 +27,7 @@ import (
 // account's keys share its hash tag, so each script runs on one node of a
 // cluster; the accounts set is written apart from them.
 
-var _ store.WebhookStore = (*Store)(nil)
+var _ store.Webhooks = (*Store)(nil)
 
 func (k accountKeys) webhooks() string          { return k.base + "wh" }
 func (k accountKeys) deliveryPrefix() string    { return k.base + "whd:" }
@@ -141,7 +141,7 @@ return 1
 
 func webhookNotFound() error { return store.Errorf(store.NotFound, "webhook not found") }
 
-// CreateWebhook implements store.WebhookStore.
+// CreateWebhook implements store.Webhooks.
 func (s *Store) CreateWebhook(ctx context.Context, w *store.Webhook, max int) error {
 	v, err := json.Marshal(w)
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w *store.Webhook, max int) er
 	return nil
 }
 
-// GetWebhook implements store.WebhookStore.
+// GetWebhook implements store.Webhooks.
 func (s *Store) GetWebhook(ctx context.Context, accountID, id string) (*store.Webhook, error) {
 	v, err := s.client.HGet(ctx, s.account(accountID).webhooks(), id).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -179,7 +179,7 @@ func (s *Store) GetWebhook(ctx context.Context, accountID, id string) (*store.We
 	return w, nil
 }
 
-// ListWebhooks implements store.WebhookStore.
+// ListWebhooks implements store.Webhooks.
 func (s *Store) ListWebhooks(ctx context.Context, accountID string) ([]*store.Webhook, error) {
 	m, err := s.client.HGetAll(ctx, s.account(accountID).webhooks()).Result()
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *Store) ListWebhooks(ctx context.Context, accountID string) ([]*store.We
 	return out, nil
 }
 
-// DeleteWebhook implements store.WebhookStore.
+// DeleteWebhook implements store.Webhooks.
 func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
 	k := s.account(accountID)
 	ok, err := deleteWebhookScript.Run(ctx, s.client,
@@ -212,7 +212,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
 	return nil
 }
 
-// DisableWebhook implements store.WebhookStore.
+// DisableWebhook implements store.Webhooks.
 func (s *Store) DisableWebhook(ctx context.Context, accountID, id, reason string, at time.Time) error {
 	w, err := s.GetWebhook(ctx, accountID, id)
 	if err != nil {
@@ -236,13 +236,13 @@ func (s *Store) DisableWebhook(ctx context.Context, accountID, id, reason string
 	return nil
 }
 
-// WebhookAccounts implements store.WebhookStore.
+// WebhookAccounts implements store.Webhooks.
 func (s *Store) WebhookAccounts(ctx context.Context) ([]string, error) {
 	ids, err := s.client.SMembers(ctx, s.webhookAccounts()).Result()
 	return ids, classify(err)
 }
 
-// WebhookCursor implements store.WebhookStore.
+// WebhookCursor implements store.Webhooks.
 func (s *Store) WebhookCursor(ctx context.Context, accountID string) (string, error) {
 	cur, err := s.client.Get(ctx, s.account(accountID).webhookCursor()).Result()
 	if errors.Is(err, redis.Nil) {
@@ -251,7 +251,7 @@ func (s *Store) WebhookCursor(ctx context.Context, accountID string) (string, er
 	return cur, classify(err)
 }
 
-// EnqueueDeliveries implements store.WebhookStore.
+// EnqueueDeliveries implements store.Webhooks.
 func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string, ds []*store.Delivery) error {
 	k := s.account(accountID)
 	args := []any{cursor, k.deliveryPrefix(), k.deliveryLogPrefix(), store.MaxDeliveryLog}
@@ -266,7 +266,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, accountID, cursor string,
 	return classify(err)
 }
 
-// ClaimDeliveries implements store.WebhookStore.
+// ClaimDeliveries implements store.Webhooks.
 func (s *Store) ClaimDeliveries(ctx context.Context, accountID string, now time.Time, lease time.Duration, token string, limit int) ([]*store.Delivery, error) {
 	k := s.account(accountID)
 	vals, err := claimScript.Run(ctx, s.client, []string{k.deliveryQueue()},
@@ -285,7 +285,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, accountID string, now time.
 	return out, nil
 }
 
-// FinishDelivery implements store.WebhookStore.
+// FinishDelivery implements store.Webhooks.
 func (s *Store) FinishDelivery(ctx context.Context, d *store.Delivery, token string) error {
 	v, err := json.Marshal(d)
 	if err != nil {
@@ -310,7 +310,7 @@ func (s *Store) FinishDelivery(ctx context.Context, d *store.Delivery, token str
 	return nil
 }
 
-// ListDeliveries implements store.WebhookStore.
+// ListDeliveries implements store.Webhooks.
 func (s *Store) ListDeliveries(ctx context.Context, accountID, webhookID string, limit int) ([]*store.Delivery, error) {
 	k := s.account(accountID)
 	ids, err := s.client.ZRevRange(ctx, k.deliveryLogPrefix()+webhookID, 0, int64(limit)-1).Result()

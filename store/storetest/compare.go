@@ -40,7 +40,7 @@ func diffEmail(got, want *store.Email) string {
 	return d.String()
 }
 
-// diffBody is diffEmail for bodies. Headers and Attachments must not be nil.
+// diffBody is diffEmail for bodies.
 func diffBody(got, want *store.Body) string {
 	if got == nil || want == nil {
 		if got == want {
@@ -52,6 +52,22 @@ func diffBody(got, want *store.Body) string {
 	if !bytes.Equal(got.Raw, want.Raw) {
 		d.add("Raw", abbrev(got.Raw), abbrev(want.Raw))
 	}
+	switch g, w := got.Given, want.Given; {
+	case (g == nil) != (w == nil):
+		d.add("Given", g, w)
+	case g != nil:
+		diffParts(&d, g, w)
+	}
+	if g, w := fmt.Sprintf("%+v", got.Transcript), fmt.Sprintf("%+v", want.Transcript); (got.Transcript == nil) != (want.Transcript == nil) ||
+		got.Transcript != nil && transcriptString(got.Transcript) != transcriptString(want.Transcript) {
+		d.add("Transcript", g, w)
+	}
+	return d.String()
+}
+
+// diffParts adds what differs between two bodies' given parts. Got's
+// Headers and Attachments must not be nil.
+func diffParts(d *differ, got, want *store.Parts) {
 	d.ptr("Text", got.Text, want.Text)
 	d.ptr("HTML", got.HTML, want.HTML)
 	wantHeaders := want.Headers
@@ -63,27 +79,19 @@ func diffBody(got, want *store.Body) string {
 	}
 	if got.Attachments == nil || len(got.Attachments) != len(want.Attachments) {
 		d.add("len(Attachments)", fmt.Sprintf("%d (nil: %v)", len(got.Attachments), got.Attachments == nil), len(want.Attachments))
-	} else {
-		for i := range want.Attachments {
-			g, w := got.Attachments[i], want.Attachments[i]
-			p := fmt.Sprintf("Attachments[%d].", i)
-			d.ptr(p+"ContentID", g.ContentID, w.ContentID)
-			d.ptr(p+"ContentType", g.ContentType, w.ContentType)
-			d.ptr(p+"Disposition", g.Disposition, w.Disposition)
-			d.ptr(p+"Filename", g.Filename, w.Filename)
-			if g.Size != w.Size {
-				d.add(p+"Size", g.Size, w.Size)
-			}
+		return
+	}
+	for i := range want.Attachments {
+		g, w := got.Attachments[i], want.Attachments[i]
+		p := fmt.Sprintf("Attachments[%d].", i)
+		d.ptr(p+"ContentID", g.ContentID, w.ContentID)
+		d.ptr(p+"ContentType", g.ContentType, w.ContentType)
+		d.ptr(p+"Disposition", g.Disposition, w.Disposition)
+		d.ptr(p+"Filename", g.Filename, w.Filename)
+		if g.Size != w.Size {
+			d.add(p+"Size", g.Size, w.Size)
 		}
 	}
-	if got.Unparsed != want.Unparsed {
-		d.add("Unparsed", got.Unparsed, want.Unparsed)
-	}
-	if g, w := fmt.Sprintf("%+v", got.Transcript), fmt.Sprintf("%+v", want.Transcript); (got.Transcript == nil) != (want.Transcript == nil) ||
-		got.Transcript != nil && transcriptString(got.Transcript) != transcriptString(want.Transcript) {
-		d.add("Transcript", g, w)
-	}
-	return d.String()
 }
 
 // transcriptString shows every field of t.

@@ -12,7 +12,7 @@ import (
 
 // testConcurrentCreates creates 8×50 emails from 8 goroutines and checks that
 // all of them are listed exactly once, in order.
-func testConcurrentCreates(t *testing.T, s store.Store) {
+func testConcurrentCreates(t *testing.T, s Store) {
 	const (
 		workers = 8
 		each    = 50
@@ -83,7 +83,7 @@ func testConcurrentCreates(t *testing.T, s store.Store) {
 // one field, while another reads it. No update may be lost: at the end each
 // field holds its writer's last value, and the email is listed once, under
 // its final status only.
-func testConcurrentUpdates(t *testing.T, s store.Store) {
+func testConcurrentUpdates(t *testing.T, s Store) {
 	const rounds = 25
 	ctx := context.Background()
 	e := newEmail(acctA, 1)
@@ -174,7 +174,7 @@ func testConcurrentUpdates(t *testing.T, s store.Store) {
 // testConcurrentDeletes deletes each of three emails sharing one body from
 // four goroutines at once: exactly one delete of each succeeds, the others
 // answer NotFound, and the body goes with the last email.
-func testConcurrentDeletes(t *testing.T, s store.Store) {
+func testConcurrentDeletes(t *testing.T, s Store) {
 	const perEmail = 4
 	ctx := context.Background()
 	emails := []*store.Email{

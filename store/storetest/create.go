@@ -11,7 +11,7 @@ import (
 
 // testRoundTrip checks that every field of an email and its body comes back
 // as it was stored, from GetEmail, GetBody and ListEmails.
-func testRoundTrip(t *testing.T, s store.Store) {
+func testRoundTrip(t *testing.T, s Store) {
 	tests := []struct {
 		name  string
 		email *store.Email
@@ -37,19 +37,21 @@ func testRoundTrip(t *testing.T, s store.Store) {
 				UpdatedAt:  time.UnixMilli(1_767_225_601_500).UTC(),
 			},
 			body: &store.Body{
-				Raw:  []byte("From: b@x.io\r\nSubject: =?utf-8?q?Gr=C3=BC=C3=9Fe?=\r\n\r\n\xff\xfe\x00\x80 not utf-8 \xc3\x28\r\n"),
-				Text: ptr("Grüße\n"),
-				HTML: ptr("<p>Grüße</p>"),
-				Headers: map[string]string{
-					"from":       "b@x.io",
-					"subject":    "Grüße",
-					"x-repeated": "one, two",
-					"empty":      "",
-				},
-				Attachments: []store.Attachment{
-					{ContentID: ptr("<img1>"), ContentType: ptr("image/png"), Disposition: ptr("inline"), Filename: ptr("a.png"), Size: 12345},
-					{ContentType: ptr("application/pdf"), Filename: ptr("report.pdf"), Size: 0},
-					{Size: 1<<53 - 1},
+				Raw: []byte("From: b@x.io\r\nSubject: =?utf-8?q?Gr=C3=BC=C3=9Fe?=\r\n\r\n\xff\xfe\x00\x80 not utf-8 \xc3\x28\r\n"),
+				Given: &store.Parts{
+					Text: ptr("Grüße\n"),
+					HTML: ptr("<p>Grüße</p>"),
+					Headers: map[string]string{
+						"from":       "b@x.io",
+						"subject":    "Grüße",
+						"x-repeated": "one, two",
+						"empty":      "",
+					},
+					Attachments: []store.Attachment{
+						{ContentID: ptr("<img1>"), ContentType: ptr("image/png"), Disposition: ptr("inline"), Filename: ptr("a.png"), Size: 12345},
+						{ContentType: ptr("application/pdf"), Filename: ptr("report.pdf"), Size: 0},
+						{Size: 1<<53 - 1},
+					},
 				},
 				Transcript: &store.Transcript{
 					ClientAddress: "192.0.2.7:52114", Helo: "app.example", TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256",
@@ -77,7 +79,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 				CreatedAt:  time.UnixMilli(0).UTC(),
 				UpdatedAt:  time.UnixMilli(0).UTC(),
 			},
-			body: &store.Body{Raw: []byte{}, Headers: map[string]string{}, Attachments: []store.Attachment{}},
+			body: &store.Body{Raw: []byte{}, Given: &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}},
 		},
 		{
 			name: "empty strings are not null",
@@ -96,24 +98,25 @@ func testRoundTrip(t *testing.T, s store.Store) {
 				UpdatedAt:  time.UnixMilli(253_402_300_799_999).UTC(), // 9999-12-31T23:59:59.999Z
 			},
 			body: &store.Body{
-				Raw:         []byte("\r\n"),
-				Text:        ptr(""),
-				HTML:        ptr(""),
-				Headers:     map[string]string{"": ""},
-				Attachments: []store.Attachment{{ContentID: ptr(""), ContentType: ptr(""), Disposition: ptr(""), Filename: ptr("")}},
+				Raw: []byte("\r\n"),
+				Given: &store.Parts{
+					Text:        ptr(""),
+					HTML:        ptr(""),
+					Headers:     map[string]string{"": ""},
+					Attachments: []store.Attachment{{ContentID: ptr(""), ContentType: ptr(""), Disposition: ptr(""), Filename: ptr("")}},
+				},
 			},
 		},
 		{
 			name:     "nil headers and attachments are stored empty",
 			email:    newEmail(acctA, 4),
-			body:     &store.Body{Raw: []byte("x")},
-			wantBody: &store.Body{Raw: []byte("x"), Headers: map[string]string{}, Attachments: []store.Attachment{}},
+			body:     &store.Body{Raw: []byte("x"), Given: &store.Parts{}},
+			wantBody: &store.Body{Raw: []byte("x"), Given: &store.Parts{Headers: map[string]string{}, Attachments: []store.Attachment{}}},
 		},
 		{
-			name:  "a body stored unparsed says so",
+			name:  "a body without given parts is read back without them",
 			email: newEmail(acctA, 5),
-			body: &store.Body{Raw: []byte("Subject: s\r\n\r\nbody"), Headers: map[string]string{}, Attachments: []store.Attachment{},
-				Transcript: &store.Transcript{}, Unparsed: true},
+			body:  &store.Body{Raw: []byte("Subject: s\r\n\r\nbody"), Transcript: &store.Transcript{}},
 		},
 	}
 	ctx := context.Background()
@@ -158,7 +161,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 
 // testLargeRaw stores a 25 MiB raw source holding every byte value and reads
 // it back byte for byte.
-func testLargeRaw(t *testing.T, s store.Store) {
+func testLargeRaw(t *testing.T, s Store) {
 	const size = 25 << 20
 	raw := make([]byte, size)
 	x := uint32(2463534242)
@@ -170,7 +173,7 @@ func testLargeRaw(t *testing.T, s store.Store) {
 	}
 	e := newEmail(acctA, 1)
 	e.RawSize = size
-	body := &store.Body{Raw: raw, Text: ptr("big"), Headers: map[string]string{}, Attachments: []store.Attachment{}}
+	body := &store.Body{Raw: raw, Given: &store.Parts{Text: ptr("big"), Headers: map[string]string{}, Attachments: []store.Attachment{}}}
 	ctx := context.Background()
 	if err := s.CreateEmails(ctx, body, []*store.Email{e}); err != nil {
 		t.Fatalf("CreateEmails: %v", err)
@@ -196,13 +199,15 @@ func testLargeRaw(t *testing.T, s store.Store) {
 
 // testSharedBody checks that emails created together share one body, which
 // outlives all but the last of them.
-func testSharedBody(t *testing.T, s store.Store) {
+func testSharedBody(t *testing.T, s Store) {
 	ctx := context.Background()
 	body := &store.Body{
-		Raw:         []byte("To: a@x.io, b@x.io, c@x.io\r\nSubject: shared\r\n\r\nhello\r\n"),
-		Text:        ptr("hello\r\n"),
-		Headers:     map[string]string{"to": "a@x.io, b@x.io, c@x.io", "subject": "shared"},
-		Attachments: []store.Attachment{{Filename: ptr("f.txt"), Size: 3}},
+		Raw: []byte("To: a@x.io, b@x.io, c@x.io\r\nSubject: shared\r\n\r\nhello\r\n"),
+		Given: &store.Parts{
+			Text:        ptr("hello\r\n"),
+			Headers:     map[string]string{"to": "a@x.io, b@x.io, c@x.io", "subject": "shared"},
+			Attachments: []store.Attachment{{Filename: ptr("f.txt"), Size: 3}},
+		},
 	}
 	emails := []*store.Email{
 		newEmail(acctA, 1, withRecipient("a@x.io")),
@@ -248,7 +253,7 @@ func testSharedBody(t *testing.T, s store.Store) {
 
 // testCreateValidation checks the Invalid cases of CreateEmails, and that they
 // store nothing.
-func testCreateValidation(t *testing.T, s store.Store) {
+func testCreateValidation(t *testing.T, s Store) {
 	ctx := context.Background()
 	tests := []struct {
 		name   string
@@ -277,7 +282,7 @@ func testCreateValidation(t *testing.T, s store.Store) {
 
 // testNotFound checks every method that takes an id with one that does not
 // exist.
-func testNotFound(t *testing.T, s store.Store) {
+func testNotFound(t *testing.T, s Store) {
 	ctx := context.Background()
 	create(t, s, newEmail(acctA, 1))
 	missing := id(2)
@@ -300,7 +305,7 @@ func testNotFound(t *testing.T, s store.Store) {
 	}
 }
 
-func testPing(t *testing.T, s store.Store) {
+func testPing(t *testing.T, s Store) {
 	if err := s.Ping(context.Background()); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
@@ -308,7 +313,7 @@ func testPing(t *testing.T, s store.Store) {
 
 // testCancelledContext checks that every method returns an error, and does
 // not panic, when its context is already cancelled.
-func testCancelledContext(t *testing.T, s store.Store) {
+func testCancelledContext(t *testing.T, s Store) {
 	create(t, s, newEmail(acctA, 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -13,7 +13,7 @@ import (
 // The label filter, the Before cursor and CountEmails.
 
 // count returns CountEmails(q), failing the test on an error.
-func count(t *testing.T, s store.Store, q store.ListQuery) int64 {
+func count(t *testing.T, s Store, q store.ListQuery) int64 {
 	t.Helper()
 	n, err := s.CountEmails(context.Background(), q)
 	if err != nil {
@@ -24,7 +24,7 @@ func count(t *testing.T, s store.Store, q store.ListQuery) int64 {
 
 // testLabel checks that the label filter is exact and case-sensitive, and
 // follows updates.
-func testLabel(t *testing.T, s store.Store) {
+func testLabel(t *testing.T, s Store) {
 	emails := []*store.Email{
 		newEmail(acctA, 1, withLabels("urgent")),
 		newEmail(acctA, 2, withLabels("Urgent")),
@@ -95,7 +95,7 @@ func testLabel(t *testing.T, s store.Store) {
 // testBefore checks the cursor: it starts after its email in list order,
 // across emails received in the same millisecond, whether or not the
 // cursor's email matches the filters, and an unknown id is NotFound.
-func testBefore(t *testing.T, s store.Store) {
+func testBefore(t *testing.T, s Store) {
 	emails := []*store.Email{
 		newEmail(acctA, 1, withReceivedAt(at(0))),
 		newEmail(acctA, 2, withReceivedAt(at(10)), withStatus(store.StatusArchived)),
@@ -168,7 +168,7 @@ func testBefore(t *testing.T, s store.Store) {
 
 // testCursorCombinations checks label, Before and CountEmails combined with
 // the other filters and paging, against the reference in selected.
-func testCursorCombinations(t *testing.T, s store.Store) {
+func testCursorCombinations(t *testing.T, s Store) {
 	emails := filterFixture()
 	createAll(t, s, emails)
 	var checked int
@@ -216,7 +216,7 @@ func testCursorCombinations(t *testing.T, s store.Store) {
 
 // testCount checks CountEmails on more emails than one scan batch, with each
 // kind of filter, and that it follows creates, updates and deletes.
-func testCount(t *testing.T, s store.Store) {
+func testCount(t *testing.T, s Store) {
 	const total = 1200
 	emails := make([]*store.Email, total)
 	for n := range total {
@@ -289,7 +289,7 @@ func testCount(t *testing.T, s store.Store) {
 // testPagingByCursor pages with Before while other goroutines insert newer
 // emails, some of which match: every email that was there when paging
 // started is seen once, in order.
-func testPagingByCursor(t *testing.T, s store.Store) {
+func testPagingByCursor(t *testing.T, s Store) {
 	const (
 		stable  = 60
 		writers = 3

@@ -11,14 +11,11 @@ import (
 	"github.com/mailsink/mailsink/store/eventhub"
 )
 
-// testEvents checks a store.Notifier: every create, update and delete of an
+// testEvents checks a store.Events: every create, update and delete of an
 // account reaches its subscribers in order, with the email after the change,
 // and not those of another account; EventsAfter replays what followed an id.
-func testEvents(t *testing.T, s store.Store) {
-	n, ok := s.(store.Notifier)
-	if !ok {
-		t.Skip("the store does not implement store.Notifier")
-	}
+func testEvents(t *testing.T, s Store) {
+	n := s
 	ctx := context.Background()
 	sub := n.Subscribe("acct-ev")
 	defer sub.Close()
@@ -91,11 +88,8 @@ func next(t *testing.T, sub store.Subscription) store.Event {
 // testEventsInCommitOrder updates one email from several goroutines and
 // checks that subscribers see the events in commit order: ids strictly
 // increasing, and the last event carrying the state the store kept.
-func testEventsInCommitOrder(t *testing.T, s store.Store) {
-	n, ok := s.(store.Notifier)
-	if !ok {
-		t.Skip("the store does not implement store.Notifier")
-	}
+func testEventsInCommitOrder(t *testing.T, s Store) {
+	n := s
 	ctx := context.Background()
 	e := newEmail("acct-order", 1)
 	create(t, s, e)
@@ -138,11 +132,8 @@ func testEventsInCommitOrder(t *testing.T, s store.Store) {
 
 // testEventsAfterLongGap replays more events than one page of the history:
 // a resume from a kept event must return every event after it.
-func testEventsAfterLongGap(t *testing.T, s store.Store) {
-	n, ok := s.(store.Notifier)
-	if !ok {
-		t.Skip("the store does not implement store.Notifier")
-	}
+func testEventsAfterLongGap(t *testing.T, s Store) {
+	n := s
 	ctx := context.Background()
 	e := newEmail("acct-long", 1)
 	sub := n.Subscribe("acct-long")

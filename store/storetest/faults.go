@@ -12,13 +12,10 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// faultStore returns s as a store.FaultStore or skips the test.
-func faultStore(t *testing.T, s store.Store) store.FaultStore {
+// faultStore returns s as a store.Faults or skips the test.
+func faultStore(t *testing.T, s Store) store.Faults {
 	t.Helper()
-	fs, ok := s.(store.FaultStore)
-	if !ok {
-		t.Skip("the store does not implement store.FaultStore")
-	}
+	fs := s
 	return fs
 }
 
@@ -47,7 +44,7 @@ func counted(n int64) func(*store.FaultRule) {
 	return func(r *store.FaultRule) { r.Count, r.Remaining = n, n }
 }
 
-func wantRuleIDs(t *testing.T, fs store.FaultStore, accountID string, want ...string) []*store.FaultRule {
+func wantRuleIDs(t *testing.T, fs store.Faults, accountID string, want ...string) []*store.FaultRule {
 	t.Helper()
 	got, err := fs.Faults(context.Background(), accountID)
 	if err != nil {
@@ -65,7 +62,7 @@ func wantRuleIDs(t *testing.T, fs store.FaultStore, accountID string, want ...st
 
 // testFaultRules checks that rules round-trip, list oldest first, stay in
 // their account, and are consumed and deleted as documented.
-func testFaultRules(t *testing.T, s store.Store) {
+func testFaultRules(t *testing.T, s Store) {
 	fs := faultStore(t, s)
 	ctx := context.Background()
 	wantRuleIDs(t, fs, acctA)
@@ -132,7 +129,7 @@ func testFaultRules(t *testing.T, s store.Store) {
 
 // testFaultExpiry checks that a create forgets the rules expired at its
 // time, and only those.
-func testFaultExpiry(t *testing.T, s store.Store) {
+func testFaultExpiry(t *testing.T, s Store) {
 	fs := faultStore(t, s)
 	ctx := context.Background()
 	old := newRule(acctA, 1, func(r *store.FaultRule) { r.ExpiresAt = at(1000) })
@@ -156,7 +153,7 @@ func testFaultExpiry(t *testing.T, s store.Store) {
 
 // testFaultLimit checks that an account holds at most MaxFaultRules rules,
 // that expired ones do not count, and that the limit is per account.
-func testFaultLimit(t *testing.T, s store.Store) {
+func testFaultLimit(t *testing.T, s Store) {
 	fs := faultStore(t, s)
 	ctx := context.Background()
 	for n := range store.MaxFaultRules {
@@ -187,7 +184,7 @@ func testFaultLimit(t *testing.T, s store.Store) {
 
 // testFaultConsumeConcurrent checks that a counted rule's matches are
 // taken exactly once each, however many callers race for them.
-func testFaultConsumeConcurrent(t *testing.T, s store.Store) {
+func testFaultConsumeConcurrent(t *testing.T, s Store) {
 	fs := faultStore(t, s)
 	ctx := context.Background()
 	r := newRule(acctA, 1, counted(25))
@@ -223,7 +220,7 @@ func testFaultConsumeConcurrent(t *testing.T, s store.Store) {
 // however many reads run meanwhile (a store that caches rules must never
 // keep what a read took before a change), and that what a read returns is
 // the caller's to change.
-func testFaultReadsDuringChanges(t *testing.T, s store.Store) {
+func testFaultReadsDuringChanges(t *testing.T, s Store) {
 	fs := faultStore(t, s)
 	ctx := context.Background()
 	stop := make(chan struct{})

@@ -13,11 +13,8 @@ import (
 // testIdempotency checks Reserve: the first reservation of a key wins, a
 // repeat gets it back, accounts do not share keys, concurrent reservations
 // agree on one winner, and a key is forgotten after its ttl.
-func testIdempotency(t *testing.T, s store.Store) {
-	st, ok := s.(store.Idempotency)
-	if !ok {
-		t.Skip("the store does not implement store.Idempotency")
-	}
+func testIdempotency(t *testing.T, s Store) {
+	st := s
 	ctx := context.Background()
 	first := store.Reservation{Digest: "d1", IDs: []string{id(1), id(2)}}
 	got, fresh, err := st.Reserve(ctx, acctA, "key-1", first, time.Hour)

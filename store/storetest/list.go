@@ -14,7 +14,7 @@ import (
 
 // testOrder checks list order: ReceivedAt descending, then ID descending,
 // across ties, dates before 1970 and far in the future.
-func testOrder(t *testing.T, s store.Store) {
+func testOrder(t *testing.T, s Store) {
 	times := map[int]time.Time{
 		1:  base,
 		2:  base, // ties with 1 and 3: ordered by id
@@ -75,7 +75,7 @@ func filterFixture() []*store.Email {
 }
 
 // testFilters checks each filter alone and combined, with explicit answers.
-func testFilters(t *testing.T, s store.Store) {
+func testFilters(t *testing.T, s Store) {
 	createAll(t, s, filterFixture())
 	q := func(mod func(*store.ListQuery)) store.ListQuery {
 		q := store.ListQuery{AccountID: acctA, Limit: 100}
@@ -129,7 +129,7 @@ func testFilters(t *testing.T, s store.Store) {
 
 // testFilterCombinations checks every combination of a few values of each
 // filter, with and without paging, against the reference in matches.
-func testFilterCombinations(t *testing.T, s store.Store) {
+func testFilterCombinations(t *testing.T, s Store) {
 	emails := filterFixture()
 	createAll(t, s, emails)
 	recipients := []string{"", "alice@example.com", "ALICE@EXAMPLE.COM", "dave@example.com", "alice@example.co", "nobody@none.io"}
@@ -166,7 +166,7 @@ func testFilterCombinations(t *testing.T, s store.Store) {
 
 // testSubjectIsLiteral checks that characters special to SQL LIKE, globs
 // and regular expressions match only themselves.
-func testSubjectIsLiteral(t *testing.T, s store.Store) {
+func testSubjectIsLiteral(t *testing.T, s Store) {
 	subjects := map[int]string{
 		1: "100% off", 2: "100 percent off",
 		3: "file_name.txt", 4: "filename.txt",
@@ -218,7 +218,7 @@ func testSubjectIsLiteral(t *testing.T, s store.Store) {
 }
 
 // testSince checks that Since keeps only emails received strictly after it.
-func testSince(t *testing.T, s store.Store) {
+func testSince(t *testing.T, s Store) {
 	times := map[int]time.Time{
 		1: time.UnixMilli(-5000).UTC(),
 		2: time.UnixMilli(-1).UTC(),
@@ -269,7 +269,7 @@ func testSince(t *testing.T, s store.Store) {
 }
 
 // testLimitOffset checks paging, including offsets at and far past the end.
-func testLimitOffset(t *testing.T, s store.Store) {
+func testLimitOffset(t *testing.T, s Store) {
 	var emails []*store.Email
 	for n := 1; n <= 10; n++ {
 		st := store.StatusReceived
@@ -323,7 +323,7 @@ func testLimitOffset(t *testing.T, s store.Store) {
 
 // testPagination pages through 250 emails, several received in each
 // millisecond, and checks that every one is seen once and in order.
-func testPagination(t *testing.T, s store.Store) {
+func testPagination(t *testing.T, s Store) {
 	const total = 250
 	emails := make([]*store.Email, total)
 	for i, n := range rand.Perm(total) {
@@ -357,7 +357,7 @@ func testPagination(t *testing.T, s store.Store) {
 // other goroutines insert emails that sort after the stable set (older) or
 // that the query does not select (newer, with another recipient, status and
 // subject). Pages of the stable set must come back with no gap or repeat.
-func testPaginationWhileInserting(t *testing.T, s store.Store) {
+func testPaginationWhileInserting(t *testing.T, s Store) {
 	const (
 		stable  = 60
 		writers = 4

@@ -13,12 +13,9 @@ import (
 
 // wantStats fails the test unless the account's totals are emails and
 // rawBytes. It does nothing for a store without store.Stats.
-func wantStats(t *testing.T, s store.Store, accountID string, emails, rawBytes int64, when string) {
+func wantStats(t *testing.T, s Store, accountID string, emails, rawBytes int64, when string) {
 	t.Helper()
-	st, ok := s.(store.Stats)
-	if !ok {
-		return
-	}
+	st := s
 	n, b, err := st.AccountStats(context.Background(), accountID)
 	if err != nil {
 		t.Fatalf("%s: AccountStats(%s): %v", when, accountID, err)
@@ -31,10 +28,7 @@ func wantStats(t *testing.T, s store.Store, accountID string, emails, rawBytes i
 // testStats checks a store.Stats: every create and delete changes the
 // account's totals exactly once, updates and refused writes do not, and
 // accounts are counted apart.
-func testStats(t *testing.T, s store.Store) {
-	if _, ok := s.(store.Stats); !ok {
-		t.Skip("the store does not implement store.Stats")
-	}
+func testStats(t *testing.T, s Store) {
 	ctx := context.Background()
 	wantStats(t, s, acctA, 0, 0, "empty store")
 
@@ -80,10 +74,7 @@ func testStats(t *testing.T, s store.Store) {
 // them racing for the same id, and concurrent deletes, some of the same
 // email: each email that was stored counts once, and once deleted not at
 // all.
-func testStatsConcurrent(t *testing.T, s store.Store) {
-	if _, ok := s.(store.Stats); !ok {
-		t.Skip("the store does not implement store.Stats")
-	}
+func testStatsConcurrent(t *testing.T, s Store) {
 	ctx := context.Background()
 	const emails, racers = 40, 3
 	var wg sync.WaitGroup
@@ -144,11 +135,8 @@ func testStatsConcurrent(t *testing.T, s store.Store) {
 // testOldestEmails checks a store.Pruner: the oldest emails first, ties on
 // ReceivedAt broken by id, whole emails, keep leaving out the newest, and
 // nothing of another account.
-func testOldestEmails(t *testing.T, s store.Store) {
-	p, ok := s.(store.Pruner)
-	if !ok {
-		t.Skip("the store does not implement store.Pruner")
-	}
+func testOldestEmails(t *testing.T, s Store) {
+	p := s
 	ctx := context.Background()
 	oldest := func(accountID string, keep int64, limit int) []*store.Email {
 		t.Helper()
@@ -259,11 +247,8 @@ func testOldestEmails(t *testing.T, s store.Store) {
 // testOldestConcurrentKeep checks the promise that makes concurrent pruning
 // safe: pruners that each delete what OldestEmails(keep) gave them, at the
 // same time, leave exactly the newest keep emails.
-func testOldestConcurrentKeep(t *testing.T, s store.Store) {
-	p, ok := s.(store.Pruner)
-	if !ok {
-		t.Skip("the store does not implement store.Pruner")
-	}
+func testOldestConcurrentKeep(t *testing.T, s Store) {
+	p := s
 	ctx := context.Background()
 	const total, keep, pruners = 60, 15, 4
 	emails := make([]*store.Email, total)

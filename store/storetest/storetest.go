@@ -12,12 +12,9 @@
 //		})
 //	}
 //
-// The suite checks only what the store.Store doc comments promise. What it
-// cannot see through the interface it checks through optional interfaces: a
-// store that implements BodyCounter is checked to free a shared body with the
-// last email that uses it. The optional capabilities store.Notifier,
-// store.Stats, store.Pruner, store.Idempotency, store.FaultStore and
-// store.WebhookStore are checked when the store has them.
+// The suite checks what the doc comments of store.Store's roles promise,
+// and, through BodyCount, that a shared body is freed with the last email
+// that uses it.
 package storetest
 
 import (
@@ -32,10 +29,12 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// BodyCounter is implemented by stores that can count the bodies they hold.
-// The suite uses it to check that bodies are freed; it must count bodies in
-// the whole store, and the store given to each subtest starts empty.
-type BodyCounter interface {
+// Store is an engine under test: the whole contract, and a count of the
+// bodies it holds, with which the suite checks that bodies are freed. It
+// must count bodies in the whole store, and the store given to each
+// subtest starts empty.
+type Store interface {
+	store.Store
 	BodyCount(ctx context.Context) (int, error)
 }
 
@@ -43,11 +42,11 @@ type BodyCounter interface {
 // Each call must return a new, empty store that no other call shares; the
 // caller registers its cleanup with t.Cleanup. newStore is called from
 // parallel subtests, so it must be safe for concurrent use.
-func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s store.Store)
+		fn   func(t *testing.T, s Store)
 	}{
 		{"RoundTrip", testRoundTrip},
 		{"LargeRaw", testLargeRaw},
@@ -95,6 +94,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeliveryLogBound", testDeliveryLogBound},
 		{"ConcurrentWebhookCap", testConcurrentWebhookCap},
 		{"DeliveryOfDeletedWebhook", testDeliveryOfDeletedWebhook},
+		{"Sessions", testSessions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,15 +171,17 @@ func rawFor(n int) string {
 // newBody returns a small body for email n.
 func newBody(n int) *store.Body {
 	return &store.Body{
-		Raw:         []byte(rawFor(n)),
-		Text:        ptr(fmt.Sprintf("body %d\r\n", n)),
-		Headers:     map[string]string{"subject": fmt.Sprintf("email %d", n)},
-		Attachments: []store.Attachment{},
+		Raw: []byte(rawFor(n)),
+		Given: &store.Parts{
+			Text:        ptr(fmt.Sprintf("body %d\r\n", n)),
+			Headers:     map[string]string{"subject": fmt.Sprintf("email %d", n)},
+			Attachments: []store.Attachment{},
+		},
 	}
 }
 
 // create stores each email with a body of its own.
-func create(t *testing.T, s store.Store, emails ...*store.Email) {
+func create(t *testing.T, s Store, emails ...*store.Email) {
 	t.Helper()
 	for _, e := range emails {
 		if err := s.CreateEmails(context.Background(), newBody(0), []*store.Email{e}); err != nil {
@@ -190,7 +192,7 @@ func create(t *testing.T, s store.Store, emails ...*store.Email) {
 
 // createAll stores each email with a body of its own from a few goroutines,
 // so that large fixtures do not wait for one commit after another.
-func createAll(t *testing.T, s store.Store, emails []*store.Email) {
+func createAll(t *testing.T, s Store, emails []*store.Email) {
 	t.Helper()
 	const workers = 8
 	errs := make(chan error, len(emails))
@@ -215,7 +217,7 @@ func createAll(t *testing.T, s store.Store, emails []*store.Email) {
 }
 
 // list returns the emails that q selects, failing the test on an error.
-func list(t *testing.T, s store.Store, q store.ListQuery) []*store.Email {
+func list(t *testing.T, s Store, q store.ListQuery) []*store.Email {
 	t.Helper()
 	got, err := s.ListEmails(context.Background(), q)
 	if err != nil {
@@ -225,7 +227,7 @@ func list(t *testing.T, s store.Store, q store.ListQuery) []*store.Email {
 }
 
 // listIDs returns the ids of the emails that q selects, in list order.
-func listIDs(t *testing.T, s store.Store, q store.ListQuery) []string {
+func listIDs(t *testing.T, s Store, q store.ListQuery) []string {
 	t.Helper()
 	return ids(list(t, s, q))
 }
@@ -355,7 +357,7 @@ func wantCode(t *testing.T, err error, code store.Code, what string) {
 }
 
 // mustGet returns the email, failing the test when it cannot.
-func mustGet(t *testing.T, s store.Store, accountID, id string) *store.Email {
+func mustGet(t *testing.T, s Store, accountID, id string) *store.Email {
 	t.Helper()
 	e, err := s.GetEmail(context.Background(), accountID, id)
 	if err != nil {
@@ -364,26 +366,15 @@ func mustGet(t *testing.T, s store.Store, accountID, id string) *store.Email {
 	return e
 }
 
-// bodyCount returns the store's body count and true when the store can
-// count its bodies.
-func bodyCount(t *testing.T, s store.Store) (int, bool) {
+// checkBodyCount fails the test when the store has other than want
+// bodies.
+func checkBodyCount(t *testing.T, s Store, want int, when string) {
 	t.Helper()
-	bc, ok := s.(BodyCounter)
-	if !ok {
-		return 0, false
-	}
-	n, err := bc.BodyCount(context.Background())
+	got, err := s.BodyCount(context.Background())
 	if err != nil {
 		t.Fatalf("BodyCount: %v", err)
 	}
-	return n, true
-}
-
-// checkBodyCount fails the test when the store counts bodies and has other
-// than want.
-func checkBodyCount(t *testing.T, s store.Store, want int, when string) {
-	t.Helper()
-	if got, ok := bodyCount(t, s); ok && got != want {
+	if got != want {
 		t.Errorf("%s: BodyCount() = %d, want %d", when, got, want)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // testUpdate checks each mutable field, that UpdatedAt is set, that the other
 // fields stay as they were, and that list filters see the change at once.
-func testUpdate(t *testing.T, s store.Store) {
+func testUpdate(t *testing.T, s Store) {
 	updatedAt := at(3_600_007)
 	tests := []struct {
 		name string
@@ -113,7 +113,7 @@ func containsFold(s, substr string) bool {
 
 // testUpdateNotFound checks UpdateEmail of unknown, deleted and other
 // accounts' ids.
-func testUpdateNotFound(t *testing.T, s store.Store) {
+func testUpdateNotFound(t *testing.T, s Store) {
 	ctx := context.Background()
 	a, b := newEmail(acctA, 1), newEmail(acctB, 2)
 	create(t, s, a, b)
@@ -153,7 +153,7 @@ func testUpdateNotFound(t *testing.T, s store.Store) {
 
 // testDelete checks that a deleted email is gone from every read and every
 // filter, and that its neighbours stay.
-func testDelete(t *testing.T, s store.Store) {
+func testDelete(t *testing.T, s Store) {
 	ctx := context.Background()
 	gone := newEmail(acctA, 2, withRecipient("Gone@Example.com"), withSender("gone-sender@example.com"),
 		withStatus(store.StatusProcessed), withSubject("to be deleted"))
@@ -203,7 +203,7 @@ func testDelete(t *testing.T, s store.Store) {
 
 // testIsolation checks that two accounts with look-alike emails see only
 // their own, through every read and filter, and cannot touch each other's.
-func testIsolation(t *testing.T, s store.Store) {
+func testIsolation(t *testing.T, s Store) {
 	ctx := context.Background()
 	// Each account's ids in list order.
 	own := map[string][]int{acctA: {3, 2, 1}, acctB: {6, 5, 4}}

@@ -11,12 +11,9 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-func webhookStore(t *testing.T, s store.Store) store.WebhookStore {
+func webhookStore(t *testing.T, s Store) store.Webhooks {
 	t.Helper()
-	ws, ok := s.(store.WebhookStore)
-	if !ok {
-		t.Skip("the store does not implement store.WebhookStore")
-	}
+	ws := s
 	return ws
 }
 
@@ -32,9 +29,9 @@ func newDelivery(h *store.Webhook, n int, due time.Time) *store.Delivery {
 		CreatedAt: due, Status: store.DeliveryPending, NextAttemptAt: due}
 }
 
-// testWebhooks checks a store.WebhookStore: webhooks per account with a
+// testWebhooks checks a store.Webhooks: webhooks per account with a
 // cap, isolation, disabling, and deletion with their deliveries.
-func testWebhooks(t *testing.T, s store.Store) {
+func testWebhooks(t *testing.T, s Store) {
 	ws := webhookStore(t, s)
 	ctx := context.Background()
 	for n := 1; n <= 3; n++ {
@@ -114,7 +111,7 @@ func testWebhooks(t *testing.T, s store.Store) {
 // testDeliveryQueue checks the delivery queue: enqueueing is idempotent by
 // id, the cursor only moves forward, claims respect due times and leases,
 // finishing needs the lease, and the log lists newest first.
-func testDeliveryQueue(t *testing.T, s store.Store) {
+func testDeliveryQueue(t *testing.T, s Store) {
 	ws := webhookStore(t, s)
 	ctx := context.Background()
 	h := newWebhook(acctA, 1)
@@ -219,7 +216,7 @@ func testDeliveryQueue(t *testing.T, s store.Store) {
 
 // testConcurrentClaims checks that concurrent claimers never hold one
 // delivery at once.
-func testConcurrentClaims(t *testing.T, s store.Store) {
+func testConcurrentClaims(t *testing.T, s Store) {
 	ws := webhookStore(t, s)
 	ctx := context.Background()
 	h := newWebhook(acctA, 1)
@@ -268,7 +265,7 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 // testDeliveryLogBound checks that a webhook's log keeps its newest
 // store.MaxDeliveryLog deliveries, and that the dropped ones leave the
 // queue too.
-func testDeliveryLogBound(t *testing.T, s store.Store) {
+func testDeliveryLogBound(t *testing.T, s Store) {
 	ws := webhookStore(t, s)
 	ctx := context.Background()
 	h := newWebhook(acctA, 1)
@@ -332,7 +329,7 @@ func testDeliveryLogBound(t *testing.T, s store.Store) {
 
 // testConcurrentWebhookCap checks that concurrent creations never pass the
 // cap.
-func testConcurrentWebhookCap(t *testing.T, s store.Store) {
+func testConcurrentWebhookCap(t *testing.T, s Store) {
 	ws := webhookStore(t, s)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -366,7 +363,7 @@ func testConcurrentWebhookCap(t *testing.T, s store.Store) {
 // testDeliveryOfDeletedWebhook checks that a delivery enqueued after its
 // webhook was deleted (a fan-out round that listed it before) leaves no
 // queued delivery and no log behind.
-func testDeliveryOfDeletedWebhook(t *testing.T, s store.Store) {
+func testDeliveryOfDeletedWebhook(t *testing.T, s Store) {
 	ws := webhookStore(t, s)
 	ctx := context.Background()
 	h := newWebhook(acctA, 1)
