@@ -65,7 +65,7 @@ fmt:
 bench:
 	@mkdir -p bin
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS) > bin/gobench.txt 2>&1; st=$$?; cat bin/gobench.txt; exit $$st
-	$(GO) run ./cmd/mailsink-bench suite -doc $(BENCH_DOC) -gobench bin/gobench.txt -command 'make bench' $(BENCH_FLAGS)
+	$(GO) run ./tools/mailsink-bench suite -doc $(BENCH_DOC) -gobench bin/gobench.txt -command 'make bench' $(BENCH_FLAGS)
 
 ## bench-go: only the Go micro-benchmarks of the parser and the stores
 bench-go:
@@ -74,13 +74,13 @@ bench-go:
 ## bench-large: opt-in: 1,000,000 emails in one account on each store, list latency idle and under an SMTP
 ## ingest, and RSS there
 bench-large:
-	$(GO) run ./cmd/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large' $(BENCH_FLAGS)
+	$(GO) run ./tools/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large' $(BENCH_FLAGS)
 
 ## bench-reads: each hostile message of the hardening issue stored at the default size limit and read through
 ## every endpoint, eight requests at once, on the embedded store and on Redis (127.0.0.1:6379, own key prefix);
 ## the server's CPU per request, its peak RSS and another account's list p99 go into $(BENCH_DOC)
 bench-reads:
-	$(GO) run ./cmd/mailsink-bench reads -doc $(BENCH_DOC) -command 'make bench-reads' $(BENCH_FLAGS)
+	$(GO) run ./tools/mailsink-bench reads -doc $(BENCH_DOC) -command 'make bench-reads' $(BENCH_FLAGS)
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:
@@ -103,9 +103,9 @@ cluster-down:
 ## by a graceful CLUSTER FAILOVER, with an event stream per account and a held wait; fails if acknowledged mail
 ## is lost or missing from the streams, or the wait misses its email
 failover-test:
-	$(GO) run ./cmd/mailsink-failover -max-resume 1s
-	$(GO) run ./cmd/mailsink-failover -takeover -replicas 1
-	$(GO) run ./cmd/mailsink-failover -demote failover -max-resume 1s
+	$(GO) run ./tools/mailsink-failover -max-resume 1s
+	$(GO) run ./tools/mailsink-failover -takeover -replicas 1
+	$(GO) run ./tools/mailsink-failover -demote failover -max-resume 1s
 
 clean:
 	rm -rf bin .cluster

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/internal/clustertest"
+	"github.com/mailsink/mailsink/internal/testenv/clustertest"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/redisstore"

@@ -16,7 +16,7 @@ import (
 func corpusFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	filepath.WalkDir("../mailparse/testdata/corpus", func(path string, d os.DirEntry, err error) error {
+	filepath.WalkDir("../internal/mailparse/testdata/corpus", func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".eml") {
 			files = append(files, path)
 		}
@@ -39,7 +39,7 @@ func TestCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name, _ := filepath.Rel("../mailparse/testdata/corpus", path)
+		name, _ := filepath.Rel("../internal/mailparse/testdata/corpus", path)
 
 		c, err := smtp.Dial(p.SMTP)
 		if err != nil {

@@ -19,17 +19,17 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/mailsink/mailsink/accounts"
-	"github.com/mailsink/mailsink/faults"
-	"github.com/mailsink/mailsink/inbound"
-	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/accounts"
+	"github.com/mailsink/mailsink/internal/faults"
+	"github.com/mailsink/mailsink/internal/inbound"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
-	"github.com/mailsink/mailsink/metrics"
+	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/webhooks"
+	"github.com/mailsink/mailsink/internal/webhooks"
 )
 
 // Config holds the HTTP API's limits.

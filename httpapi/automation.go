@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/eventhub"
+	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // The automation endpoints: list with wait, the event stream, raw and

@@ -15,7 +15,7 @@ import (
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/store/eventhub"
+	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // forEachBackendWith is forEachBackend with a configuration change.

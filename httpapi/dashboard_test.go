@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailsink/mailsink/accounts"
-	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/accounts"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/store/boltstore"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/mailsink/mailsink/faults"
+	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/store"
 )
 

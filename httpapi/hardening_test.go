@@ -20,7 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/inbound/inboundtest"
+	"github.com/mailsink/mailsink/internal/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"

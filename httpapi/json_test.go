@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mailsink/mailsink/accounts"
+	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailsink/mailsink/inbound"
-	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/inbound"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/store"
 )
 

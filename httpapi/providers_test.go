@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/inbound"
-	"github.com/mailsink/mailsink/inbound/inboundtest"
+	"github.com/mailsink/mailsink/internal/inbound"
+	"github.com/mailsink/mailsink/internal/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 

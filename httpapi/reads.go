@@ -11,11 +11,11 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/mailsink/mailsink/codes"
+	"github.com/mailsink/mailsink/internal/codes"
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/jsonenc"
-	"github.com/mailsink/mailsink/links"
-	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/internal/links"
+	"github.com/mailsink/mailsink/internal/mailparse"
 )
 
 // The readers of one email's content. Each opens a read of the bodies

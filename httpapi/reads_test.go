@@ -16,7 +16,7 @@ import (
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/internal/mailparse"
 )
 
 // sendRaw sends raw over SMTP, without a key, to rcpt (an address of the

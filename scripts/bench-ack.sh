@@ -46,7 +46,7 @@ for ack in 0 1; do
 	pids+=("$server")
 	wait_http "http://127.0.0.1:$http" || { echo "mailsink did not start" >&2; cat "$dir/mailsink$ack.log" >&2; exit 1; }
 	echo "== MAILSINK_REDIS_ACK_REPLICAS=$ack"
-	go run ./cmd/mailsink-bench -smtp "127.0.0.1:$smtp" -http "http://127.0.0.1:$http" -key bench-key -pid "$server" "$@"
+	go run ./tools/mailsink-bench -smtp "127.0.0.1:$smtp" -http "http://127.0.0.1:$http" -key bench-key -pid "$server" "$@"
 	kill "$server"
 	wait "$server" 2>/dev/null || true
 done

@@ -149,7 +149,7 @@ func FuzzFastData(f *testing.F) {
 	for _, in := range tricky {
 		f.Add([]byte(in), uint64(1), uint16(0))
 	}
-	files, _ := filepath.Glob("../mailparse/testdata/corpus/*/*.eml")
+	files, _ := filepath.Glob("../internal/mailparse/testdata/corpus/*/*.eml")
 	for i, name := range files {
 		if raw, err := os.ReadFile(name); err == nil && i%4 == 0 {
 			f.Add(append(raw, "\r\n.\r\n"...), uint64(i), uint16(0))

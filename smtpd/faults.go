@@ -10,8 +10,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/mailsink/mailsink/faults"
-	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/faults"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/store"
 )
 

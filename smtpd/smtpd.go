@@ -25,13 +25,13 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/mailsink/mailsink/accounts"
-	"github.com/mailsink/mailsink/faults"
-	"github.com/mailsink/mailsink/ingest"
+	"github.com/mailsink/mailsink/internal/accounts"
+	"github.com/mailsink/mailsink/internal/faults"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/gate"
-	"github.com/mailsink/mailsink/metrics"
+	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/store"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailsink/mailsink/app"
+	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store/boltstore"

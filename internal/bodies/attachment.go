@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/internal/mailparse"
 )
 
 // ServeAttachment answers the index-th attachment (from 0, as in

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mailsink/mailsink/internal/gate"
-	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/internal/mailparse"
 	"github.com/mailsink/mailsink/store"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mailsink/mailsink/mailparse"
+	"github.com/mailsink/mailsink/internal/mailparse"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
 )

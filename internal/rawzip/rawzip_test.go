@@ -18,7 +18,7 @@ import (
 func corpus(tb testing.TB) map[string][]byte {
 	tb.Helper()
 	msgs := map[string][]byte{}
-	root := filepath.Join("..", "..", "mailparse", "testdata")
+	root := filepath.Join("..", "mailparse", "testdata")
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".eml") {
 			return err

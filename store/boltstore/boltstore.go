@@ -27,7 +27,7 @@ import (
 
 	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/eventhub"
+	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // schemaVersion is written to a new file and checked on open; a file of

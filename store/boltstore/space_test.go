@@ -28,7 +28,7 @@ invoice order shipment account password reset confirm meeting tomorrow report qu
 please regards thanks team project deadline update status customer support ticket release notes version server`)
 
 // realisticMessage returns message i as a load tool would send it over
-// SMTP: headers as internal/loadgen writes them, then about size bytes of
+// SMTP: headers as tools/internal/loadgen writes them, then about size bytes of
 // lines of random words.
 func realisticMessage(r *rand.Rand, i, size int, recipient string) []byte {
 	var b strings.Builder

@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/eventhub"
+	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // Webhooks live in the bucket "webhooks", created with the first one, with

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/internal/clustertest"
+	"github.com/mailsink/mailsink/internal/testenv/clustertest"
 	"github.com/mailsink/mailsink/store"
 )
 

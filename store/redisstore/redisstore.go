@@ -120,7 +120,7 @@ import (
 
 	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/eventhub"
+	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // DefaultPrefix starts every key when Options.Prefix is empty.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/eventhub"
+	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // testEvents checks a store.Events: every create, update and delete of an
