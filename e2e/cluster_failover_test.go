@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/internal/testenv/clustertest"
 	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/internal/testenv/clustertest"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/redisstore"
 )

@@ -20,16 +20,16 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/mailsink/mailsink/internal/accounts"
-	"github.com/mailsink/mailsink/internal/faults"
-	"github.com/mailsink/mailsink/internal/inbound"
-	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/clientaddr"
+	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
+	"github.com/mailsink/mailsink/internal/inbound"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/internal/webhooks"
+	"github.com/mailsink/mailsink/store"
 )
 
 // Config holds the HTTP API's limits.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/internal/testenv"
 )
 
 // forEachBackendWith is forEachBackend with a configuration change.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"

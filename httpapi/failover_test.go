@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // flakyStore answers Unavailable to its first failures list queries, as a

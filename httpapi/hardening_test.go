@@ -20,8 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/internal/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/clientaddr"
+	"github.com/mailsink/mailsink/internal/inbound/inboundtest"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/redisstore"

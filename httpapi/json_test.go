@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/store"
 )

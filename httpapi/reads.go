@@ -11,8 +11,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/mailsink/mailsink/internal/codes"
 	"github.com/mailsink/mailsink/internal/bodies"
+	"github.com/mailsink/mailsink/internal/codes"
 	"github.com/mailsink/mailsink/internal/jsonenc"
 	"github.com/mailsink/mailsink/internal/links"
 	"github.com/mailsink/mailsink/internal/mailparse"

@@ -15,8 +15,8 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/internal/mailparse"
+	"github.com/mailsink/mailsink/internal/testenv"
 )
 
 // sendRaw sends raw over SMTP, without a key, to rcpt (an address of the

@@ -15,11 +15,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/faults"
-	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/gate"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/smtpd"
 	"github.com/mailsink/mailsink/store"

@@ -26,11 +26,11 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/mailsink/mailsink/internal/accounts"
-	"github.com/mailsink/mailsink/internal/faults"
-	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/clientaddr"
+	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
+	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/store"
 )

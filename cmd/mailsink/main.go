@@ -24,11 +24,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/certs"
-	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/internal/web"
+	"github.com/mailsink/mailsink/store/boltstore"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

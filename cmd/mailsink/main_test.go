@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store/boltstore"
 )

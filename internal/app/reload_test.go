@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/internal/retention"
+	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/store"
 )

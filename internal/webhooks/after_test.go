@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/internal/apijson"
+	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // TestOnlyEmailsCreatedAfterTheWebhook: a webhook never gets the creation

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/internal/webhooks"
+	"github.com/mailsink/mailsink/store"
 )
 
 const (

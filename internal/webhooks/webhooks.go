@@ -39,9 +39,9 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/internal/apijson"
+	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // Config sets the limits and the schedule of deliveries; package config

@@ -16,13 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/testenv"
+	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/boltstore"
-	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/store/redisstore"
-	"github.com/mailsink/mailsink/internal/webhooks"
 )
 
 // TestSignStandardWebhooksVector checks Sign against the example of the

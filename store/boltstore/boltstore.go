@@ -25,9 +25,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // schemaVersion is written to a new file and checked on open; a file of

@@ -9,8 +9,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/store"
 )
 
 // Webhooks live in the bucket "webhooks", created with the first one, with

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/store"
 )
 
 // Events reach every replica through Redis: each change is appended to the

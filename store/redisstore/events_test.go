@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/store"
 )
 
 // TestPubSubReconnectEndsSubscriptions cuts the Store's pub/sub connection:

@@ -118,9 +118,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/internal/eventhub"
 )
 
 // DefaultPrefix starts every key when Options.Prefix is empty.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/store"
 )
 
 // testEvents checks a store.Events: every create, update and delete of an

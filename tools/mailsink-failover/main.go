@@ -51,8 +51,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/config"
+	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/redisstore"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/config"
-	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/internal/mailparse"
+	"github.com/mailsink/mailsink/internal/testenv"
 )
 
 // TestScenarios runs small versions of the standard scenarios against an
