@@ -28,7 +28,7 @@ import (
 )
 
 // A client may send any token as its HTTP method: the metrics must not keep a
-// series for each (before the fix, /metrics grew by every new method name).
+// series for each (else /metrics would grow by every new method name).
 func TestUnknownMethodsShareOneMetricSeries(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Backends(t)[0], nil)
@@ -528,8 +528,8 @@ func TestFullStore(t *testing.T) {
 	}
 }
 
-// A large body holding a turn must keep the data-rate floor (found by
-// review: one slow upload could hold a turn for the whole read timeout).
+// A large body holding a turn must keep the data-rate floor, so that one
+// slow upload cannot hold a turn for the whole read timeout.
 func TestSlowLargeBodyLosesItsTurn(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Backends(t)[0], nil)

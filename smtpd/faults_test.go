@@ -92,7 +92,7 @@ func TestFaultDisconnectAtBDAT(t *testing.T) {
 
 // A counted rcpt rule counts transactions, not RCPTs: with count 1, both
 // matching RCPTs of one transaction are refused, and the next transaction
-// goes through (found by review: each RCPT took a match).
+// goes through (each RCPT taking a match would let it through at once).
 func TestCountedRcptFaultCountsTransactions(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)

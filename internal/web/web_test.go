@@ -215,8 +215,8 @@ func TestPreviewOfTextOnlyMail(t *testing.T) {
 }
 
 // A dashboard session ends with its key: after the accounts file stops
-// listing the key, its cookie reads nothing (found by review: sessions used
-// to keep reading mail for their 12 hours).
+// listing the key, its cookie reads nothing, rather than reading mail for
+// the rest of its 12 hours.
 func TestSessionEndsWithItsKey(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "accounts.yaml")
 	if err := os.WriteFile(file, []byte(testenv.AccountsYAML), 0o600); err != nil {
