@@ -27,6 +27,7 @@ import (
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/certs"
+	"github.com/mailsink/mailsink/internal/checks"
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/internal/inbound"
@@ -163,6 +164,17 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 
 	a.webhooks = newWebhooks(cfg, st, reg, m, registry, log)
+	checker, err := checks.New(reads, st, checks.Config{
+		SpamdAddr:    cfg.Checks.SpamdAddr,
+		DNSResolver:  cfg.Checks.DNSResolver,
+		AllowPrivate: a.webhooks.AllowsPrivateTargets,
+		StoreTimeout: cfg.Store.Timeout,
+		Log:          log.With("component", "checks"),
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 
 	// What SMTP sessions hold of their messages' first MiB, an eighth of
 	// it per client address: four addresses cannot take it all.
@@ -216,6 +228,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
+		Checks:      checker,
 		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
