@@ -348,3 +348,35 @@ func TestSpamCheckNotConfiguredOrDown(t *testing.T) {
 		}
 	}
 }
+
+// checksForOpenAPI points the checks of the OpenAPI test's mailsink at a
+// DNS server of the test's own and at a spamd that is not there.
+func checksForOpenAPI(t *testing.T) func(*config.Config) {
+	dns := dnstest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close()
+	return func(c *config.Config) {
+		c.Checks.DNSResolver = dns.Addr()
+		c.Checks.SpamdAddr = down
+	}
+}
+
+// exerciseChecks checks the answers of the checks' endpoints against the
+// OpenAPI document: id came over HTTP, smtpID over SMTP.
+func exerciseChecks(t *testing.T, e *testenv.Env, o *openAPI, id, smtpID, missing string) {
+	t.Helper()
+	for _, name := range []string{"html", "links", "spam", "auth"} {
+		path := "/v1/emails/{emailId}/checks/" + name
+		for _, email := range []string{id, smtpID} {
+			o.check(t, "GET", path, get(t, e, "/v1/emails/"+email+"/checks/"+name, acme))
+		}
+		o.check(t, "GET", path, get(t, e, "/v1/emails/"+id+"/checks/"+name+"?refresh=1", acme))
+		o.check(t, "GET", path, get(t, e, "/v1/emails/x/checks/"+name, acme))
+		o.check(t, "GET", path, get(t, e, missing+"/checks/"+name, acme))
+		o.check(t, "GET", path, get(t, e, "/v1/emails/"+id+"/checks/"+name, ""))
+	}
+}

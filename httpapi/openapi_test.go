@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -111,7 +112,8 @@ func (o *openAPI) check(t *testing.T, method, template string, resp *testenv.Res
 func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 	t.Parallel()
 	edit, checkProviders := providerChecks(t)
-	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
+	editChecks := checksForOpenAPI(t)
+	forEachBackendWith(t, func(c *config.Config) { edit(c); editChecks(c) }, func(t *testing.T, e *testenv.Env) {
 		o := loadOpenAPI(t, e)
 		do := func(method, path, key string, body any) *testenv.Response { return e.Do(t, method, path, key, body) }
 		const emails, one = "/v1/emails", "/v1/emails/{emailId}"
@@ -177,6 +179,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/"+smtpID+"/transcript", acme))
 		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/x/transcript", acme))
 		o.check(t, "GET", one+"/transcript", get(t, e, missing+"/transcript", acme))
+		exerciseChecks(t, e, o, id, smtpID, missing)
 
 		const faultsPath = "/v1/faults"
 		rule := do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "data", "recipient": "a@acme.test", "count": 2,
