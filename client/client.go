@@ -1,7 +1,8 @@
 // Package client is a Go client of the mailsink API (the README's API table;
 // the OpenAPI document at /v1/openapi.json): list, count, get, update and
 // delete captured emails, wait for one to arrive, download its raw source and
-// attachments, and read its links and one-time codes.
+// attachments, read its links and one-time codes, and run its checks (HTML
+// compatibility, links, spam score, authentication).
 //
 // A test waits for the mail its code under test sends and follows the link
 // in it:

@@ -122,6 +122,16 @@ export class Mailsink {
     return (await this.#json('GET', `/v1/emails/${encodeURIComponent(id)}/codes`)).items.map((c) => c.value);
   }
 
+  /**
+   * A check of an email: 'html' (client compatibility), 'links' (what its
+   * links and images answer), 'spam' (spamd's score) or 'auth' (DKIM, SPF,
+   * DMARC). The result is kept with the email; refresh runs it again.
+   */
+  async check(id, name, { refresh = false } = {}) {
+    const query = refresh ? '?refresh=1' : '';
+    return this.#json('GET', `/v1/emails/${encodeURIComponent(id)}/checks/${encodeURIComponent(name)}${query}`);
+  }
+
   /** Stores a new email from JSON. */
   async create(email) {
     return (await this.#json('POST', '/v1/emails', { body: email })).item;

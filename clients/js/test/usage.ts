@@ -16,3 +16,11 @@ export async function example(): Promise<[EmailSummary, EmailLink[], string[], n
   }
   return [email, await ms.links(email.id), await ms.codes(email.id), await ms.count({ status: 'received' })];
 }
+
+export async function checks(ms: Mailsink, id: string): Promise<[string[], boolean, number | null]> {
+  const html = await ms.check(id, 'html');
+  const spam = await ms.check(id, 'spam', { refresh: true });
+  const links = await ms.check(id, 'links');
+  const auth = await ms.check(id, 'auth');
+  return [html.warnings.map((w) => w.feature), spam.isSpam && auth.dmarc.result === 'pass', links.items[0]?.status ?? null];
+}
