@@ -5,6 +5,7 @@
 package spamdtest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -15,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mailsink/mailsink/internal/testenv"
 )
 
 // GTUBE is SpamAssassin's test string: a message holding it scores 1000.
@@ -26,7 +25,7 @@ const GTUBE = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.
 type Daemon struct {
 	addr   string
 	cmd    *exec.Cmd
-	log    *testenv.SyncBuffer
+	log    *logBuffer
 	exited chan error // receives Wait's error
 }
 
@@ -60,7 +59,7 @@ func Start() (*Daemon, error) {
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "nobody")
 	}
-	d := &Daemon{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &testenv.SyncBuffer{}, exited: make(chan error, 1)}
+	d := &Daemon{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &logBuffer{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(path, args...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	// Its own process group, so that Stop ends its children too.
@@ -86,6 +85,27 @@ func Start() (*Daemon, error) {
 			return nil, fmt.Errorf("spamd did not listen within a minute: %s", d.log.String())
 		}
 	}
+}
+
+// logBuffer keeps spamd's output for the error of a failed start.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil // enough to say why it failed
+	}
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Addr is spamd's host:port.
