@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/bodies"
-	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/internal/relay"
@@ -29,41 +27,9 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// upstream starts a second mailsink to release to, with a self-signed
-// certificate for STARTTLS and its implicit-TLS listener; its caFile is
-// that certificate.
-type upstream struct {
-	env    *testenv.Env
-	caFile string
-	smtps  string
-}
-
-func startUpstream(t *testing.T) *upstream {
-	t.Helper()
-	dir := t.TempDir()
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
-		c.Store.DataDir = dir
-		c.TLS.AutoHosts = []string{"localhost"}
-		c.SMTP.TLSAddr = "127.0.0.1:0"
-	})
-	return &upstream{env: env, caFile: filepath.Join(dir, certs.AutoCertFile), smtps: env.App.SMTPSAddr().String()}
-}
-
-// raws returns the raw sources the upstream stored for recipient.
-func (u *upstream) raws(t *testing.T, recipient string) []string {
-	t.Helper()
-	resp := u.env.Do(t, http.MethodGet, "/v1/emails?recipient="+recipient, testenv.AcmeKey, nil)
-	var out []string
-	for _, it := range resp.JSON(t)["items"].([]any) {
-		raw := u.env.Do(t, http.MethodGet, "/v1/emails/"+it.(map[string]any)["id"].(string)+"/raw", testenv.AcmeKey, nil)
-		out = append(out, string(raw.Body))
-	}
-	return out
-}
-
 // connections is how many SMTP connections the upstream has accepted.
-func (u *upstream) connections() float64 {
-	return testutil.ToFloat64(u.env.App.Metrics().SMTPConnections)
+func connections(up *testenv.Upstream) float64 {
+	return testutil.ToFloat64(up.App.Metrics().SMTPConnections)
 }
 
 // source is the mailsink side: a store holding captured emails, and the
@@ -77,6 +43,9 @@ type source struct {
 }
 
 const accountID = "acme-id"
+
+// allowAcme allows every address at acme.test.
+const allowAcme = `.*@acme\.test`
 
 func newSource(t *testing.T, relayYAML string, cfg relay.Config) *source {
 	t.Helper()
@@ -121,15 +90,11 @@ const message = "From: App <app@example.com>\r\nTo: qa@acme.test\r\nSubject: Wel
 
 func TestReleaseArrivesByteExact(t *testing.T) {
 	t.Parallel()
-	up := startUpstream(t)
-	host, port, _ := net.SplitHostPort(up.env.SMTP)
-	_, tlsPort, _ := net.SplitHostPort(up.smtps)
+	up := testenv.StartUpstream(t)
 	for _, tc := range []struct{ name, relay string }{
-		{"plain", fmt.Sprintf(`{host: %s, port: %s, tls: none, allowedRecipients: ['.*@acme\.test']}`, host, port)},
-		{"starttls with auth", fmt.Sprintf(`{host: localhost, port: %s, tls: starttls, username: qa, password: %s, caFile: %q, allowedRecipients: ['.*@acme\.test']}`,
-			port, testenv.AcmeKey, up.caFile)},
-		{"implicit tls with auth", fmt.Sprintf(`{host: localhost, port: %s, tls: tls, username: qa, password: %s, caFile: %q, allowedRecipients: ['.*@acme\.test']}`,
-			tlsPort, testenv.AcmeKey, up.caFile)},
+		{"plain", up.Relay(config.RelayNone, allowAcme)},
+		{"starttls with auth", up.Relay(config.RelayStartTLS, allowAcme)},
+		{"implicit tls with auth", up.Relay(config.RelayTLS, allowAcme)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newSource(t, tc.relay, relay.Config{})
@@ -142,7 +107,7 @@ func TestReleaseArrivesByteExact(t *testing.T) {
 			if reply.Code != 250 || !strings.Contains(reply.Text, "2.0.0") {
 				t.Errorf("reply %d %q, want 250 with the upstream's text", reply.Code, reply.Text)
 			}
-			if got := up.raws(t, rcpt); len(got) != 1 || got[0] != message {
+			if got := up.Raws(t, rcpt); len(got) != 1 || got[0] != message {
 				t.Errorf("the upstream stored %q, want the captured raw %q", got, message)
 			}
 			if n := src.released("released"); n != 1 {
@@ -158,20 +123,20 @@ func TestReleaseArrivesByteExact(t *testing.T) {
 	}
 
 	t.Run("bare LF line ends go as CRLF", func(t *testing.T) {
-		src := newSource(t, fmt.Sprintf(`{host: %s, port: %s, tls: none, allowedRecipients: ['.*@acme\.test']}`, host, port), relay.Config{})
+		src := newSource(t, up.Relay(config.RelayNone, allowAcme), relay.Config{})
 		lf := "From: app@example.com\nSubject: LF\n\nline one\n.dot\n"
 		id := src.capture(t, "app@example.com", "qa@acme.test", lf)
 		if _, err := src.svc.Release(context.Background(), accountID, id, []string{"lf@acme.test"}); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := up.raws(t, "lf@acme.test"), strings.ReplaceAll(lf, "\n", "\r\n"); len(got) != 1 || got[0] != want {
+		if got, want := up.Raws(t, "lf@acme.test"), strings.ReplaceAll(lf, "\n", "\r\n"); len(got) != 1 || got[0] != want {
 			t.Errorf("the upstream stored %q, want %q", got, want)
 		}
 	})
 
 	t.Run("the envelope sender is the relay's from, else the stored sender", func(t *testing.T) {
 		for _, tc := range []struct{ from, want string }{{"", "bounce@example.com"}, {"release@acme.test", "release@acme.test"}} {
-			relayYAML := fmt.Sprintf(`{host: %s, port: %s, tls: none, allowedRecipients: ['.*@acme\.test']}`, host, port)
+			relayYAML := up.Relay(config.RelayNone, allowAcme)
 			if tc.from != "" {
 				relayYAML = strings.Replace(relayYAML, "{", "{from: "+tc.from+", ", 1)
 			}
@@ -181,7 +146,7 @@ func TestReleaseArrivesByteExact(t *testing.T) {
 			if _, err := src.svc.Release(context.Background(), accountID, id, []string{rcpt}); err != nil {
 				t.Fatal(err)
 			}
-			resp := up.env.Do(t, http.MethodGet, "/v1/emails?recipient="+rcpt, testenv.AcmeKey, nil)
+			resp := up.Do(t, http.MethodGet, "/v1/emails?recipient="+rcpt, testenv.AcmeKey, nil)
 			items := resp.JSON(t)["items"].([]any)
 			if len(items) != 1 || items[0].(map[string]any)["sender"] != tc.want {
 				t.Errorf("relay from %q: the upstream got %s, want sender %s", tc.from, resp.Body, tc.want)
@@ -192,20 +157,19 @@ func TestReleaseArrivesByteExact(t *testing.T) {
 
 func TestReleaseRefusalsSendNothing(t *testing.T) {
 	t.Parallel()
-	up := startUpstream(t)
-	host, port, _ := net.SplitHostPort(up.env.SMTP)
-	plain := fmt.Sprintf(`{host: %s, port: %s, tls: none, allowedRecipients: ['.*@acme\.test']}`, host, port)
+	up := testenv.StartUpstream(t)
+	plain := up.Relay(config.RelayNone, allowAcme)
 
 	t.Run("a recipient outside allowedRecipients", func(t *testing.T) {
 		src := newSource(t, plain, relay.Config{})
 		id := src.capture(t, "app@example.com", "qa@acme.test", message)
-		before := up.connections()
+		before := connections(up)
 		_, err := src.svc.Release(context.Background(), accountID, id, []string{"ok@acme.test", "boss@acme.test.evil.example"})
 		var re *relay.RecipientsError
 		if !store.IsCode(err, store.Invalid) || !errors.As(err, &re) || len(re.Refused) != 1 || re.Refused[0] != "boss@acme.test.evil.example" {
 			t.Fatalf("error %v, want Invalid naming boss@acme.test.evil.example", err)
 		}
-		if up.connections() != before {
+		if connections(up) != before {
 			t.Errorf("the upstream was connected to")
 		}
 	})
@@ -216,7 +180,7 @@ func TestReleaseRefusalsSendNothing(t *testing.T) {
 		if _, err := src.svc.Release(context.Background(), accountID, id, []string{"ok@acme.test"}); !store.IsCode(err, store.Conflict) {
 			t.Errorf("without a relay: error %v, want Conflict", err)
 		}
-		src = newSource(t, fmt.Sprintf(`{host: %s, port: %s, tls: none}`, host, port), relay.Config{})
+		src = newSource(t, up.Relay(config.RelayNone), relay.Config{})
 		id = src.capture(t, "app@example.com", "qa@acme.test", message)
 		if _, err := src.svc.Release(context.Background(), accountID, id, []string{"ok@acme.test"}); !store.IsCode(err, store.Invalid) {
 			t.Errorf("without allowedRecipients: error %v, want Invalid", err)
@@ -231,7 +195,7 @@ func TestReleaseRefusalsSendNothing(t *testing.T) {
 	})
 
 	t.Run("the upstream refuses a recipient", func(t *testing.T) {
-		rule := up.env.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, map[string]any{"stage": "rcpt", "recipient": "refused@acme.test",
+		rule := up.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, map[string]any{"stage": "rcpt", "recipient": "refused@acme.test",
 			"reply": map[string]any{"code": 550, "text": "5.1.1 No such user"}})
 		if rule.Status != http.StatusCreated {
 			t.Fatalf("fault rule: %d %s", rule.Status, rule.Body)
@@ -246,7 +210,7 @@ func TestReleaseRefusalsSendNothing(t *testing.T) {
 		if !strings.Contains(err.Error(), "refused RCPT TO:<refused@acme.test>: 550 5.1.1 No such user") {
 			t.Errorf("message %q does not say which command was refused and how", err)
 		}
-		if got := up.raws(t, "also@acme.test"); len(got) != 0 {
+		if got := up.Raws(t, "also@acme.test"); len(got) != 0 {
 			t.Errorf("a message one recipient refused reached the other: %q", got)
 		}
 		if src.released("refused") != 1 {
@@ -255,8 +219,7 @@ func TestReleaseRefusalsSendNothing(t *testing.T) {
 	})
 
 	t.Run("wrong AUTH credentials", func(t *testing.T) {
-		src := newSource(t, fmt.Sprintf(`{host: localhost, port: %s, username: qa, password: wrong-key, caFile: %q, allowedRecipients: ['.*@acme\.test']}`,
-			port, up.caFile), relay.Config{})
+		src := newSource(t, strings.Replace(up.Relay(config.RelayStartTLS, allowAcme), testenv.AcmeKey, "wrong-key", 1), relay.Config{})
 		id := src.capture(t, "app@example.com", "qa@acme.test", message)
 		_, err := src.svc.Release(context.Background(), accountID, id, []string{"auth@acme.test"})
 		var ue *relay.UpstreamError
@@ -269,13 +232,14 @@ func TestReleaseRefusalsSendNothing(t *testing.T) {
 	})
 
 	t.Run("a certificate that caFile does not vouch for", func(t *testing.T) {
+		_, port, _ := net.SplitHostPort(up.SMTP)
 		src := newSource(t, fmt.Sprintf(`{host: localhost, port: %s, allowedRecipients: ['.*@acme\.test']}`, port), relay.Config{})
 		id := src.capture(t, "app@example.com", "qa@acme.test", message)
 		_, err := src.svc.Release(context.Background(), accountID, id, []string{"untrusted@acme.test"})
 		if !store.IsCode(err, store.Upstream) || !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("error %v, want a certificate failure", err)
 		}
-		if got := up.raws(t, "untrusted@acme.test"); len(got) != 0 {
+		if got := up.Raws(t, "untrusted@acme.test"); len(got) != 0 {
 			t.Errorf("the message went over an unverified connection: %q", got)
 		}
 	})
@@ -363,10 +327,8 @@ func TestReleaseStopsAtItsTimeoutAndWithItsRequest(t *testing.T) {
 
 func TestReleaseRateAndConcurrencyPerAccount(t *testing.T) {
 	t.Parallel()
-	up := startUpstream(t)
-	host, port, _ := net.SplitHostPort(up.env.SMTP)
-	src := newSource(t, fmt.Sprintf(`{host: %s, port: %s, tls: none, allowedRecipients: ['.*@acme\.test']}`, host, port),
-		relay.Config{PerMinute: 2})
+	up := testenv.StartUpstream(t)
+	src := newSource(t, up.Relay(config.RelayNone, allowAcme), relay.Config{PerMinute: 2})
 	id := src.capture(t, "app@example.com", "qa@acme.test", message)
 	for i := range 2 {
 		if _, err := src.svc.Release(context.Background(), accountID, id, []string{"rate@acme.test"}); err != nil {
@@ -378,7 +340,7 @@ func TestReleaseRateAndConcurrencyPerAccount(t *testing.T) {
 	if !store.IsCode(err, store.QuotaExceeded) || !errors.As(err, &le) || le.Wait <= 0 || le.Wait > 31*time.Second {
 		t.Fatalf("the third release in a minute: error %v, want QuotaExceeded with a wait of up to 30s", err)
 	}
-	if got := up.raws(t, "rate@acme.test"); len(got) != 2 {
+	if got := up.Raws(t, "rate@acme.test"); len(got) != 2 {
 		t.Errorf("the upstream got %d messages, want 2", len(got))
 	}
 	if src.released("limited") != 1 {
@@ -413,10 +375,9 @@ func TestReleaseRateAndConcurrencyPerAccount(t *testing.T) {
 
 func TestReleaseEach(t *testing.T) {
 	t.Parallel()
-	up := startUpstream(t)
-	host, port, _ := net.SplitHostPort(up.env.SMTP)
-	plain := fmt.Sprintf(`{host: %s, port: %s, tls: none, allowedRecipients: ['.*@acme\.test']}`, host, port)
-	rule := up.env.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, map[string]any{"stage": "rcpt", "sender": "refused@example.com",
+	up := testenv.StartUpstream(t)
+	plain := up.Relay(config.RelayNone, allowAcme)
+	rule := up.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, map[string]any{"stage": "rcpt", "sender": "refused@example.com",
 		"reply": map[string]any{"code": 553, "text": "5.7.1 Sender refused"}})
 	if rule.Status != http.StatusCreated {
 		t.Fatalf("fault rule: %d %s", rule.Status, rule.Body)
@@ -454,11 +415,11 @@ func TestReleaseEach(t *testing.T) {
 			t.Errorf("result %d: %+v (reply %v), want %s", i, results[i], results[i].Reply, check.want)
 		}
 	}
-	got := up.raws(t, "bulk@acme.test")
+	got := up.Raws(t, "bulk@acme.test")
 	if len(got) != 2 || got[0] != strings.Replace(message, "Welcome", "Last", 1) || got[1] != message {
 		t.Errorf("the upstream stored %q, want the first and the last email, byte-exact", got)
 	}
-	if n := testutil.ToFloat64(up.env.App.Metrics().SMTPConnections); n != 1 {
+	if n := connections(up); n != 1 {
 		t.Errorf("the bulk release made %v connections, want 1", n)
 	}
 
