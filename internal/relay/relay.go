@@ -149,7 +149,7 @@ func (s *Service) Release(ctx context.Context, accountID, id string, to []string
 	if err != nil {
 		return Reply{}, err
 	}
-	read, err := s.reads.Raw(ctx, accountID, id)
+	read, err := s.read(ctx, accountID, id)
 	if err != nil {
 		return Reply{}, err
 	}
@@ -253,7 +253,7 @@ func (s *Service) ReleaseEach(ctx context.Context, accountID string, ids []strin
 // found, it takes a turn of the account's rate when take is set. used says
 // whether the email was sent (or the upstream tried).
 func (s *Service) releaseOne(ctx context.Context, sess *session, relay *config.AccountRelay, accountID, id string, to []string, take bool) (_ Reply, used bool, _ error) {
-	read, err := s.reads.Raw(ctx, accountID, id)
+	read, err := s.read(ctx, accountID, id)
 	if err != nil {
 		return Reply{}, false, err
 	}
@@ -265,6 +265,14 @@ func (s *Service) releaseOne(ctx context.Context, sess *session, relay *config.A
 	}
 	reply, err := sess.send(ctx, s.from(relay, read.Email), to, read.Body.Raw)
 	return reply, true, err
+}
+
+// read opens the email's raw source, within the timeout: a release's
+// every step has one.
+func (s *Service) read(ctx context.Context, accountID, id string) (*bodies.Read, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	return s.reads.Raw(ctx, accountID, id)
 }
 
 // from is the envelope sender of a release: the relay's from, else the
