@@ -447,4 +447,3 @@ func (x *Index) Stats(accountID string) Stats {
 	}
 	return s
 }
-

@@ -155,8 +155,8 @@ func TestMakeDigest(t *testing.T) {
 	text := "Hello  Ada,\n\nyour code is 123456.\n" + strings.Repeat("filler words here ", 10000)
 	html := "<p>ignored when there is text</p>"
 	d := MakeDigest(Content{
-		Headers:     map[string]string{"from": `"Shop Team" <app@shop.example>`, "to": "Ada Lovelace <ada@acme.test>, bob@acme.test", "cc": "odd, <c@acme.test>"},
-		Text:        &text, HTML: &html, Attachments: 2,
+		Headers: map[string]string{"from": `"Shop Team" <app@shop.example>`, "to": "Ada Lovelace <ada@acme.test>, bob@acme.test", "cc": "odd, <c@acme.test>"},
+		Text:    &text, HTML: &html, Attachments: 2,
 	})
 	if !slices.Equal(d.FromAddresses, []string{"app@shop.example"}) || !slices.Equal(d.FromNames, []string{"Shop Team"}) {
 		t.Errorf("from: %q %q", d.FromAddresses, d.FromNames)
