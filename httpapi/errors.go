@@ -52,7 +52,7 @@ var clientMessage = map[store.Code]string{
 	store.Full:          "storage is full: nothing was stored; delete emails or try again later",
 	store.QuotaExceeded: "the account's storage quota is used up: delete emails or wait for retention",
 	store.Busy:          "busy: try again in a moment",
-	store.Upstream:      "a server mailsink relies on failed",
+	store.Upstream:      "the upstream server failed",
 	store.Internal:      "internal error",
 }
 

@@ -1,6 +1,7 @@
 import type {
   EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, OperationQueries,
   HTMLCheckResponse, LinkCheckResponse, SpamCheckResponse, AuthCheckResponse,
+  ReleaseReply, ReleaseResult,
 } from './types.js';
 
 export type * from './types.js';
@@ -9,6 +10,7 @@ export type * from './types.js';
 export type Filter = Omit<OperationQueries['deleteEmails'], 'all' | 'since'> & { since?: string | Date };
 export type ListParams = Omit<OperationQueries['listEmails'], 'wait' | 'since'> & { since?: string | Date };
 export type CountParams = Omit<OperationQueries['countEmails'], 'since'> & { since?: string | Date };
+export type ReleaseParams = Omit<OperationQueries['releaseEmails'], 'since'> & { since?: string | Date };
 
 /** An error answer of the API. */
 export class MailsinkError extends Error {
@@ -52,6 +54,10 @@ export class Mailsink {
    * has no spamd, 502 when spamd fails.
    */
   check<N extends keyof CheckResults>(id: string, name: N, options?: { refresh?: boolean }): Promise<CheckResults[N]>;
+  /** Sends the email, as stored, to real recipients through the account's relay; resolves with the upstream's reply. */
+  release(id: string, to: string | string[]): Promise<ReleaseReply>;
+  /** Sends the emails a list query selects (one page) through the account's relay; resolves with each one's result. */
+  releaseMany(params: ReleaseParams, to: string | string[]): Promise<ReleaseResult[]>;
   create(email: CreateEmailRequest): Promise<EmailSummary>;
   inbound(raw: string | Uint8Array, envelope?: { from?: string; to?: string | string[] }): Promise<EmailSummary[]>;
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/mailsink/mailsink/internal/inbound"
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/internal/webhooks"
@@ -229,7 +230,13 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Faults:      inject,
 		Webhooks:    a.webhooks,
 		Checks:      checker,
-		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
+		Relay: relay.New(relay.Config{
+			PerMinute: cfg.Release.PerMinute,
+			Timeout:   cfg.Release.Timeout,
+			Metrics:   metrics.NewReleases(registry),
+			Log:       log.With("component", "release"),
+		}, reg, reads),
+		SNS: inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

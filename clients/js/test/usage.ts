@@ -24,3 +24,10 @@ export async function checks(ms: Mailsink, id: string): Promise<[string[], boole
   const auth = await ms.check(id, 'auth');
   return [html.warnings.map((w) => w.feature), spam.isSpam && auth.dmarc.result === 'pass', links.items[0]?.status ?? null];
 }
+
+export async function release(ms: Mailsink, id: string): Promise<number> {
+  const reply = await ms.release(id, ['stakeholder@example.com']);
+  const results = await ms.releaseMany({ recipient: 'a@example.com', limit: 100 }, 'stakeholder@example.com');
+  const codes: (number | null)[] = results.filter((r) => r.released).map((r) => r.code);
+  return reply.code + codes.length;
+}
