@@ -109,7 +109,10 @@ func (c *Client) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ctx.Err()
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	// The connection's deadline is the context's: either may be seen
+	// first.
+	var ne net.Error
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		err = fmt.Errorf("no answer within %s", c.Timeout)
 	}
 	return &Error{Err: err}
