@@ -170,7 +170,6 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		DNSResolver:  cfg.Checks.DNSResolver,
 		AllowPrivate: a.webhooks.AllowsPrivateTargets,
 		StoreTimeout: cfg.Store.Timeout,
-		Log:          log.With("component", "checks"),
 	})
 	if err != nil {
 		st.Close()

@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -87,8 +86,8 @@ type Config struct {
 	TurnWait time.Duration
 	// StoreTimeout bounds the store calls of one run.
 	StoreTimeout time.Duration
-	Now          func() time.Time
-	Log          *slog.Logger
+	// Now is the clock of checkedAt; nil is time.Now.
+	Now func() time.Time
 }
 
 // Service runs and keeps the checks. It is safe for concurrent use.
@@ -126,9 +125,6 @@ func New(r Reader, st store.Checks, cfg Config) (*Service, error) {
 	}
 	if cfg.AllowPrivate == nil {
 		cfg.AllowPrivate = func(string) bool { return false }
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	html, err := htmlcompat.New()
 	if err != nil {
