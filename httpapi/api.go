@@ -93,9 +93,18 @@ type Config struct {
 	Faults *faults.Injector
 	// Webhooks, when not nil, serves /v1/webhooks.
 	Webhooks *webhooks.Service
+	// MCP, when not nil, serves /mcp, the Model Context Protocol endpoint
+	// (package mcpserver), for the account of the request's API key.
+	MCP MCP
 	// SNS verifies the SNS messages of /v1/inbound/ses and confirms their
 	// subscriptions; nil uses inbound.NewSNS(nil, nil).
 	SNS *inbound.SNS
+}
+
+// MCP serves the MCP endpoint for one account.
+type MCP interface {
+	// ServeAccount serves a request whose API key is acc's.
+	ServeAccount(w http.ResponseWriter, r *http.Request, acc *store.Account)
 }
 
 // API is the HTTP handler of mailsink.
@@ -193,6 +202,12 @@ func (a *API) routes() http.Handler {
 		v1("/faults", http.MethodGet, a.listFaults)
 		v1("/faults", http.MethodDelete, a.deleteFaults)
 		v1("/faults/{faultId}", http.MethodDelete, a.deleteFault)
+	}
+	if a.cfg.MCP != nil {
+		// Every method: the MCP server answers those it does not serve.
+		r.Handle("/mcp", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.cfg.MCP.ServeAccount(w, r, accountOf(r))
+		}), false))
 	}
 	if a.cfg.Dashboard != nil {
 		r.Handle("/", a.cfg.Dashboard)
