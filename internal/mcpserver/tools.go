@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -114,6 +115,7 @@ func New(mb Mailbox, o Options) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "mark_email", InputSchema: markSchema(),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
 		Description: "Change one email's status, labels (replaced), notes or read state."}, t.mark)
+	s.AddReceivingMiddleware(plainArgumentErrors)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "email", Title: "Captured email", URITemplate: resourcePrefix + "{id}", MIMEType: "text/plain",
 		Description: "One captured email: its text view, and its raw source (message/rfc822) when it is at most 1 MiB.",
@@ -698,6 +700,36 @@ func textView(v emailView) string {
 		b.WriteString("\n[cut: read the email with get_email and a larger maxBodyBytes]")
 	}
 	return b.String()
+}
+
+// The SDK's words for arguments its schema check refuses, and what the
+// model reads instead: "validating \"arguments\": validating root:
+// validating /properties/timeoutSeconds: maximum: 120/1 is greater than
+// 60.000000" becomes "invalid arguments: timeoutSeconds: maximum: 120 is
+// greater than 60". Text it does not know passes as it is.
+var argumentErrors = strings.NewReplacer(`validating "arguments": validating root: `, "invalid arguments: ")
+
+var (
+	schemaPath = regexp.MustCompile(`validating /properties/(\w+)(?:: validating /properties/\w+/items)?: `)
+	ratio      = regexp.MustCompile(`\b(-?\d+)/1\b`)
+	decimals   = regexp.MustCompile(`\b(-?\d+)\.0+\b`)
+)
+
+// plainArgumentErrors rewrites the SDK's refusals of tool arguments in
+// plain words.
+func plainArgumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError || len(r.Content) != 1 {
+			return res, err
+		}
+		if tc, ok := r.Content[0].(*mcp.TextContent); ok && strings.HasPrefix(tc.Text, `validating "arguments": `) {
+			msg := schemaPath.ReplaceAllString(argumentErrors.Replace(tc.Text), "$1: ")
+			tc.Text = decimals.ReplaceAllString(ratio.ReplaceAllString(msg, "$1"), "$1")
+		}
+		return res, err
+	}
 }
 
 // schemaFor infers T's schema and lets edit bound its properties.
