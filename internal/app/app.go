@@ -199,7 +199,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	// List waits, event streams and MCP's waits share one budget per
 	// account.
 	heldRequests := held.NewLimiter(cfg.HTTP.MaxHeldPerAccount)
-	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout}
+	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout, Account: reg.ByID}
 	api := httpapi.New(httpapi.Config{
 		Bodies:          reads,
 		LargeGate:       a.large,

@@ -32,6 +32,9 @@ type LocalConfig struct {
 	Held *held.Limiter
 	// StoreTimeout bounds each store call, and each read of an email.
 	StoreTimeout time.Duration
+	// Account returns the account with an id as it is now (the accounts
+	// file may be reloaded), for the summaries; nil leaves it out.
+	Account func(id string) *store.Account
 	// Now is the clock of updates; nil is time.Now.
 	Now func() time.Time
 }
@@ -48,6 +51,16 @@ func NewLocal(cfg *LocalConfig, acc *store.Account) *Local {
 		cfg.Now = time.Now
 	}
 	return &Local{cfg: cfg, account: acc}
+}
+
+// summary is e's summary with its account as the accounts file names it
+// now.
+func (m *Local) summary(e *store.Email) Email {
+	acc := m.account
+	if m.cfg.Account != nil {
+		acc = m.cfg.Account(e.AccountID)
+	}
+	return apijson.NewEmail(e, acc)
 }
 
 var _ Mailbox = (*Local)(nil)
@@ -88,7 +101,7 @@ func (m *Local) List(ctx context.Context, q Query) ([]Email, error) {
 	}
 	out := make([]Email, len(emails))
 	for i, e := range emails {
-		out[i] = apijson.NewEmail(e, m.account)
+		out[i] = m.summary(e)
 	}
 	return out, nil
 }
@@ -120,7 +133,7 @@ func (m *Local) Open(ctx context.Context, id string, need int64, use func(*Conte
 		return err
 	}
 	b := read.Body
-	c := &Content{Email: apijson.NewEmail(read.Email, m.account), Text: b.Text, HTML: b.HTML, Headers: b.Headers,
+	c := &Content{Email: m.summary(read.Email), Text: b.Text, HTML: b.HTML, Headers: b.Headers,
 		Attachments: make([]Attachment, len(b.Attachments)), Cut: cuts(b.Cut)}
 	for i, a := range b.Attachments {
 		c.Attachments[i] = Attachment(a)
@@ -229,7 +242,7 @@ func (m *Local) Update(ctx context.Context, id string, c Change) (Email, error) 
 	if err != nil {
 		return Email{}, err
 	}
-	return apijson.NewEmail(e, m.account), nil
+	return m.summary(e), nil
 }
 
 // Delete implements Mailbox.
