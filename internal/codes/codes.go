@@ -66,11 +66,7 @@ func Extract(ctx context.Context, subject, textPart, htmlPart string) ([]string,
 			out = append(out, v)
 		}
 	}
-	htmlPart, _, err := htmltext.Text(ctx, clip(htmlPart), 0)
-	if err != nil {
-		return nil, err
-	}
-	for _, part := range []string{clip(subject), clip(textPart), htmlPart} {
+	for _, part := range []string{clip(subject), clip(textPart), htmltext.Text(clip(htmlPart))} {
 		for _, v := range fromText(ctx, part) {
 			add(v)
 		}

@@ -1,11 +1,13 @@
-// Package htmltext turns an HTML document into the text a reader sees, for
-// the readers that need text rather than markup: code extraction, and the
-// email view of the MCP tools. It is pure and linear in its input.
+// Package htmltext turns an HTML part into the text a reader sees, for the
+// extractors and search that read a message's words, and the email view of
+// the MCP tools. It is pure and linear in its input.
 package htmltext
 
 import (
 	"context"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
@@ -13,17 +15,22 @@ import (
 	"github.com/mailsink/mailsink/internal/runecut"
 )
 
-// checkEvery is how many tokens Text reads between two looks at its
+// checkEvery is how many tokens Prefix reads between two looks at its
 // context.
 const checkEvery = 1024
 
-// Text converts an HTML document to text: one line per block element and
-// table row, the cells of a row on one line, white space collapsed,
+// Text converts an HTML document to text: one line per block element
+// and table row, the cells of a row on one line, white space collapsed,
 // script, style, head and template content left out, entities decoded.
-// With limit > 0 it stops once the text is limit bytes long, cuts it there
-// on a rune boundary and reports cut; it stops with ctx's error when ctx
-// ends first.
-func Text(ctx context.Context, doc string, limit int) (text string, cut bool, err error) {
+func Text(doc string) string {
+	s, _, _ := Prefix(context.Background(), doc, 0)
+	return s
+}
+
+// Prefix is Text that stops once the text is limit bytes long (limit > 0),
+// cuts it there on a rune boundary and reports cut; it stops with ctx's
+// error when ctx ends first.
+func Prefix(ctx context.Context, doc string, limit int) (text string, cut bool, err error) {
 	if doc == "" {
 		return "", false, nil
 	}
@@ -45,14 +52,21 @@ func Text(ctx context.Context, doc string, limit int) (text string, cut bool, er
 			return string(b), false, nil
 		case html.TextToken:
 			if skip == 0 {
-				b = append(b, strings.Join(strings.Fields(string(z.Text())), " ")...)
-				if t := z.Raw(); len(t) > 0 && (t[len(t)-1] == ' ' || t[len(t)-1] == '\n' || t[len(t)-1] == '\t') {
+				// White space at either end of a text separates it from
+				// the text around it (entities such as &nbsp; included).
+				t := string(z.Text())
+				if r, _ := utf8.DecodeRuneInString(t); unicode.IsSpace(r) {
+					b = space(b, ' ')
+				}
+				b = append(b, strings.Join(strings.Fields(t), " ")...)
+				if r, _ := utf8.DecodeLastRuneInString(t); unicode.IsSpace(r) {
 					b = space(b, ' ')
 				}
 			}
 		case html.StartTagToken, html.EndTagToken, html.SelfClosingTagToken:
 			name, _ := z.TagName()
-			switch atom.Lookup(name) {
+			a := atom.Lookup(name)
+			switch a {
 			case atom.Script, atom.Style, atom.Head, atom.Template, atom.Noscript:
 				if tt == html.StartTagToken {
 					skip++

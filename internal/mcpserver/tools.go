@@ -395,7 +395,7 @@ func view(ctx context.Context, c *Content, limit int) (emailView, error) {
 		v.Text, v.TextTruncated = &s, len(s) < len(*c.Text)
 	}
 	if c.HTML != nil {
-		s, cut, err := htmltext.Text(ctx, *c.HTML, limit)
+		s, cut, err := htmltext.Prefix(ctx, *c.HTML, limit)
 		if err != nil {
 			return v, store.Wrap(store.Unavailable, err, "the request ended before the email was read")
 		}
