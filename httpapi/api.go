@@ -30,6 +30,7 @@ import (
 	"github.com/mailsink/mailsink/internal/inbound"
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/store"
 )
@@ -96,6 +97,9 @@ type Config struct {
 	// MCP, when not nil, serves /mcp, the Model Context Protocol endpoint
 	// (package mcpserver), for the account of the request's API key.
 	MCP MCP
+	// Relay, when not nil, serves the release of emails to accounts'
+	// relays (POST /v1/emails/{emailId}/release, POST /v1/emails/release).
+	Relay *relay.Service
 	// SNS verifies the SNS messages of /v1/inbound/ses and confirms their
 	// subscriptions; nil uses inbound.NewSNS(nil, nil).
 	SNS *inbound.SNS
@@ -179,8 +183,10 @@ func (a *API) routes() http.Handler {
 	v1("/emails", http.MethodGet, a.listEmails)
 	v1("/emails", http.MethodPost, a.createEmail)
 	v1("/emails", http.MethodDelete, a.bulkDelete)
-	// Before /emails/{emailId}, which would take "count" as an id.
+	// Before /emails/{emailId}, which would take "count" and "release"
+	// as ids.
 	v1("/emails/count", http.MethodGet, a.countEmails)
+	a.releaseRoutes(v1)
 	v1("/emails/{emailId}", http.MethodGet, a.getEmail)
 	v1("/emails/{emailId}", http.MethodPatch, a.updateEmail)
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)

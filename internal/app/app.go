@@ -34,6 +34,7 @@ import (
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/internal/webhooks"
@@ -222,7 +223,6 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
-		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 		MCP: mcpserver.NewHTTP(mcpserver.HTTPConfig{
 			MaxSessionsPerAccount: cfg.HTTP.MCPMaxSessionsPerAccount,
 			SessionIdleTimeout:    cfg.HTTP.MCPSessionIdleTimeout,
@@ -230,6 +230,13 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			Version:               cfg.Version,
 			Log:                   log.With("component", "mcp"),
 		}, func(acc *store.Account) mcpserver.Mailbox { return mcpserver.NewLocal(mailboxes, acc) }),
+		Relay: relay.New(relay.Config{
+			PerMinute: cfg.Release.PerMinute,
+			Timeout:   cfg.Release.Timeout,
+			Metrics:   metrics.NewReleases(registry),
+			Log:       log.With("component", "release"),
+		}, reg, reads),
+		SNS: inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
