@@ -170,20 +170,28 @@ func (f Filter) query(q url.Values) url.Values {
 }
 
 // ListOptions is a page of the list: filters, page size (0: the server's
-// default, 25), offset and cursor.
+// default, 25), offset, cursor and wait.
 type ListOptions struct {
 	Filter
 	Limit  int
 	Offset int
 	Before string // only emails after the email with this id in list order
+	// Wait, when not 0, has List's server hold an empty page until an
+	// email matches or Wait is over (rounded up to whole seconds, at most
+	// 60); other users of ListOptions leave it out.
+	Wait time.Duration
 }
 
 // List returns a page of the account's emails, newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) ([]Email, error) {
+	q := o.query()
+	if o.Wait > 0 {
+		q.Set("wait", strconv.Itoa(int(o.Wait.Seconds()+0.999)))
+	}
 	var out struct {
 		Items []Email `json:"items"`
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/emails", o.query(), nil, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/emails", q, nil, &out)
 	return out.Items, err
 }
 

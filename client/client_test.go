@@ -244,6 +244,38 @@ func TestInboundAndAttachment(t *testing.T) {
 	}
 }
 
+// TestListWait: a list with Wait holds an empty page until an email
+// matches, and answers an empty page when nothing comes in time.
+func TestListWait(t *testing.T) {
+	t.Parallel()
+	e, c := start(t)
+	ctx := context.Background()
+	got := make(chan []client.Email, 1)
+	go func() {
+		page, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Recipient: "held@acme.test"}, Wait: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- page
+	}()
+	testenv.WaitFor(t, 5*time.Second, "the list to be held", func() bool { return e.App.HeldRequests() == 1 })
+	made, err := c.Create(ctx, client.NewEmail{Recipient: "held@acme.test", Sender: "app@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := <-got; len(page) != 1 || page[0].ID != made.ID {
+		t.Errorf("held list = %+v, want the new email", page)
+	}
+	begin := time.Now()
+	page, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Recipient: "nobody@acme.test"}, Wait: 300 * time.Millisecond})
+	if err != nil || len(page) != 0 {
+		t.Errorf("List = %v, %v; want an empty page", page, err)
+	}
+	if d := time.Since(begin); d < 900*time.Millisecond {
+		t.Errorf("answered after %s: a wait under a second is held a whole second", d)
+	}
+}
+
 func TestReleaseToARealServer(t *testing.T) {
 	t.Parallel()
 	up := testenv.StartUpstream(t)

@@ -149,6 +149,10 @@ type HTTP struct {
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEHeartbeat    time.Duration
 	SSEWriteTimeout time.Duration
+	// MCPMaxSessionsPerAccount bounds the MCP sessions (/mcp) one account
+	// has open; MCPSessionIdleTimeout closes a session idle that long.
+	MCPMaxSessionsPerAccount int
+	MCPSessionIdleTimeout    time.Duration
 }
 
 // SMTP configures the SMTP listener.

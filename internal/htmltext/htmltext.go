@@ -1,31 +1,55 @@
 // Package htmltext turns an HTML part into the text a reader sees, for the
-// extractors and search that read a message's words.
+// extractors and search that read a message's words, and the email view of
+// the MCP tools. It is pure and linear in its input.
 package htmltext
 
 import (
+	"context"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/mailsink/mailsink/internal/runecut"
 )
+
+// checkEvery is how many tokens Prefix reads between two looks at its
+// context.
+const checkEvery = 1024
 
 // Text converts an HTML document to text: one line per block element
 // and table row, the cells of a row on one line, white space collapsed,
 // script, style, head and template content left out, entities decoded.
 func Text(doc string) string {
+	s, _, _ := Prefix(context.Background(), doc, 0)
+	return s
+}
+
+// Prefix is Text that stops once the text is limit bytes long (limit > 0),
+// cuts it there on a rune boundary and reports cut; it stops with ctx's
+// error when ctx ends first.
+func Prefix(ctx context.Context, doc string, limit int) (text string, cut bool, err error) {
 	if doc == "" {
-		return ""
+		return "", false, nil
 	}
 	var b []byte
 	z := html.NewTokenizer(strings.NewReader(doc))
 	skip := 0
-	for {
+	for n := 1; ; n++ {
+		if n%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return "", false, err
+			}
+		}
+		if limit > 0 && len(b) > limit {
+			return runecut.Prefix(string(b), limit), true, nil
+		}
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
-			return string(b)
+			return string(b), false, nil
 		case html.TextToken:
 			if skip == 0 {
 				// White space at either end of a text separates it from
