@@ -307,7 +307,7 @@ func TestIndexScales(t *testing.T) {
 	for _, q := range []string{"subject:nothing", "needle -hay", "from:nobody to:nobody"} {
 		t.Run(q, func(t *testing.T) {
 			query := mustParse(t, q)
-			scaling.Linear(t, 2000, func(n int) built {
+			scaling.Linear(t, 500, func(n int) built {
 				x, texts, _ := testIndex(n)
 				return built{x, texts}
 			}, func(b built) {
