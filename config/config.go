@@ -45,6 +45,8 @@ type Config struct {
 	Checks Checks
 	// Release bounds the releases of emails to accounts' relays.
 	Release Release
+	// Dashboard sets how the dashboard behaves.
+	Dashboard Dashboard
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -107,6 +109,13 @@ type Reads struct {
 	// how long a read waits for room in it.
 	Budget int64
 	Wait   time.Duration
+}
+
+// Dashboard sets how the dashboard behaves.
+type Dashboard struct {
+	// MarkRead is whether opening a message in the dashboard marks it
+	// read.
+	MarkRead bool
 }
 
 // Release bounds the releases of emails to accounts' relays (the relay

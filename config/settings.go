@@ -167,6 +167,8 @@ var settings = []Setting{
 		integer(0, 100000, func(c *Config) *int { return &c.Release.PerMinute })},
 	{"MAILSINK_RELEASE_TIMEOUT", "30s", "one release: connecting to the account's relay through TLS and `AUTH`, then sending each email (each email of a bulk release gets as long); past it the release failed (`502`) and the connection is closed",
 		duration(time.Second, func(c *Config) *time.Duration { return &c.Release.Timeout })},
+	{"MAILSINK_DASHBOARD_MARK_READ", "true", "opening a message in the dashboard marks it read (`read: true`, as `PATCH /v1/emails/{id}` does); `false` leaves read state to the API and to the dashboard's Mark read and Mark unread",
+		boolean(func(c *Config) *bool { return &c.Dashboard.MarkRead })},
 	{"MAILSINK_LOG_FORMAT", "text", "`text` or `json` (logs go to stderr)",
 		oneOf(func(c *Config) *string { return &c.Log.Format }, "text", "json")},
 	{"MAILSINK_LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`",

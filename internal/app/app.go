@@ -229,7 +229,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MetricsHandler:  promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		Dashboard: web.New(web.Config{
 			Bodies: reads, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
-			Sessions: st,
+			Sessions: st, MarkRead: cfg.Dashboard.MarkRead,
 		}),
 		Certificate: certPEM,
 		Faults:      inject,

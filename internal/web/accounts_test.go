@@ -40,7 +40,8 @@ func TestAnotherAccountNeverSeesTheFirstAccountsMail(t *testing.T) {
 	p.visit("/#/emails/" + acmeID)
 	p.waitUntilLive()
 	p.waitFor("the not-found message", `document.querySelector('#message-view').innerText.includes('does not exist')`)
-	for _, path := range []string{"/ui/preview/" + acmeID, "/ui/emails/" + acmeID + "/raw", "/ui/emails/" + acmeID + "/attachments/0"} {
+	globex := uiBase(t, env, testenv.GlobexKey)
+	for _, path := range []string{globex + "preview/" + acmeID, globex + "emails/" + acmeID + "/raw", globex + "emails/" + acmeID + "/attachments/0"} {
 		if got := fetchWithCookie(t, p, path); got != "status 404" {
 			t.Errorf("globex's cookie on %s: %q, want status 404", path, got)
 		}
@@ -83,12 +84,13 @@ func TestWrongKeyAndSignOut(t *testing.T) {
 	sendMail(t, env, "noreply@shop.example", "ada@acme.test", welcomeMail("ada@acme.test", "Hello"))
 	p.waitFor("the mail", `document.querySelectorAll('#message-list .row').length === 1`)
 	id := eval[string](p, `document.querySelector('#message-list .row').dataset.id`)
-	if got := fetchWithCookie(t, p, "/ui/preview/"+id); !strings.Contains(got, "Hello Ada") {
-		t.Fatalf("preview while signed in: %q", got)
+	raw := uiBase(t, env, testenv.AcmeKey) + "emails/" + id + "/raw"
+	if got := fetchWithCookie(t, p, raw); !strings.Contains(got, "Hello Ada") {
+		t.Fatalf("raw while signed in: %q", got)
 	}
 	p.click("#sign-out")
 	p.waitFor("the signed-out page", `document.querySelector('#signin-message')?.textContent === 'You are signed out.'`)
-	if got := fetchWithCookie(t, p, "/ui/preview/"+id); got != "status 401" {
-		t.Errorf("preview after signing out: %q, want status 401", got)
+	if got := fetchWithCookie(t, p, raw); got != "status 401" {
+		t.Errorf("raw after signing out: %q, want status 401", got)
 	}
 }

@@ -100,13 +100,16 @@ func TestSignInSeeNewMailLiveAndReadIt(t *testing.T) {
 	}
 
 	// HTML: the sandboxed frame shows the message, with its inline image.
-	if got := eval[string](p, "document.querySelector('#preview-frame').getAttribute('sandbox')"); got != "" {
-		t.Errorf("preview sandbox = %q, want empty (no allow-scripts, no allow-same-origin)", got)
+	// Its links may open a new tab; its scripts may not run.
+	p.waitFor("the preview frame", `document.querySelector('#preview-frame')`)
+	if got := eval[string](p, "document.querySelector('#preview-frame').getAttribute('sandbox')"); got != "allow-popups allow-popups-to-escape-sandbox" {
+		t.Errorf("preview sandbox = %q, want only popups (no allow-scripts, no allow-same-origin)", got)
 	}
 	// The frame loaded the message, its cid: image inline: the frame's own
 	// requests carry no session cookie.
-	traffic.waitForRequest(t, mark, "/ui/preview/"+id)
-	preview := fetchWithCookie(t, p, "/ui/preview/"+id)
+	base := uiBase(t, env, testenv.AcmeKey)
+	traffic.waitForRequest(t, mark, base+"preview/"+id)
+	preview := fetchWithCookie(t, p, base+"preview/"+id)
 	if !strings.Contains(preview, `<h1 id="greeting">Hello Ada</h1>`) || !strings.Contains(preview, `src="data:image/png;base64,`+pixelPNG+`"`) {
 		t.Errorf("preview HTML does not show the message with its cid: image inline:\n%s", preview)
 	}
@@ -115,16 +118,16 @@ func TestSignInSeeNewMailLiveAndReadIt(t *testing.T) {
 	p.click("#tab-text")
 	p.waitFor("the text", `document.querySelector('#panel-text').innerText.includes('Hello Ada, confirm your account')`)
 	p.click("#tab-headers")
-	p.waitFor("the headers", `[...document.querySelectorAll('#panel-headers th')].some(th => th.textContent === 'message-id')`)
+	p.waitFor("the headers as sent", `[...document.querySelectorAll('#panel-headers th')].map(th => th.textContent).join() === 'From,To,Subject,Message-ID,MIME-Version,Content-Type'`)
 	p.click("#tab-raw")
 	p.waitFor("the raw source", `document.querySelector('#panel-raw pre').textContent.includes('Content-ID: <logo@shop>')`)
-	if got := eval[string](p, "document.querySelector('#download-raw').getAttribute('href')"); got != "/ui/emails/"+id+"/raw" {
+	if got := eval[string](p, "document.querySelector('#download-raw').getAttribute('href')"); got != base+"emails/"+id+"/raw" {
 		t.Errorf("raw download link = %q", got)
 	}
 	p.click("#tab-attachments")
 	p.waitFor("the attachments", `document.querySelector('#panel-attachments').innerText.includes('invoice.pdf')`)
 	p.waitFor("the image thumbnail to load", `[...document.querySelectorAll('#panel-attachments img')].some(i => i.complete && i.naturalWidth === 1)`)
-	if got := fetchWithCookie(t, p, "/ui/emails/"+id+"/attachments/1"); !strings.HasPrefix(got, "%PDF-1.4") {
+	if got := fetchWithCookie(t, p, base+"emails/"+id+"/attachments/1"); !strings.HasPrefix(got, "%PDF-1.4") {
 		t.Errorf("attachment download = %q, want the PDF", got)
 	}
 	p.click("#tab-links")
@@ -146,7 +149,7 @@ func seeInlineImage(t *testing.T, env *testenv.Env, id string) {
 	t.Helper()
 	q := openTab(t, env)
 	q.signIn(testenv.AcmeKey)
-	q.visit("/ui/preview/" + id)
+	q.visit(uiBase(t, env, testenv.AcmeKey) + "preview/" + id)
 	q.waitFor("the inline image", `(i => i && i.complete && i.naturalWidth === 1)(document.querySelector('img[alt=logo]'))`)
 }
 
@@ -190,6 +193,11 @@ func TestEditAndDeleteMessages(t *testing.T) {
 
 	p.click("#delete-message")
 	p.waitFor("the message gone from the list", `document.querySelectorAll('#message-list .row').length === 1`)
+	p.click("#undo-dismiss") // delete now, rather than in a few seconds
+	p.waitFor("the undo bar gone", `document.querySelector('#undo-bar').hidden`)
+	testenv.WaitFor(t, 10*time.Second, "the DELETE", func() bool {
+		return env.Do(t, "GET", "/v1/emails/"+id, testenv.AcmeKey, nil).Status == http.StatusNotFound
+	})
 	if res := env.Do(t, "GET", "/v1/emails/"+id, testenv.AcmeKey, nil); res.Status != http.StatusNotFound {
 		t.Errorf("deleted message: GET answers %d, want 404", res.Status)
 	}

@@ -1,17 +1,22 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
-// Move through the list, open and delete messages, search and get help,
-// all from the keyboard.
+// Move through the list, open and delete messages (and undo), search and
+// get help, all from the keyboard; after a click into the preview the keys
+// still work.
 func TestKeyboardShortcuts(t *testing.T) {
 	env := startMailsink(t)
 	ids := seed(t, env, 4) // the list shows Order #3, #2, #1, #0
@@ -34,35 +39,77 @@ func TestKeyboardShortcuts(t *testing.T) {
 	}
 	p.press(kb.Enter)
 	p.waitFor("Order #2 open", `document.querySelector('#message-subject')?.textContent === 'Order #2'`)
+
+	// A click into the preview gives the keyboard back to the page.
+	p.waitFor("the preview", `document.querySelector('#preview-frame')`)
+	p.clickInPreview(10, 10)
+	p.waitFor("the keyboard back on the page", `document.activeElement.id === 'message-view'`)
 	p.shortcut("j")
+	if got := focused(); got != "Order #1" {
+		t.Errorf("after a click into the preview and j, the cursor is on %q, want Order #1", got)
+	}
 	p.shortcut("o")
 	p.waitFor("Order #1 open", `document.querySelector('#message-subject')?.textContent === 'Order #1'`)
 
-	// # deletes the open message, and the next one opens.
+	// # deletes the open message, and the next one opens; z brings it back.
+	p.shortcut("#")
+	p.waitFor("Order #0 open after the delete", `document.querySelector('#message-subject')?.textContent === 'Order #0' && !document.querySelector('#undo-bar').hidden`)
+	p.shortcut("z")
+	p.waitFor("Order #1 back and open", `document.querySelectorAll('#message-list .row').length === 4 && document.querySelector('#message-subject')?.textContent === 'Order #1'`)
 	p.shortcut("#")
 	p.waitFor("Order #0 open after the delete", `document.querySelector('#message-subject')?.textContent === 'Order #0'`)
-	if res := env.Do(t, "GET", "/v1/emails/"+ids[1], testenv.AcmeKey, nil); res.Status != http.StatusNotFound {
-		t.Errorf("Order #1 after #: GET answers %d, want 404", res.Status)
-	}
+	// Another delete: the first goes now, the second waits for its undo.
 	p.press(kb.Delete)
 	p.waitFor("two left, and Order #2 open under the cursor", `document.querySelectorAll('#message-list .row').length === 2 &&
 		document.querySelector('#message-subject')?.textContent === 'Order #2' && document.activeElement.closest('.row')?.dataset.id === location.hash.slice(9)`)
-	testenv.WaitFor(t, 10*time.Second, "Order #0 deleted", func() bool {
-		return env.Do(t, "GET", "/v1/emails/"+ids[0], testenv.AcmeKey, nil).Status == http.StatusNotFound
+	testenv.WaitFor(t, 10*time.Second, "Order #1 deleted", func() bool {
+		return env.Do(t, "GET", "/v1/emails/"+ids[1], testenv.AcmeKey, nil).Status == http.StatusNotFound
 	})
-
-	// / searches; keys typed there are text, not shortcuts.
-	p.shortcut("/")
-	if got := eval[string](p, "document.activeElement.id"); got != "filter-subject" {
-		t.Fatalf("after / the focus is on %q, want the subject search", got)
+	if res := env.Do(t, "GET", "/v1/emails/"+ids[0], testenv.AcmeKey, nil); res.Status != http.StatusOK {
+		t.Errorf("Order #0, whose undo has not passed: GET answers %d, want 200", res.Status)
 	}
-	p.press("#3")
-	p.waitFor("the search", `document.querySelectorAll('#message-list .row').length === 1`)
+
+	// / goes to the search; keys typed there are text, not shortcuts.
+	p.shortcut("/")
+	if got := eval[string](p, "document.activeElement.id"); got != "search" {
+		t.Fatalf("after / the focus is on %q, want the search", got)
+	}
+	p.press("#j")
+	if got := eval[string](p, "document.querySelector('#search').value"); got != "#j" {
+		t.Errorf("typed into the search: %q, want #j", got)
+	}
 	p.press(kb.Escape)
+	if n := eval[int](p, `document.querySelectorAll('#message-list .row').length`); n != 2 {
+		t.Errorf("%d rows after typing # into the search, want 2 (nothing deleted)", n)
+	}
 
 	// ? shows the help; Escape closes it.
 	p.shortcut("?")
-	p.waitFor("the help", `document.querySelector('#help').open && document.querySelector('#help').innerText.includes('Next message')`)
+	p.waitFor("the help", `document.querySelector('#help').open && document.querySelector('#help').innerText.includes('Undo the delete')`)
 	p.press(kb.Escape)
 	p.waitFor("the help closed", `!document.querySelector('#help').open`)
+
+	// Left alone, the undo bar goes after a few seconds, and the delete with it.
+	testenv.WaitFor(t, 10*time.Second, "Order #0 deleted when its undo passed", func() bool {
+		return env.Do(t, "GET", "/v1/emails/"+ids[0], testenv.AcmeKey, nil).Status == http.StatusNotFound
+	})
+	p.waitFor("the undo bar gone", `document.querySelector('#undo-bar').hidden`)
+}
+
+// clickInPreview clicks the mouse at x, y inside the preview frame, as a
+// person would: the page cannot look into the sandboxed frame, so the
+// click goes by position.
+func (p *page) clickInPreview(x, y float64) {
+	p.t.Helper()
+	at := eval[[]float64](p, `(r => [r.left, r.top])(document.querySelector('#preview-frame').getBoundingClientRect())`)
+	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, typ := range []input.DispatchMouseEventType{input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased} {
+			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{
+				Type: typ, X: at[0] + x, Y: at[1] + y, Button: input.MouseButtonLeft, ClickCount: 1,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }

@@ -38,17 +38,18 @@ var refreshRef = regexp.MustCompile(`(?i)\bhttp-equiv\s*=`)
 // (with remote images on), so they are renamed into inert elements.
 var linkRef = regexp.MustCompile(`(?i)<link\b`)
 
-// open opens the session's account's email named in the path, parsed or
-// not; it reports false when it has answered. The caller closes the read
-// and calls done.
-func (h *Handler) open(w http.ResponseWriter, r *http.Request, parsed bool) (read *bodies.Read, ctx context.Context, done func(), ok bool) {
-	accountID := h.sessionAccount(w, r)
+// open opens the email named in the path, of the account the path names,
+// parsed or not, when the request carries that account's session; it
+// reports false when it has answered, with fail. The caller closes the
+// read and calls done.
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, parsed bool, fail failure) (read *bodies.Read, ctx context.Context, done func(), ok bool) {
+	accountID := h.sessionAccount(w, r, fail)
 	if accountID == "" {
 		return nil, nil, nil, false
 	}
 	id := r.PathValue("id")
 	if !store.ValidID(id) {
-		writeMessage(w, http.StatusBadRequest, "the email id must be a UUID")
+		fail(w, http.StatusBadRequest, "the email id must be a UUID")
 		return nil, nil, nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
@@ -59,32 +60,57 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, parsed bool) (rea
 	read, err := open(ctx, accountID, store.NormalizeID(id))
 	if err != nil {
 		cancel()
-		h.writeError(w, err)
+		h.writeError(w, err, fail)
 		return nil, nil, nil, false
 	}
 	return read, ctx, cancel, true
 }
 
-// writeError answers an error of the bodies service.
-func (h *Handler) writeError(w http.ResponseWriter, err error) {
+// writeError answers an error of the bodies service with fail.
+func (h *Handler) writeError(w http.ResponseWriter, err error, fail failure) {
 	switch {
 	case store.IsCode(err, store.NotFound):
-		writeMessage(w, http.StatusNotFound, "email not found")
+		fail(w, http.StatusNotFound, "email not found: it may have been deleted")
 	case store.IsCode(err, store.Busy):
 		w.Header().Set("Retry-After", "2")
-		writeMessage(w, http.StatusServiceUnavailable, "busy: too many large emails are being read at once, try again in a moment")
+		fail(w, http.StatusServiceUnavailable, "busy: too many large emails are being read at once, try again in a moment")
 	case store.IsCode(err, store.Unavailable):
-		writeMessage(w, http.StatusServiceUnavailable, "store unavailable")
+		fail(w, http.StatusServiceUnavailable, "store unavailable: try again in a moment")
 	default:
 		h.cfg.Log.Error("dashboard: read an email", "err", err)
-		writeMessage(w, http.StatusInternalServerError, "internal error")
+		fail(w, http.StatusInternalServerError, "internal error")
 	}
 }
 
-// preview answers the email's HTML for the sandboxed preview frame, its
-// cid: images pointing at its attachments. ?remote=1 allows remote images.
+// previewFailed answers the preview frame's request with a page of
+// mailsink's own that says what went wrong: an answer the frame may not
+// show (the page's own frame-ancestors 'none') would read as the
+// browser's "refused to connect".
+func previewFailed(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusUnauthorized {
+		msg = "The dashboard's session has ended. Open the message again: the dashboard signs in again by itself."
+	}
+	setPreviewHeaders(w, "")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<!doctype html><meta charset=utf-8><title>mailsink</title>`+
+		`<div style="font:15px/1.5 system-ui,sans-serif;color:#1a1d23;padding:2rem 1rem;text-align:center">`+
+		`<p style="font-weight:600;margin:0 0 .5rem">mailsink could not show this message</p>`+
+		`<p id="mailsink-error" style="margin:0;color:#5b6270">%s</p></div>`, html.EscapeString(upperFirst(msg)))
+}
+
+// upperFirst returns s with its first letter in upper case.
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// preview answers the email's HTML for the sandboxed preview frame: its
+// links rewritten (links.go), its cid: images pointing at its attachments.
+// ?remote=1 allows remote images. Errors are pages the frame shows.
 func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
-	read, ctx, done, ok := h.open(w, r, true)
+	read, ctx, done, ok := h.open(w, r, true, previewFailed)
 	if !ok {
 		return
 	}
@@ -104,22 +130,30 @@ func (h *Handler) preview(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<!doctype html><meta charset=utf-8><pre style=\"white-space:pre-wrap;font:14px/1.5 monospace\">%s</pre>", html.EscapeString(text))
 		return
 	}
-	src := disarm(*body.HTML)
+	// In memory: two copies of the HTML (disarmed, then with its links
+	// rewritten), the images decoded and their base64 forms. The answer
+	// itself is written as it is made.
+	if err := read.Grow(ctx, 2*int64(len(*body.HTML))); err != nil {
+		h.writeError(w, err, previewFailed)
+		return
+	}
+	var linked strings.Builder
+	linked.Grow(len(*body.HTML) + len(*body.HTML)/8)
+	rewriteLinks(&linked, disarm(*body.HTML))
+	src := linked.String()
 	want, total := inlineImages(src, body.Attachments)
-	// In memory: the disarmed copy of the HTML, the images decoded and
-	// their base64 forms. The answer itself is written as it is made.
-	if err := read.Grow(ctx, int64(len(src))+total+total*4/3); err != nil {
-		h.writeError(w, err)
+	if err := read.Grow(ctx, total+total*4/3); err != nil {
+		h.writeError(w, err, previewFailed)
 		return
 	}
 	inline := mailparse.ReadAttachments(ctx, body.Raw, want)
 	if ctx.Err() != nil {
-		h.writeError(w, store.Wrap(store.Unavailable, ctx.Err(), "the preview took too long"))
+		h.writeError(w, store.Wrap(store.Unavailable, ctx.Err(), "the preview took too long"), previewFailed)
 		return
 	}
 	setPreviewHeaders(w, remote)
 	bw := bufio.NewWriterSize(w, 32<<10)
-	rewriteHTML(bw, src, read.Email.ID, body.Attachments, inline)
+	rewriteHTML(bw, src, accountBase(read.Email.AccountID)+"emails/"+read.Email.ID+"/attachments/", body.Attachments, inline)
 	bw.Flush()
 }
 
@@ -262,10 +296,10 @@ func disarm(src string) string {
 }
 
 // rewriteHTML writes src to w with its cid: URLs pointing at the images in
-// inline, as data: URLs, or else at the dashboard's attachment endpoint.
-// The frame's CSP and sandbox are what make the HTML harmless; this only
-// makes inline images show.
-func rewriteHTML(w io.Writer, src, id string, atts []store.Attachment, inline map[int][]byte) {
+// inline, as data: URLs, or else at the dashboard's attachment endpoint,
+// attachments followed by the index. The frame's CSP and sandbox are what
+// make the HTML harmless; this only makes inline images show.
+func rewriteHTML(w io.Writer, src, attachments string, atts []store.Attachment, inline map[int][]byte) {
 	index := cidIndex(atts)
 	dataURLs := map[int]string{} // each inline image encoded once
 	var total int64              // decoded bytes inlined so far, over every reference
@@ -286,14 +320,14 @@ func rewriteHTML(w io.Writer, src, id string, atts []store.Attachment, inline ma
 			io.WriteString(w, dataURLs[i])
 			continue
 		}
-		io.WriteString(w, Prefix+"emails/"+id+"/attachments/"+strconv.Itoa(i))
+		io.WriteString(w, attachments+strconv.Itoa(i))
 	}
 	io.WriteString(w, src[last:])
 }
 
 // raw answers the raw source as a download.
 func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
-	read, _, done, ok := h.open(w, r, false)
+	read, _, done, ok := h.open(w, r, false, writeMessage)
 	if !ok {
 		return
 	}
@@ -315,7 +349,7 @@ func (h *Handler) attachment(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusBadRequest, "the attachment index must be a number from 0")
 		return
 	}
-	read, ctx, done, ok := h.open(w, r, false)
+	read, ctx, done, ok := h.open(w, r, false, writeMessage)
 	if !ok {
 		return
 	}

@@ -16,7 +16,7 @@ import (
 // preview is the HTML the preview answers for src.
 func preview(src, id string, atts []store.Attachment, inline map[int][]byte) string {
 	var b strings.Builder
-	rewriteHTML(&b, disarm(src), id, atts, inline)
+	rewriteHTML(&b, disarm(src), "/ui/emails/"+id+"/attachments/", atts, inline)
 	return b.String()
 }
 
@@ -151,7 +151,7 @@ func TestPreviewOfImageBombScales(t *testing.T) {
 	scaling.Linear(t, 256<<10, imageBombHTML, func(src string) {
 		src = disarm(src)
 		inlineImages(src, atts)
-		rewriteHTML(io.Discard, src, "01a21dd3-fd6a-749b-8432-17621a72b9af", atts, map[int][]byte{0: image})
+		rewriteHTML(io.Discard, src, "/ui/a/YWNtZQ/emails/01a21dd3-fd6a-749b-8432-17621a72b9af/attachments/", atts, map[int][]byte{0: image})
 	})
 }
 

@@ -30,30 +30,30 @@ func TestSessionWorksOnEveryReplica(t *testing.T) {
 
 	c := session(t, a, testenv.AcmeKey)
 	for name, env := range map[string]*testenv.Env{"a": a, "b": b} {
-		if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusOK {
+		if got := get(t, env, c.base+"emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusOK {
 			t.Errorf("raw on replica %s with a session made on a: %d %s", name, got.Status, got.Body)
 		}
 	}
 	// Another account's session reads nothing of acme's on either.
 	g := session(t, b, testenv.GlobexKey)
-	if got := get(t, a, "/ui/emails/"+id+"/raw", withCookie(g)); got.Status != http.StatusNotFound {
+	if got := get(t, a, g.base+"emails/"+id+"/raw", withCookie(g)); got.Status != http.StatusNotFound {
 		t.Errorf("raw of acme's email with globex's session: %d, want 404", got.Status)
 	}
 
-	req, _ := http.NewRequest(http.MethodDelete, b.BaseURL+"/ui/session", nil)
-	req.Header.Set("Cookie", c.Name+"="+c.Value)
+	req, _ := http.NewRequest(http.MethodDelete, b.BaseURL+c.base+"session", nil)
+	req.Header["Cookie"] = withCookie(c)["Cookie"]
 	if res := b.Send(t, req); res.Status != http.StatusNoContent {
-		t.Fatalf("DELETE /ui/session on b: %d %s", res.Status, res.Body)
+		t.Fatalf("DELETE %ssession on b: %d %s", c.base, res.Status, res.Body)
 	}
 	for name, env := range map[string]*testenv.Env{"a": a, "b": b} {
-		if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusUnauthorized {
+		if got := get(t, env, c.base+"emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusUnauthorized {
 			t.Errorf("raw on replica %s after signing out on b: %d, want 401", name, got.Status)
 		}
 	}
 	// A cookie that names an account and an id in the wrong shape is no
 	// session, and does not reach the store.
-	for _, v := range []string{"forged", "." + strings.Repeat("A", 43), strings.Repeat("A", 400) + "." + strings.Repeat("A", 43), c.Value + "x"} {
-		if got := get(t, b, "/ui/emails/"+id+"/raw", http.Header{"Cookie": {"mailsink_session=" + v}}); got.Status != http.StatusUnauthorized {
+	for _, v := range []string{"forged", "." + strings.Repeat("A", 43), strings.Repeat("A", 400) + "." + strings.Repeat("A", 43), c.cookie.Value + "x"} {
+		if got := get(t, b, c.base+"emails/"+id+"/raw", http.Header{"Cookie": {c.cookie.Name + "=" + v}}); got.Status != http.StatusUnauthorized {
 			t.Errorf("raw with cookie %.40q: %d, want 401", v, got.Status)
 		}
 	}
@@ -68,8 +68,8 @@ func TestSessionStoreOutage(t *testing.T) {
 	if res := e.Send(t, req); res.Status != http.StatusServiceUnavailable || res.Header.Get("Set-Cookie") != "" {
 		t.Errorf("POST /ui/session with the store down: %d, cookie %q; want 503 and no cookie", res.Status, res.Header.Get("Set-Cookie"))
 	}
-	cookie := http.Header{"Cookie": {"mailsink_session=" + "YWNtZQ." + strings.Repeat("A", 43)}}
-	if res := get(t, e, "/ui/preview/00000000-0000-4000-8000-000000000000", cookie); res.Status != http.StatusServiceUnavailable {
+	cookie := http.Header{"Cookie": {"mailsink_session_YWNtZQ=" + "YWNtZQ." + strings.Repeat("A", 43)}}
+	if res := get(t, e, "/ui/a/YWNtZQ/preview/00000000-0000-4000-8000-000000000000", cookie); res.Status != http.StatusServiceUnavailable {
 		t.Errorf("preview with the store down: %d, want 503", res.Status)
 	}
 }
@@ -90,7 +90,7 @@ func TestDashboardBehindRoundRobin(t *testing.T) {
 			u, _ := url.Parse(target)
 			r.SetURL(u)
 			r.Out.Host = r.In.Host
-			if strings.HasPrefix(r.In.URL.Path, "/ui/emails/") || strings.HasPrefix(r.In.URL.Path, "/ui/preview/") {
+			if strings.Contains(r.In.URL.Path, "/emails/") || strings.Contains(r.In.URL.Path, "/preview/") {
 				mu.Lock()
 				previews[target]++
 				mu.Unlock()
@@ -109,11 +109,12 @@ func TestDashboardBehindRoundRobin(t *testing.T) {
 	p.click("#message-list .row-link")
 	p.waitFor("the message view", `document.querySelector('#message-subject')?.textContent === 'Welcome to the shop'`)
 	id := eval[string](p, "location.hash.slice('#/emails/'.length)")
+	base := uiBase(t, env, testenv.AcmeKey)
 	for i := 0; i < 4; i++ {
-		if got := fetchWithCookie(t, p, "/ui/preview/"+id); !strings.Contains(got, `<h1 id="greeting">Hello Ada</h1>`) {
+		if got := fetchWithCookie(t, p, base+"preview/"+id); !strings.Contains(got, `<h1 id="greeting">Hello Ada</h1>`) {
 			t.Errorf("preview %d through the balancer: %.200s", i, got)
 		}
-		if got := fetchWithCookie(t, p, "/ui/emails/"+id+"/attachments/1"); !strings.HasPrefix(got, "%PDF-1.4") {
+		if got := fetchWithCookie(t, p, base+"emails/"+id+"/attachments/1"); !strings.HasPrefix(got, "%PDF-1.4") {
 			t.Errorf("attachment download %d through the balancer: %.200s", i, got)
 		}
 	}

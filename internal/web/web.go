@@ -2,9 +2,11 @@
 // /ui/, plain ES modules and CSS embedded in the binary. The dashboard is a
 // client of the public /v1 API, sending the API key in the Authorization
 // header from the browser. What a header cannot carry (the sandboxed HTML
-// preview, downloads) uses a session cookie scoped to /ui/,
-// minted by POST /ui/session with the key in the Authorization header; the
-// endpoints that accept the cookie only read.
+// preview, downloads) uses a session cookie of the account, minted by POST
+// /ui/session with the key in the Authorization header, and read under
+// /ui/a/<account>/ (session.go); the endpoints that accept the cookie only
+// read. Links clicked in the preview open in a new tab, some through a
+// page that asks first (links.go).
 package web
 
 import (
@@ -54,6 +56,9 @@ type Config struct {
 	// Sessions keeps dashboard sessions where every process serving the
 	// store finds them.
 	Sessions store.Sessions
+	// MarkRead tells the page that opening a message marks it read
+	// (MAILSINK_DASHBOARD_MARK_READ).
+	MarkRead bool
 }
 
 // Handler serves the dashboard.
@@ -80,14 +85,16 @@ func New(cfg Config) *Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: cfg, files: loadAssets(), sessions: newSessions(cfg.SessionTTL, cfg.Sessions)}
+	h := &Handler{cfg: cfg, files: loadAssets(cfg.MarkRead), sessions: newSessions(cfg.SessionTTL, cfg.Sessions)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.page)
 	mux.HandleFunc("POST /ui/session", h.signIn)
-	mux.HandleFunc("DELETE /ui/session", h.signOut)
-	mux.HandleFunc("GET /ui/preview/{id}", h.preview)
-	mux.HandleFunc("GET /ui/emails/{id}/raw", h.raw)
-	mux.HandleFunc("GET /ui/emails/{id}/attachments/{index}", h.attachment)
+	mux.HandleFunc("GET /ui/a/{account}/session", h.checkSession)
+	mux.HandleFunc("DELETE /ui/a/{account}/session", h.signOut)
+	mux.HandleFunc("GET /ui/a/{account}/preview/{id}", h.preview)
+	mux.HandleFunc("GET /ui/a/{account}/emails/{id}/raw", h.raw)
+	mux.HandleFunc("GET /ui/a/{account}/emails/{id}/attachments/{index}", h.attachment)
+	mux.HandleFunc("GET /ui/away", h.away)
 	mux.HandleFunc("GET /ui/{file}", h.static)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeMessage(w, http.StatusNotFound, "not found")
@@ -117,7 +124,12 @@ func SignInURL(base, key string) string {
 	return strings.TrimRight(base, "/") + "/#" + url.Values{"key": {key}}.Encode()
 }
 
-func loadAssets() map[string]*asset {
+// markReadMeta is the page's setting of MAILSINK_DASHBOARD_MARK_READ, as
+// index.html carries it.
+const markReadMeta = `<meta name="mailsink-mark-read" content="true">`
+
+// loadAssets reads the embedded files, with the page's mark-read setting.
+func loadAssets(markRead bool) map[string]*asset {
 	files := map[string]*asset{}
 	err := fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -126,6 +138,9 @@ func loadAssets() map[string]*asset {
 		data, err := assets.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if path.Base(p) == "index.html" && !markRead {
+			data = bytes.Replace(data, []byte(markReadMeta), []byte(strings.Replace(markReadMeta, "true", "false", 1)), 1)
 		}
 		sum := sha256.Sum256(data)
 		a := &asset{name: path.Base(p), contentType: contentType(p), plain: data, etag: hex.EncodeToString(sum[:8])}

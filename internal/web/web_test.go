@@ -98,8 +98,15 @@ func TestSignInURL(t *testing.T) {
 	}
 }
 
-// session signs in with key and returns the session cookie.
-func session(t *testing.T, env *testenv.Env, key string) *http.Cookie {
+// uiSession is a dashboard session: its cookie, and the path it reads
+// under.
+type uiSession struct {
+	cookie *http.Cookie
+	base   string
+}
+
+// session signs in with key and returns the session.
+func session(t *testing.T, env *testenv.Env, key string) *uiSession {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/session", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -111,14 +118,18 @@ func session(t *testing.T, env *testenv.Env, key string) *http.Cookie {
 	if len(cookies) != 1 {
 		t.Fatalf("POST /ui/session set %d cookies", len(cookies))
 	}
-	return cookies[0]
+	base, _ := res.JSON(t)["base"].(string)
+	return &uiSession{cookie: cookies[0], base: base}
 }
 
-func withCookie(c *http.Cookie) http.Header { return http.Header{"Cookie": {c.Name + "=" + c.Value}} }
+func withCookie(s *uiSession) http.Header {
+	return http.Header{"Cookie": {s.cookie.Name + "=" + s.cookie.Value}}
+}
 
-// The session cookie: minted only with a key in the header, HttpOnly,
-// SameSite=Strict, scoped to /ui/; it reads previews and downloads of its
-// own account and changes nothing.
+// The session cookie: minted only with a key in the header, one per
+// account, HttpOnly, SameSite=Strict, sent only to /ui/; it reads previews
+// and downloads of its own account, under /ui/a/<account>/, and changes
+// nothing.
 func TestSessionCookie(t *testing.T) {
 	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
 	for _, key := range []string{"", "wrong"} {
@@ -133,9 +144,11 @@ func TestSessionCookie(t *testing.T) {
 	if res := get(t, env, "/ui/session", nil); res.Status != http.StatusNotFound || res.Header.Get("Set-Cookie") != "" {
 		t.Errorf("GET /ui/session: %d, want 404 and no cookie", res.Status)
 	}
-	c := session(t, env, testenv.AcmeKey)
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/ui/" || c.Secure || strings.Contains(c.Value, testenv.AcmeKey) || len(c.Value) < 40 {
-		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui/, not Secure over plain HTTP, a random id", c)
+	s := session(t, env, testenv.AcmeKey)
+	c := s.cookie
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/ui/" || c.Secure || strings.Contains(c.Value, testenv.AcmeKey) || len(c.Value) < 40 ||
+		!strings.HasPrefix(c.Name, "mailsink_session_") || !strings.HasPrefix(s.base, "/ui/a/") || !strings.HasSuffix(s.base, "/") {
+		t.Errorf("cookie %+v, base %q: want one named for the account, HttpOnly, SameSite=Strict, Path=/ui/, not Secure over plain HTTP, a random id", c, s.base)
 	}
 
 	raw := strings.ReplaceAll(welcomeMail("ada@acme.test", "Hi <b>there</b>"), "\n", "\r\n")
@@ -145,7 +158,7 @@ func TestSessionCookie(t *testing.T) {
 	}
 	id := res.JSON(t)["item"].(map[string]any)["id"].(string)
 
-	preview := get(t, env, "/ui/preview/"+id, withCookie(c))
+	preview := get(t, env, s.base+"preview/"+id, withCookie(s))
 	wantCSP := "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; form-action 'none'; frame-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"
 	if preview.Status != http.StatusOK || preview.Header.Get("Content-Security-Policy") != wantCSP || preview.Header.Get("X-Frame-Options") != "SAMEORIGIN" {
 		t.Errorf("preview: %d, CSP %q, X-Frame-Options %q", preview.Status, preview.Header.Get("Content-Security-Policy"), preview.Header.Get("X-Frame-Options"))
@@ -153,30 +166,46 @@ func TestSessionCookie(t *testing.T) {
 	if !bytes.Contains(preview.Body, []byte(`<img src="data:image/png;base64,`+pixelPNG+`" alt="logo">`)) {
 		t.Errorf("preview does not carry the cid: image inline:\n%s", preview.Body)
 	}
-	if got := get(t, env, "/ui/preview/"+id+"?remote=1", withCookie(c)).Header.Get("Content-Security-Policy"); !strings.Contains(got, "img-src 'self' data: https: http:;") {
+	if !bytes.Contains(preview.Body, []byte(`<a href="https://shop.example/confirm?t=123" target="_blank" rel="noopener noreferrer">`)) {
+		t.Errorf("the preview's link does not open in a new tab:\n%s", preview.Body)
+	}
+	if got := get(t, env, s.base+"preview/"+id+"?remote=1", withCookie(s)).Header.Get("Content-Security-Policy"); !strings.Contains(got, "img-src 'self' data: https: http:;") {
 		t.Errorf("preview with remote images: CSP %q", got)
 	}
-	rawRes := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c))
+	rawRes := get(t, env, s.base+"emails/"+id+"/raw", withCookie(s))
 	if rawRes.Status != http.StatusOK || string(rawRes.Body) != raw || !strings.HasPrefix(rawRes.Header.Get("Content-Disposition"), "attachment") {
 		t.Errorf("raw: %d, disposition %q", rawRes.Status, rawRes.Header.Get("Content-Disposition"))
 	}
-	att := get(t, env, "/ui/emails/"+id+"/attachments/1", withCookie(c))
+	att := get(t, env, s.base+"emails/"+id+"/attachments/1", withCookie(s))
 	if att.Status != http.StatusOK || att.Header.Get("Content-Type") != "application/pdf" || att.Header.Get("Content-Disposition") != `attachment; filename=invoice.pdf` {
 		t.Errorf("attachment: %d, %q, %q", att.Status, att.Header.Get("Content-Type"), att.Header.Get("Content-Disposition"))
 	}
+	if res := get(t, env, s.base+"session", withCookie(s)); res.Status != http.StatusNoContent {
+		t.Errorf("GET %ssession with the cookie: %d, want 204", s.base, res.Status)
+	}
 
+	g := session(t, env, testenv.GlobexKey)
+	both := http.Header{"Cookie": {withCookie(s)["Cookie"][0] + "; " + withCookie(g)["Cookie"][0]}}
 	for _, tc := range []struct {
 		path   string
 		header http.Header
 		want   int
 	}{
-		{"/ui/preview/" + id, nil, http.StatusUnauthorized},
-		{"/ui/preview/" + id, http.Header{"Cookie": {"mailsink_session=forged"}}, http.StatusUnauthorized},
-		{"/ui/preview/" + id, withCookie(session(t, env, testenv.GlobexKey)), http.StatusNotFound},
-		{"/ui/preview/not-an-id", withCookie(c), http.StatusBadRequest},
-		{"/ui/emails/" + id + "/attachments/9", withCookie(c), http.StatusNotFound},
-		{"/ui/emails/" + id + "/attachments/-1", withCookie(c), http.StatusBadRequest},
-		{"/ui/emails/" + id + "/attachments/x", withCookie(c), http.StatusBadRequest},
+		{s.base + "preview/" + id, nil, http.StatusUnauthorized},
+		{s.base + "session", nil, http.StatusUnauthorized},
+		{s.base + "preview/" + id, http.Header{"Cookie": {c.Name + "=forged"}}, http.StatusUnauthorized},
+		// Another account's cookie is no session of acme's, and its own
+		// path reads only its own mail, whatever else the browser holds.
+		{s.base + "preview/" + id, withCookie(g), http.StatusUnauthorized},
+		{s.base + "preview/" + id, http.Header{"Cookie": {c.Name + "=" + g.cookie.Value}}, http.StatusUnauthorized},
+		{g.base + "preview/" + id, both, http.StatusNotFound},
+		{g.base + "emails/" + id + "/raw", both, http.StatusNotFound},
+		{s.base + "preview/" + id, both, http.StatusOK},
+		{"/ui/a/!!/preview/" + id, withCookie(s), http.StatusUnauthorized},
+		{s.base + "preview/not-an-id", withCookie(s), http.StatusBadRequest},
+		{s.base + "emails/" + id + "/attachments/9", withCookie(s), http.StatusNotFound},
+		{s.base + "emails/" + id + "/attachments/-1", withCookie(s), http.StatusBadRequest},
+		{s.base + "emails/" + id + "/attachments/x", withCookie(s), http.StatusBadRequest},
 	} {
 		if res := get(t, env, tc.path, tc.header); res.Status != tc.want {
 			t.Errorf("GET %s with %v: %d, want %d", tc.path, tc.header, res.Status, tc.want)
@@ -192,14 +221,57 @@ func TestSessionCookie(t *testing.T) {
 		}
 	}
 
-	// Signing out ends the session.
-	req, _ := http.NewRequest(http.MethodDelete, env.BaseURL+"/ui/session", nil)
-	req.Header.Set("Cookie", c.Name+"="+c.Value)
-	if res := env.Send(t, req); res.Status != http.StatusNoContent || !strings.Contains(res.Header.Get("Set-Cookie"), "Max-Age=0") {
-		t.Errorf("DELETE /ui/session: %d, %q", res.Status, res.Header.Get("Set-Cookie"))
+	// Signing in again in the same browser replaces the account's session.
+	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/session", nil)
+	req.Header.Set("Authorization", "Bearer "+testenv.AcmeKey)
+	req.Header["Cookie"] = withCookie(s)["Cookie"]
+	again := env.Send(t, req)
+	renewed := (&http.Response{Header: again.Header}).Cookies()
+	if again.Status != http.StatusOK || len(renewed) != 1 || renewed[0].Name != c.Name || renewed[0].Value == c.Value {
+		t.Fatalf("signing in again: %d, cookies %v", again.Status, renewed)
 	}
-	if res := get(t, env, "/ui/preview/"+id, withCookie(c)); res.Status != http.StatusUnauthorized {
+	if res := get(t, env, s.base+"session", withCookie(s)); res.Status != http.StatusUnauthorized {
+		t.Errorf("the replaced session: %d, want 401", res.Status)
+	}
+	s.cookie = renewed[0]
+
+	// Signing out ends the account's session, and only it.
+	req, _ = http.NewRequest(http.MethodDelete, env.BaseURL+s.base+"session", nil)
+	req.Header["Cookie"] = []string{withCookie(s)["Cookie"][0] + "; " + withCookie(g)["Cookie"][0]}
+	if res := env.Send(t, req); res.Status != http.StatusNoContent || !strings.Contains(res.Header.Get("Set-Cookie"), c.Name+"=;") ||
+		!strings.Contains(res.Header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Errorf("DELETE %ssession: %d, %q", s.base, res.Status, res.Header.Get("Set-Cookie"))
+	}
+	if res := get(t, env, s.base+"preview/"+id, withCookie(s)); res.Status != http.StatusUnauthorized {
 		t.Errorf("preview after signing out: %d, want 401", res.Status)
+	}
+	if res := get(t, env, g.base+"session", withCookie(g)); res.Status != http.StatusNoContent {
+		t.Errorf("globex's session after acme signed out: %d, want 204", res.Status)
+	}
+}
+
+// Whatever goes wrong in the preview frame is a page of mailsink's own
+// that the frame may show (not the browser's "refused to connect").
+func TestPreviewErrorsAreMailsinkPages(t *testing.T) {
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	s := session(t, env, testenv.AcmeKey)
+	for _, tc := range []struct {
+		name, path string
+		header     http.Header
+		status     int
+		says       string
+	}{
+		{"no session", s.base + "preview/00000000-0000-4000-8000-000000000000", nil, http.StatusUnauthorized, "session has ended"},
+		{"deleted", s.base + "preview/00000000-0000-4000-8000-000000000000", withCookie(s), http.StatusNotFound, "Email not found"},
+		{"not an id", s.base + "preview/nope", withCookie(s), http.StatusBadRequest, "The email id must be a UUID"},
+	} {
+		res := get(t, env, tc.path, tc.header)
+		if res.Status != tc.status || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") ||
+			res.Header.Get("X-Frame-Options") != "SAMEORIGIN" || !strings.Contains(res.Header.Get("Content-Security-Policy"), "frame-ancestors 'self'") ||
+			!strings.Contains(string(res.Body), "mailsink could not show this message") || !strings.Contains(string(res.Body), tc.says) {
+			t.Errorf("%s: %d, %q, frame options %q, CSP %q:\n%s", tc.name, res.Status, res.Header.Get("Content-Type"),
+				res.Header.Get("X-Frame-Options"), res.Header.Get("Content-Security-Policy"), res.Body)
+		}
 	}
 }
 
@@ -208,7 +280,8 @@ func TestPreviewOfTextOnlyMail(t *testing.T) {
 	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
 	res := env.Do(t, "POST", "/v1/emails", testenv.AcmeKey, map[string]any{"recipient": "ada@acme.test", "sender": "a@shop.example", "text": "<script>alert(1)</script>"})
 	id := res.JSON(t)["item"].(map[string]any)["id"].(string)
-	got := get(t, env, "/ui/preview/"+id, withCookie(session(t, env, testenv.AcmeKey)))
+	s := session(t, env, testenv.AcmeKey)
+	got := get(t, env, s.base+"preview/"+id, withCookie(s))
 	if !bytes.Contains(got.Body, []byte("&lt;script&gt;alert(1)&lt;/script&gt;")) || bytes.Contains(got.Body, []byte("<script>")) {
 		t.Errorf("text-only preview:\n%s", got.Body)
 	}
@@ -229,7 +302,7 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 	}
 	id := res.JSON(t)["item"].(map[string]any)["id"].(string)
 	c := session(t, env, testenv.AcmeKey)
-	if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusOK {
+	if got := get(t, env, c.base+"emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusOK {
 		t.Fatalf("raw with a fresh session: %d", got.Status)
 	}
 	rotated := strings.Replace(testenv.AccountsYAML, "apiKeys: ["+testenv.AcmeKey+"]", "apiKeys: [a-new-acme-key]", 1)
@@ -239,7 +312,7 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 	if err := env.App.ReloadAccounts(); err != nil {
 		t.Fatal(err)
 	}
-	if got := get(t, env, "/ui/emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusUnauthorized {
+	if got := get(t, env, c.base+"emails/"+id+"/raw", withCookie(c)); got.Status != http.StatusUnauthorized {
 		t.Errorf("raw with the session of a revoked key: %d, want 401", got.Status)
 	}
 }
@@ -266,9 +339,10 @@ func TestPreviewImageBomb(t *testing.T) {
 			inbound(t, env, raw.String())
 			res := env.Do(t, "GET", "/v1/emails?recipient=ada@acme.test", testenv.AcmeKey, nil)
 			id := res.JSON(t)["items"].([]any)[0].(map[string]any)["id"].(string)
-			got := get(t, env, "/ui/preview/"+id, withCookie(session(t, env, testenv.AcmeKey)))
+			s := session(t, env, testenv.AcmeKey)
+			got := get(t, env, s.base+"preview/"+id, withCookie(s))
 			inline := bytes.Count(got.Body, []byte("data:image/png;base64,"))
-			if got.Status != http.StatusOK || inline != (8<<20)/image || bytes.Count(got.Body, []byte("/ui/emails/"+id+"/attachments/0")) != 1000-inline {
+			if got.Status != http.StatusOK || inline != (8<<20)/image || bytes.Count(got.Body, []byte(s.base+"emails/"+id+"/attachments/0")) != 1000-inline {
 				t.Errorf("preview: status %d, %d bytes, %d images inline; want 200 and %d inline", got.Status, len(got.Body), inline, (8<<20)/image)
 			}
 			if max := 8<<20*4/3 + 100000; len(got.Body) > max {

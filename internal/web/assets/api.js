@@ -27,6 +27,8 @@ function describe(status, body) {
 export class Client {
   constructor(key) {
     this.key = key;
+    /** The path under which the account's session cookie reads (previews, downloads). */
+    this.base = '';
   }
 
   headers(extra = {}) {
@@ -34,7 +36,7 @@ export class Client {
   }
 
   /** Sends one request and returns the decoded JSON answer (null for 204). */
-  async request(method, path, { query, body } = {}) {
+  async request(method, path, { query, body, keepalive } = {}) {
     let url = path;
     if (query) {
       const params = new URLSearchParams();
@@ -42,7 +44,7 @@ export class Client {
       const s = params.toString();
       if (s) url += `?${s}`;
     }
-    const init = { method, headers: this.headers(), cache: 'no-store' };
+    const init = { method, headers: this.headers(), cache: 'no-store', keepalive: !!keepalive };
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -59,26 +61,53 @@ export class Client {
     return data;
   }
 
-  /** Mints the dashboard session cookie and returns the key's account. */
+  /**
+   * Mints the account's dashboard session cookie (the one session of this
+   * account in this browser, shared by its tabs) and returns the key's account.
+   */
   async signIn() {
     const data = await this.request('POST', '/ui/session');
+    this.base = data.base;
+    this.sessionSeen = Date.now();
     return data.account;
+  }
+
+  /**
+   * Makes sure the session cookie works before the page shows a preview or
+   * offers a download, and mints a new one when it was lost (a restart, an
+   * expiry, another tab signing out). Rejects when mailsink cannot be reached.
+   */
+  async ensureSession() {
+    if (Date.now() - (this.sessionSeen || 0) < 2000) return;
+    const res = await fetch(`${this.base}session`, { cache: 'no-store' });
+    if (res.status === 401) {
+      await this.signIn();
+      return;
+    }
+    if (res.status !== 204) throw new ApiError(res.status, `the dashboard session could not be checked (the server answered ${res.status})`, null);
+    this.sessionSeen = Date.now();
   }
 
   async signOut() {
     try {
-      await this.request('DELETE', '/ui/session');
+      await this.request('DELETE', `${this.base}session`);
     } catch {
       // The cookie expires by itself.
     }
   }
 
-  list(filters, before, limit = 50) {
-    return this.request('GET', '/v1/emails', { query: { ...filters, before, limit } });
+  /** The emails matching the search q, newest first, after the email before. */
+  list(q, before, limit = 50) {
+    return this.request('GET', '/v1/emails', { query: { q, before, limit } });
   }
 
-  count(filters) {
-    return this.request('GET', '/v1/emails/count', { query: filters });
+  count(q) {
+    return this.request('GET', '/v1/emails/count', { query: { q } });
+  }
+
+  /** The account's counts: total, unread, per status and per label. */
+  stats() {
+    return this.request('GET', '/v1/emails/stats');
   }
 
   get(id) {
@@ -89,15 +118,14 @@ export class Client {
     return this.request('PATCH', `/v1/emails/${encodeURIComponent(id)}`, { body: changes });
   }
 
-  remove(id) {
-    return this.request('DELETE', `/v1/emails/${encodeURIComponent(id)}`);
+  /** Deletes an email; keepalive lets the request outlive the page. */
+  remove(id, keepalive = false) {
+    return this.request('DELETE', `/v1/emails/${encodeURIComponent(id)}`, { keepalive });
   }
 
-  /** Deletes every email matching filters; with none, all of them. */
-  removeMatching(filters) {
-    const query = { ...filters };
-    if (!Object.values(query).some((v) => v)) query.all = 'true';
-    return this.request('DELETE', '/v1/emails', { query });
+  /** Deletes every email matching the search q; with none, all of them. */
+  removeMatching(q) {
+    return this.request('DELETE', '/v1/emails', { query: q ? { q } : { all: 'true' } });
   }
 
   /** Sends the email, as received, to the addresses of to through the account's relay. */

@@ -1,26 +1,36 @@
-// The dashboard: sign-in, then the filters and message list beside the
-// message view, kept live by the account's event stream.
-import { h } from './dom.js';
+// The dashboard: sign-in, then the sidebar, the search box and the message
+// list beside the message view, kept live by the account's event stream.
+import { h, messages } from './dom.js';
 import { Client } from './api.js';
 import * as keys from './keys.js';
 import { showSignIn, refusedMessage } from './signin.js';
-import { Filters } from './filters.js';
+import { SearchBox, matches } from './search.js';
+import { Sidebar } from './sidebar.js';
 import { MessageList } from './message-list.js';
 import { MessageView } from './message-view.js';
 import { askRecipients, releaseEach } from './release.js';
 import { helpDialog, listen } from './shortcuts.js';
+import { UndoBar } from './undo.js';
+import { applyTheme, settingsMenu } from './settings.js';
+import { showUnread, notifyNew } from './notifications.js';
 
 const PAGE = 50;
 const root = document.getElementById('app');
 /** The signed-in dashboard, or null on the sign-in page. */
 let current = null;
 
+/** Whether opening a message marks it read: the page's mailsink-mark-read setting. */
+const MARK_READ = document.querySelector('meta[name="mailsink-mark-read"]')?.content !== 'false';
+
+applyTheme();
 listen({
   next: () => current && current.list.moveCursor(1),
   previous: () => current && current.list.moveCursor(-1),
   open: () => current && current.openCursor(),
   remove: () => current && current.removeOpen(),
-  search: () => current && current.filters.focusSearch(),
+  undo: () => current && current.undo.finish('undo'),
+  toggleRead: () => current && current.toggleRead(),
+  search: () => current && current.search.focus(),
   help: () => current && current.help.showModal(),
 });
 window.addEventListener('hashchange', () => {
@@ -100,14 +110,30 @@ class Dashboard {
     this.abort = new AbortController();
     this.query = 0;
     this.countTimer = 0;
+    this.statsTimer = 0;
+    this.refreshTimer = 0;
     this.wasLive = false;
     this.during = null;
+    /** Emails deleted in the page whose DELETE waits for the undo to pass. */
+    this.pending = new Set();
+    /** Whether the server has the stats endpoint (and so read state and search); null until asked. */
+    this.stats = null;
+    this.title = `${account.name} · mailsink`;
 
-    this.filters = new Filters(() => this.reload());
+    this.search = new SearchBox(() => this.reload());
+    this.sidebar = new Sidebar((q) => {
+      this.toggleSidebar(false);
+      this.search.set(q);
+      if (location.hash !== '#/' && matchMedia('(max-width: 800px)').matches) location.hash = '#/';
+    }, () => {
+      this.toggleSidebar(false);
+      this.sidebarToggle.focus();
+    });
     this.list = new MessageList({
       onLoadMore: () => this.loadMore(),
       onDelete: (ids) => this.removeMany(ids),
-      onSetStatus: (ids, status) => this.setStatus(ids, status),
+      onSetStatus: (ids, status) => this.update(ids, { status }, `marked ${status}`).then(() => this.list.toggleAll(false)),
+      onSetRead: (ids, read) => this.update(ids, { read }, read ? 'marked read' : 'marked unread').then(() => this.list.toggleAll(false)),
       onRelease: (ids) => this.releaseMany(ids),
       onDeleteMatching: () => this.removeMatching(),
     });
@@ -117,11 +143,20 @@ class Dashboard {
       onClose: () => {
         location.hash = '#/';
       },
+      onStep: (delta) => this.step(delta),
+      neighbours: (id) => ({ newer: !!this.list.neighbour(id, -1), older: !!this.list.neighbour(id, 1) || !this.list.more.hidden }),
+      onSetRead: (ids, read) => this.update(ids, { read }, read ? 'marked read' : 'marked unread'),
       onUnauthorized: () => this.unauthorized(),
     });
     this.help = helpDialog();
+    this.undo = new UndoBar();
     this.live = h('span', { class: 'live', id: 'live', role: 'status' }, 'Connecting…');
+    this.live.title = 'Whether new mail shows up here at once';
     this.announce = h('p', { class: 'announce', role: 'status', id: 'announce' });
+    this.sidebarToggle = h('button', {
+      type: 'button', class: 'sidebar-toggle', id: 'sidebar-toggle', 'aria-controls': 'sidebar', 'aria-expanded': 'false',
+      onclick: () => this.toggleSidebar(),
+    }, h('span', { 'aria-hidden': 'true' }, '☰'), h('span', { class: 'toggle-text' }, ' Mailboxes'));
 
     const others = keys.savedKeys().filter((s) => s.key !== client.key);
     const switcher = h('select', {
@@ -142,27 +177,52 @@ class Dashboard {
     root.replaceChildren(
       h('a', { href: '#message-list', class: 'skip' }, 'Skip to the messages'),
       h('header', { class: 'top' },
+        this.sidebarToggle,
         h('h1', {}, 'mailsink'),
         switcher,
+        this.search.el,
         this.live,
-        h('span', { class: 'spacer' }),
-        h('button', { type: 'button', class: 'link', 'aria-haspopup': 'dialog', onclick: () => this.help.showModal() }, 'Shortcuts (?)'),
-        h('button', { type: 'button', class: 'link', id: 'sign-out', onclick: () => this.signOut() }, 'Sign out')),
+        h('span', { class: 'top-actions' },
+          settingsMenu(),
+          h('button', { type: 'button', class: 'link shortcuts-button', 'aria-haspopup': 'dialog', onclick: () => this.help.showModal() }, 'Shortcuts (?)'),
+          h('button', { type: 'button', class: 'link', id: 'sign-out', onclick: () => this.signOut() }, 'Sign out'))),
       h('main', { class: 'layout', id: 'main' },
-        h('div', { class: 'list-pane' }, this.filters.el, this.list.el),
+        this.sidebar.el,
+        h('div', { class: 'list-pane' }, this.list.el),
         this.view.el),
+      this.undo.el,
       this.announce,
       this.help);
-    document.title = `${account.name} · mailsink`;
+    document.title = this.title;
 
-    client.events((ev) => this.event(ev), (on) => this.connected(on), this.abort.signal);
+    // A click into the preview frame gives it the keyboard, and keys typed
+    // there never reach the page: give the keyboard back to the message, so
+    // that the shortcuts keep working. The click itself (a link) still
+    // happens in the frame.
+    // The drawer of mailboxes closes when the person clicks beside it.
+    document.addEventListener('click', (ev) => {
+      if (document.body.classList.contains('sidebar-open') && !ev.target.closest('#sidebar, #sidebar-toggle')) this.toggleSidebar(false);
+    }, { signal: this.abort.signal });
+    window.addEventListener('blur', () => setTimeout(() => {
+      if (document.activeElement?.id === 'preview-frame') this.view.el.focus({ preventScroll: true });
+    }, 0), { signal: this.abort.signal });
+    // A deletion waiting for its undo goes when the page does.
+    window.addEventListener('pagehide', () => {
+      this.leaving = true;
+      this.undo.finish('go');
+    }, { signal: this.abort.signal });
+
+    client.events((ev) => this.event(ev), (on, resumed) => this.connected(on, resumed), this.abort.signal);
     this.reload();
     this.route();
   }
 
   close() {
+    this.undo.finish('go');
     this.abort.abort();
     clearTimeout(this.countTimer);
+    clearTimeout(this.statsTimer);
+    clearTimeout(this.refreshTimer);
   }
 
   say(text) {
@@ -191,7 +251,14 @@ class Dashboard {
     signInPage('You are signed out.');
   }
 
-  /** Shows the message named in the address (#/emails/ID), if any. */
+  /** Opens or closes the sidebar where it is a drawer (narrow screens). */
+  toggleSidebar(open = !document.body.classList.contains('sidebar-open')) {
+    document.body.classList.toggle('sidebar-open', open);
+    this.sidebarToggle.setAttribute('aria-expanded', String(open));
+    if (open) this.sidebar.el.querySelector('a')?.focus();
+  }
+
+  /** Shows the message named in the address (#/emails/ID), if any, and marks it read. */
   route() {
     const m = location.hash.match(/^#\/emails\/([0-9a-fA-F-]{36})$/);
     const id = m ? m[1].toLowerCase() : '';
@@ -201,9 +268,10 @@ class Dashboard {
       this.view.showEmpty();
       return;
     }
-    if (id !== this.view.id) {
-      this.view.show(id).catch((err) => this.failed(err, 'Could not open the message'));
-    }
+    if (id === this.view.id) return;
+    this.view.show(id).then((item) => {
+      if (item && MARK_READ && item.read === false) this.update([id], { read: true }, '', true);
+    }).catch((err) => this.failed(err, 'Could not open the message'));
   }
 
   openCursor() {
@@ -214,34 +282,76 @@ class Dashboard {
     this.view.el.focus({ preventScroll: true });
   }
 
-  /** Lists the first page for the filters again. */
+  /** Opens the newer (-1) or older (1) message than the open one, loading more when needed. */
+  async step(delta) {
+    const id = this.view.id;
+    if (!id) return;
+    let next = this.list.neighbour(id, delta);
+    if (!next && delta > 0 && !this.list.more.hidden) {
+      await this.loadMore();
+      next = this.list.neighbour(id, delta);
+    }
+    if (!next) return;
+    location.hash = `#/emails/${next}`;
+    this.list.focusRow(next);
+  }
+
+  /** The search's answer to whether item belongs in the list: true, false, or null (ask the server). */
+  fits(item) {
+    if (!this.search.current) return true;
+    return matches(this.search.terms(), item);
+  }
+
+  /** Lists the first page for the search again. */
   async reload() {
     const token = ++this.query;
-    const filters = this.filters.values();
+    const q = this.search.current;
+    this.sidebar.setQuery(q);
+    clearTimeout(this.refreshTimer);
     // Events that arrive while the list is loading are applied to it
     // again afterwards: the answer may predate them.
     this.during = [];
+    this.statsNow();
     try {
-      const data = await this.client.list(filters, undefined, PAGE);
+      const data = await this.client.list(q, undefined, PAGE);
       if (token !== this.query) return;
       const during = this.during;
       this.during = null;
-      this.filters.showError('');
-      this.list.setEmptyText(Object.keys(filters).length ? 'No message matches these filters.' : 'No messages yet. Send mail to the SMTP port and it shows up here at once.');
-      this.list.setItems(data.items, data.items.length === PAGE);
+      this.search.showError('');
+      this.list.setEmptyText(q ? 'No message matches this search.' : 'No messages yet. Send mail to the SMTP port and it shows up here at once.');
+      this.list.setItems(data.items.filter((e) => !this.pending.has(e.id)), data.items.length === PAGE);
       for (const ev of during) this.event(ev);
       this.list.setOpen(this.view.id || this.list.openId);
+      this.view.updateSteps();
       this.countNow();
     } catch (err) {
       if (token !== this.query) return;
       this.during = null;
       if (err.status === 400) {
-        this.filters.showError(err.message);
-        this.list.setEmptyText('Fix the filters to see messages.');
+        const q = err.body?.error?.fieldErrors?.q;
+        this.search.showError(q ? `This search does not work: ${[].concat(q).join(', ')}` : err.message);
+        this.list.setEmptyText('Fix the search to see messages.');
         this.list.setItems([], false);
         this.list.setCount(0);
       } else this.failed(err, 'Could not list the messages');
     }
+  }
+
+  /** Reads the first page of the search again soon and takes it into the list. */
+  refreshSoon(delay = 300) {
+    if (this.refreshTimer) return;
+    this.refreshTimer = setTimeout(async () => {
+      this.refreshTimer = 0;
+      const token = this.query;
+      try {
+        const data = await this.client.list(this.search.current, undefined, PAGE);
+        if (token !== this.query) return;
+        this.list.reconcile(data.items.filter((e) => !this.pending.has(e.id)), data.items.length === PAGE);
+        this.view.updateSteps();
+      } catch {
+        // The next event or reload catches up.
+      }
+    }, delay);
   }
 
   /** The next page, after the last email shown (the before cursor). */
@@ -250,29 +360,50 @@ class Dashboard {
     if (!last) return;
     const token = this.query;
     try {
-      const data = await this.client.list(this.filters.values(), last.id, PAGE);
+      const data = await this.client.list(this.search.current, last.id, PAGE);
       if (token !== this.query) return;
-      this.list.merge(data.items);
+      this.list.merge(data.items.filter((e) => !this.pending.has(e.id)));
       this.list.setHasMore(data.items.length === PAGE);
+      this.view.updateSteps();
     } catch (err) {
       if (err.status === 404) this.reload(); // the last email was deleted meanwhile
       else this.failed(err, 'Could not load more messages');
     }
   }
 
-  /** Counts the matching emails soon, once for a burst of events. */
+  /** Counts the matching emails and the account's stats soon, once for a burst of events. */
   countSoon() {
     clearTimeout(this.countTimer);
-    this.countTimer = setTimeout(() => this.countNow(), 200);
+    this.countTimer = setTimeout(() => {
+      this.countNow();
+      this.statsNow();
+    }, 200);
   }
 
   async countNow() {
     const token = this.query;
     try {
-      const data = await this.client.count(this.filters.values());
+      const data = await this.client.count(this.search.current);
       if (token === this.query) this.list.setCount(data.count);
     } catch {
       this.list.setCount(null);
+    }
+  }
+
+  /** Reads the sidebar's counts; a server without them (404) hides them. */
+  async statsNow() {
+    try {
+      const stats = await this.client.stats();
+      this.stats = true;
+      this.sidebar.setStats(stats);
+      this.list.setReadable(true);
+      showUnread(stats.unread, this.title);
+    } catch (err) {
+      if (err.status !== 404) return; // the next change asks again
+      this.stats = false;
+      this.sidebar.setStats(null);
+      this.list.setReadable(false);
+      showUnread(null, this.title);
     }
   }
 
@@ -285,6 +416,8 @@ class Dashboard {
     // The first list may have been read before the stream opened: read it
     // again now that no change can fall between the two.
     if (on && !this.everLive) this.reload();
+    // mailsink may have restarted: the preview checks its session again.
+    if (on && this.everLive && !this.wasLive) this.client.sessionSeen = 0;
     this.everLive = this.everLive || on;
     this.wasLive = on;
   }
@@ -310,10 +443,12 @@ class Dashboard {
     const item = data.item;
     switch (type) {
       case 'email.created':
-        if (item && this.filters.matches(item) && this.inLoadedRange(item)) this.list.merge([item]);
+        if (!item || this.pending.has(item.id)) break;
+        if (!this.during) notifyNew(item);
+        this.arrived(item);
         break;
       case 'email.updated':
-        if (item) this.changed(item);
+        if (item && !this.pending.has(item.id)) this.changed(item);
         break;
       case 'email.deleted':
         this.gone(data.emailId);
@@ -324,16 +459,37 @@ class Dashboard {
     this.countSoon();
   }
 
+  /** Takes new mail into the list when the search wants it. */
+  arrived(item) {
+    const fits = this.fits(item);
+    if (fits === true && this.inLoadedRange(item)) this.list.merge([item]);
+    else if (fits === null) this.refreshSoon();
+    // The server reads the body (sender's name, snippet, attachments) just
+    // after the mail is stored: read the row again then.
+    if (item.snippet === null && fits !== false) this.refreshSoon(1500);
+  }
+
   /** Takes a changed email into the list and the view. */
   changed(item) {
-    if (!this.filters.matches(item)) this.list.remove(item.id);
-    else if (!this.list.replaceItem(item) && this.inLoadedRange(item)) this.list.merge([item]);
+    const fits = this.fits(item);
+    if (fits === false && item.id !== this.view.id) this.list.remove(item.id);
+    else if (!this.list.replaceItem(item) && this.inLoadedRange(item)) {
+      if (fits === true) this.list.merge([item]);
+      else this.refreshSoon();
+    }
     this.view.refresh(item);
   }
 
   gone(id) {
     this.list.remove(id);
     if (this.view.id === id) this.view.showGone();
+    this.view.updateSteps();
+  }
+
+  /** Marks the open message read or unread. */
+  toggleRead() {
+    const e = this.view.email;
+    if (e && typeof e.read === 'boolean') this.update([e.id], { read: !e.read }, e.read ? 'marked unread' : 'marked read');
   }
 
   /** Deletes the open message (or the one under the cursor). */
@@ -342,31 +498,72 @@ class Dashboard {
     if (id) this.removeMany([id]);
   }
 
-  async removeMany(ids) {
+  /**
+   * Deletes emails with a way back: they leave the list at once, and the
+   * DELETE waits while the undo bar offers to bring them back.
+   */
+  removeMany(ids) {
+    ids = ids.filter((id) => !this.pending.has(id));
     if (!ids.length) return;
+    this.undo.finish('go'); // an earlier deletion goes now
     const openId = this.view.id;
-    const after = ids.includes(openId) ? (this.list.neighbour(openId, 1) || this.list.neighbour(openId, -1)) : '';
-    const results = await Promise.allSettled(ids.map((id) => this.client.remove(id)));
-    let deleted = 0;
-    results.forEach((r, i) => {
-      if (r.status === 'fulfilled' || r.reason.status === 404) {
-        deleted++;
-        this.list.remove(ids[i]);
-      }
-    });
-    const failure = results.find((r) => r.status === 'rejected' && r.reason.status !== 404);
-    if (failure) this.failed(failure.reason, 'Some messages were not deleted');
-    else this.say(deleted === 1 ? 'Message deleted.' : `${deleted} messages deleted.`);
-    this.list.update();
-    this.countSoon();
-    if (ids.includes(openId)) {
-      location.hash = after ? `#/emails/${after}` : '#/';
-      if (after) requestAnimationFrame(() => this.list.rows.get(after)?.querySelector('a').focus());
+    const gone = new Set(ids);
+    let after = '';
+    if (gone.has(openId)) {
+      const i = this.list.items.findIndex((e) => e.id === openId);
+      const rest = (from, step) => {
+        for (let j = from; j >= 0 && j < this.list.items.length; j += step) if (!gone.has(this.list.items[j].id)) return this.list.items[j].id;
+        return '';
+      };
+      after = rest(i + 1, 1) || rest(i - 1, -1);
     }
+    const items = ids.map((id) => this.list.get(id)).filter(Boolean);
+    for (const id of ids) {
+      this.pending.add(id);
+      this.list.remove(id);
+    }
+    this.hidden();
+    if (gone.has(openId)) {
+      location.hash = after ? `#/emails/${after}` : '#/';
+      if (after) requestAnimationFrame(() => this.list.focusRow(after));
+    }
+    this.undo.offer(ids.length === 1 ? 'Message deleted.' : `${messages(ids.length)} deleted.`,
+      () => this.restore(ids, items, gone.has(openId) ? openId : ''),
+      () => this.commitDelete(ids));
   }
 
-  async setStatus(ids, status) {
-    const results = await Promise.allSettled(ids.map((id) => this.client.update(id, { status })));
+  /** Tells the list how many counted emails wait to be deleted. */
+  hidden() {
+    this.list.hiddenCount = this.pending.size;
+    this.list.update();
+  }
+
+  /** Undoes a deletion: the emails come back, and the open one opens again. */
+  restore(ids, items, openId) {
+    for (const id of ids) this.pending.delete(id);
+    this.list.merge(items);
+    this.hidden();
+    if (openId) location.hash = `#/emails/${openId}`;
+    this.view.updateSteps();
+    this.say(ids.length === 1 ? 'Message restored.' : `${messages(ids.length)} restored.`);
+  }
+
+  async commitDelete(ids) {
+    const keepalive = !!this.leaving;
+    const results = await Promise.allSettled(ids.map((id) => this.client.remove(id, keepalive)));
+    for (const id of ids) this.pending.delete(id);
+    this.hidden();
+    const failure = results.find((r) => r.status === 'rejected' && r.reason.status !== 404);
+    if (failure) {
+      this.failed(failure.reason, 'Some messages were not deleted');
+      this.reload();
+    }
+    this.countSoon();
+  }
+
+  /** PATCHes the emails with changes and takes the answers; says done unless quiet. */
+  async update(ids, changes, done, quiet = false) {
+    const results = await Promise.allSettled(ids.map((id) => this.client.update(id, changes)));
     let n = 0;
     for (const r of results) {
       if (r.status === 'fulfilled') {
@@ -376,30 +573,28 @@ class Dashboard {
     }
     const failure = results.find((r) => r.status === 'rejected');
     if (failure) this.failed(failure.reason, 'Some messages were not changed');
-    else this.say(`${n} ${n === 1 ? 'message' : 'messages'} marked ${status}.`);
-    this.list.toggleAll(false);
+    else if (!quiet) this.say(`${messages(n)} ${done}.`);
     this.countSoon();
   }
 
   /** Asks for recipients and releases the selected messages to them. */
   async releaseMany(ids) {
-    const many = (n) => `${n} ${n === 1 ? 'message' : 'messages'}`;
-    const to = await askRecipients(`the ${many(ids.length)} selected`);
+    const to = await askRecipients(`the ${messages(ids.length)} selected`);
     if (!to) return;
-    this.say(`Releasing ${many(ids.length)}…`);
+    this.say(`Releasing ${messages(ids.length)}…`);
     const { released, error } = await releaseEach(this.client, ids, to);
-    if (error) this.failed(error, released ? `${many(released)} released, then stopped` : 'Not released');
-    else this.say(`${many(released)} released to ${to.join(', ')}.`);
+    if (error) this.failed(error, released ? `${messages(released)} released, then stopped` : 'Not released');
+    else this.say(`${messages(released)} released to ${to.join(', ')}.`);
   }
 
   async removeMatching() {
-    const filters = this.filters.values();
+    const q = this.search.current;
     const n = this.list.total ?? this.list.items.length;
-    const what = Object.keys(filters).length ? `all ${n} messages matching the filters` : `all ${n} messages of ${this.account.name}`;
+    const what = q ? `all ${messages(n)} matching “${q}”` : `all ${messages(n)} of ${this.account.name}`;
     if (!(await confirmDialog(`Delete ${what}? This cannot be undone.`, 'Delete them'))) return;
     try {
-      const data = await this.client.removeMatching(filters);
-      this.say(`${data.deleted} ${data.deleted === 1 ? 'message' : 'messages'} deleted.`);
+      const data = await this.client.removeMatching(q);
+      this.say(`${messages(data.deleted)} deleted.`);
     } catch (err) {
       this.failed(err, 'Could not delete the messages');
     }

@@ -42,11 +42,24 @@ export function replace(el, ...children) {
   return el;
 }
 
+const countFormat = new Intl.NumberFormat();
+const sizeFormat = new Intl.NumberFormat(undefined, { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+
+/** Formats a count for people, with the locale's thousands separators. */
+export function formatCount(n) {
+  return countFormat.format(n);
+}
+
 /** Formats a byte count for people. */
 export function formatBytes(n) {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  if (n < 1024) return `${formatCount(n)} B`;
+  if (n < 1024 * 1024) return `${sizeFormat.format(n / 1024)} KB`;
+  return `${sizeFormat.format(n / 1024 / 1024)} MB`;
+}
+
+/** "1 message", "1,234 messages". */
+export function messages(n) {
+  return `${formatCount(n)} ${n === 1 ? 'message' : 'messages'}`;
 }
 
 const dateFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });

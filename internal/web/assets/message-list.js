@@ -1,11 +1,13 @@
-// The message list: newest first, with a count, selection and bulk
-// actions, "load more" paging, and a keyboard cursor.
-import { h, replace, formatShortDate, formatDate } from './dom.js';
+// The message list: dense rows newest first (sender, subject, snippet,
+// attachments, size, time; unread in bold), a toolbar of one steady height
+// with the count and the selection's actions, "load more" paging, and a
+// keyboard cursor.
+import { h, replace, formatBytes, formatShortDate, formatDate, formatCount, messages } from './dom.js';
 
 const STATUSES = ['received', 'processed', 'archived'];
 
 /** Orders like the API: receivedAt, then id, both descending. */
-function newerFirst(a, b) {
+export function newerFirst(a, b) {
   if (a.receivedAt !== b.receivedAt) return a.receivedAt < b.receivedAt ? 1 : -1;
   if (a.id === b.id) return 0;
   return a.id < b.id ? 1 : -1;
@@ -14,7 +16,7 @@ function newerFirst(a, b) {
 export class MessageList {
   /**
    * actions: onLoadMore(), onDelete(ids), onSetStatus(ids, status),
-   * onRelease(ids), onDeleteMatching().
+   * onSetRead(ids, read), onRelease(ids), onDeleteMatching().
    */
   constructor(actions) {
     this.actions = actions;
@@ -23,6 +25,8 @@ export class MessageList {
     this.selected = new Set();
     this.openId = '';
     this.total = null;
+    /** How many of the emails counted are deleted, waiting for their undo to pass. */
+    this.hiddenCount = 0;
 
     this.countEl = h('p', { class: 'count', id: 'message-count', 'aria-live': 'polite' });
     this.selectAll = h('input', {
@@ -36,17 +40,17 @@ export class MessageList {
         this.statusSelect.value = '';
         if (s) this.actions.onSetStatus([...this.selected], s);
       },
-    }, h('option', { value: '' }, 'Set status…'), STATUSES.map((s) => h('option', { value: s }, s)));
-    this.deleteSelected = h('button', {
-      type: 'button', id: 'delete-selected', class: 'danger',
-      onclick: () => this.actions.onDelete([...this.selected]),
-    }, 'Delete selected');
-    this.releaseSelected = h('button', {
-      type: 'button', id: 'release-selected',
-      onclick: () => this.actions.onRelease([...this.selected]),
-    }, 'Release…');
+    }, h('option', { value: '' }, 'Status…'), STATUSES.map((s) => h('option', { value: s }, s)));
+    const action = (id, label, onclick, extra = {}) => h('button', { type: 'button', id, onclick, ...extra }, label);
+    this.readButtons = [
+      action('read-selected', 'Mark read', () => this.actions.onSetRead([...this.selected], true)),
+      action('unread-selected', 'Mark unread', () => this.actions.onSetRead([...this.selected], false)),
+    ];
     this.bulk = h('div', { class: 'bulk', role: 'group', 'aria-label': 'Selected messages' },
-      this.deleteSelected, this.statusSelect, this.releaseSelected);
+      action('delete-selected', 'Delete', () => this.actions.onDelete([...this.selected]), { class: 'danger' }),
+      this.readButtons,
+      this.statusSelect,
+      action('release-selected', 'Release…', () => this.actions.onRelease([...this.selected])));
     this.deleteMatching = h('button', {
       type: 'button', id: 'delete-matching', class: 'link danger-text',
       onclick: () => this.actions.onDeleteMatching(),
@@ -57,9 +61,14 @@ export class MessageList {
     this.el = h('section', { class: 'message-list', 'aria-labelledby': 'list-title' },
       h('h2', { id: 'list-title', class: 'visually-hidden' }, 'Message list'),
       h('div', { class: 'list-toolbar' }, this.selectAll, this.countEl, this.bulk, this.deleteMatching),
-      this.listEl, this.empty, this.more);
+      h('div', { class: 'list-scroll' }, this.listEl, this.empty, this.more));
     this.setHasMore(false);
     this.update();
+  }
+
+  /** Hides the read actions when the server keeps no read state. */
+  setReadable(readable) {
+    for (const b of this.readButtons) b.hidden = !readable;
   }
 
   /** Replaces the list with a first page. */
@@ -73,9 +82,27 @@ export class MessageList {
   /** Adds a further page (or live mail), keeping the order. */
   merge(items) {
     const known = new Map(this.items.map((e) => [e.id, e]));
-    for (const e of items) known.set(e.id, e);
+    for (const e of items) {
+      const was = known.get(e.id);
+      known.set(e.id, e);
+      if (was && JSON.stringify(was) !== JSON.stringify(e)) this.replaceItem(e);
+    }
     this.items = [...known.values()].sort(newerFirst);
     this.render();
+  }
+
+  /**
+   * Takes a fresh first page of the search: the rows from the newest to
+   * the page's last become the page's (plus the open one, so that reading
+   * it does not make it vanish); older rows stay. full tells whether the
+   * page was a whole one (more may follow).
+   */
+  reconcile(items, full) {
+    const last = items[items.length - 1];
+    const keep = this.items.filter((e) => e.id === this.openId || (full && last && newerFirst(e, last) > 0));
+    this.items = [];
+    this.merge([...keep, ...items]);
+    if (!full) this.setHasMore(false);
   }
 
   setHasMore(hasMore) {
@@ -133,6 +160,7 @@ export class MessageList {
   /** The id after (delta 1) or before (-1) id in the list, or ''. */
   neighbour(id, delta) {
     const i = this.items.findIndex((e) => e.id === id);
+    if (i < 0) return '';
     const e = this.items[i + delta];
     return e ? e.id : '';
   }
@@ -145,10 +173,16 @@ export class MessageList {
     if (from < 0) from = this.items.findIndex((e) => e.id === this.openId);
     const to = from < 0 ? 0 : Math.max(0, Math.min(this.items.length - 1, from + delta));
     const id = this.items[to].id;
-    const link = this.rows.get(id).querySelector('a');
-    link.focus();
-    link.scrollIntoView({ block: 'nearest' });
+    this.focusRow(id);
     return id;
+  }
+
+  /** Puts the keyboard cursor on the row of id. */
+  focusRow(id) {
+    const link = this.rows.get(id)?.querySelector('a');
+    if (!link) return;
+    link.focus({ preventScroll: true });
+    link.scrollIntoView({ block: 'nearest' });
   }
 
   /** The row under the keyboard cursor, else the open one. */
@@ -188,6 +222,7 @@ export class MessageList {
 
   row(e) {
     const subject = e.subject || '(no subject)';
+    const unread = e.read === false;
     const check = h('input', {
       type: 'checkbox', checked: this.selected.has(e.id), 'aria-label': `Select: ${subject}`,
       onchange: () => {
@@ -196,35 +231,43 @@ export class MessageList {
         this.update();
       },
     });
-    const li = h('li', { class: `row status-${e.status}`, dataset: { id: e.id } },
+    const attachments = typeof e.attachmentCount === 'number' && e.attachmentCount > 0 ? e.attachmentCount : 0;
+    const li = h('li', { class: `row status-${e.status}${unread ? ' unread' : ''}`, dataset: { id: e.id } },
       check,
       h('a', { href: `#/emails/${e.id}`, class: 'row-link' },
-        h('span', { class: 'from' }, e.sender),
-        h('time', { class: 'date', datetime: e.receivedAt, title: formatDate(e.receivedAt) }, formatShortDate(e.receivedAt)),
-        h('span', { class: 'subject' }, subject),
-        h('span', { class: 'to' }, `to ${e.recipient}`),
-        h('span', { class: 'badges' },
-          e.status !== 'received' ? h('span', { class: 'badge status' }, e.status) : null,
-          (e.labels || []).map((l) => h('span', { class: 'badge label' }, l)))));
+        h('span', { class: 'line' },
+          unread ? h('span', { class: 'visually-hidden' }, 'Unread: ') : null,
+          h('span', { class: 'from', title: e.sender }, e.fromName || e.sender),
+          h('span', { class: 'to' }, `to ${e.recipient}`),
+          h('span', { class: 'facts' },
+            attachments ? h('span', { class: 'clip', role: 'img', title: `${formatCount(attachments)} ${attachments === 1 ? 'attachment' : 'attachments'}`, 'aria-label': `${formatCount(attachments)} ${attachments === 1 ? 'attachment' : 'attachments'}` }) : null,
+            h('span', { class: 'size' }, formatBytes(e.rawSize)),
+            h('time', { class: 'date', datetime: e.receivedAt, title: formatDate(e.receivedAt) }, formatShortDate(e.receivedAt)))),
+        h('span', { class: 'line' },
+          h('span', { class: 'badges' },
+            e.status !== 'received' ? h('span', { class: 'badge status' }, e.status) : null,
+            (e.labels || []).map((l) => h('span', { class: 'badge label' }, l))),
+          h('span', { class: 'subject' }, subject),
+          e.snippet ? h('span', { class: 'snippet' }, ` — ${e.snippet}`) : null)));
     if (e.id === this.openId) li.setAttribute('aria-current', 'true');
     return li;
   }
 
-  /** Updates the count, the toolbar and the empty state. */
+  /** Updates the count, the toolbar and the empty state; the toolbar keeps its height. */
   update() {
     const shown = this.items.length;
-    const n = this.total === null ? shown : Math.max(this.total, shown);
-    let text = `${n} ${n === 1 ? 'message' : 'messages'}`;
-    if (this.selected.size) text += `, ${this.selected.size} selected`;
+    const n = this.total === null ? shown : Math.max(this.total - this.hiddenCount, shown);
+    let text = messages(n);
+    if (this.selected.size) text += `, ${formatCount(this.selected.size)} selected`;
     this.countEl.textContent = text;
     this.bulk.hidden = this.selected.size === 0;
-    this.deleteMatching.hidden = shown === 0;
+    this.deleteMatching.hidden = shown === 0 || this.selected.size > 0;
     this.selectAll.checked = shown > 0 && this.selected.size === shown;
     this.selectAll.disabled = shown === 0;
     this.empty.hidden = shown > 0;
   }
 
-  /** Shows a short note in place of the empty state (a filter error). */
+  /** Shows a short note in place of the empty state (a search error). */
   setEmptyText(text) {
     replace(this.empty, text);
   }

@@ -1,23 +1,32 @@
-// The message view beside the list: the message's details, editing of
-// status, labels and notes, and tabs for the HTML preview, text, headers,
-// raw source, attachments and links, and its checks (message-checks.js). Captured mail is hostile: its HTML is
-// only ever shown in the sandboxed preview frame, everything else as text.
-import { h, replace, formatBytes, formatDate } from './dom.js';
+// The message view beside the list: a compact header (the subject clamped
+// to two lines, sender, recipient, date; newer and older; read, copy,
+// release, delete), editing of status, labels and notes, and tabs for the
+// HTML preview, its source, the text, the headers as sent, the raw source,
+// attachments and links, and the checks (message-checks.js). Captured mail
+// is hostile: its HTML is only ever shown in the sandboxed preview frame,
+// everything else as text.
+import { h, replace, formatBytes, formatDate, formatCount } from './dom.js';
 import { CHECK_TABS, fillCheck } from './message-checks.js';
 import { askRecipients } from './release.js';
 
 const STATUSES = ['received', 'processed', 'archived'];
 const TABS = [
-  ['html', 'HTML'], ['text', 'Text'], ['headers', 'Headers'], ['raw', 'Raw'], ['attachments', 'Attachments'], ['links', 'Links'],
+  ['html', 'HTML'], ['source', 'HTML source'], ['text', 'Text'], ['headers', 'Headers'], ['raw', 'Raw'],
+  ['attachments', 'Attachments'], ['links', 'Links'],
   ...CHECK_TABS.map(([name, label]) => [name, label]),
 ];
 const WIDTHS = [['phone', 'Phone', '375px'], ['tablet', 'Tablet', '768px'], ['desktop', 'Desktop', '100%']];
 const RAW_SHOWN = 512 * 1024;
+const HEADERS_SHOWN = 1000;
 const ATTACHMENTS_SHOWN = 200;
 const IMAGE_TYPES = /^image\/(png|jpe?g|gif|webp|bmp|svg\+xml|avif)\b/i;
 
 export class MessageView {
-  /** actions: onChanged(item), onDelete(id), onClose(). */
+  /**
+   * actions: onChanged(item), onDelete(id), onClose(), onStep(delta) (open
+   * the newer (-1) or older (1) message), onSetRead(ids, read),
+   * onUnauthorized(); neighbours(id) says which of those exist.
+   */
   constructor(client, actions) {
     this.client = client;
     this.actions = actions;
@@ -39,7 +48,7 @@ export class MessageView {
     replace(this.el, h('p', { class: 'empty', role: 'status' }, text));
   }
 
-  /** Loads and shows email id. */
+  /** Loads and shows email id; resolves with its summary, or null when it is not shown. */
   async show(id) {
     const token = (this.loading = {});
     replace(this.el, h('p', { class: 'empty', role: 'status' }, 'Loading…'));
@@ -47,16 +56,17 @@ export class MessageView {
     try {
       data = await this.client.get(id);
     } catch (err) {
-      if (this.loading !== token) return;
+      if (this.loading !== token) return null;
       if (err.status === 401) throw err;
       this.showGone(err.status === 404 || err.status === 400 ? 'This message does not exist (it may have been deleted).' : `Could not load the message: ${err.message}`);
-      return;
+      return null;
     }
-    if (this.loading !== token) return;
+    if (this.loading !== token) return null;
     if (!this.email || this.email.id !== id) this.remote = false;
     this.email = data.item;
     this.links = null;
     this.render();
+    return this.email;
   }
 
   get id() {
@@ -79,7 +89,7 @@ export class MessageView {
     const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Message parts', onkeydown: (ev) => this.tabKeys(ev) });
     for (const [name, label] of TABS) {
       let text = label;
-      if (name === 'attachments') text = `${label} (${e.body.attachments.length})`;
+      if (name === 'attachments') text = `${label} (${formatCount(e.body.attachments.length)})`;
       const button = h('button', {
         type: 'button', role: 'tab', id: `tab-${name}`, 'aria-controls': `panel-${name}`,
         onclick: () => this.select(name),
@@ -88,20 +98,55 @@ export class MessageView {
       tablist.append(button);
       this.panels.set(name, h('div', { role: 'tabpanel', id: `panel-${name}`, class: `panel panel-${name}`, 'aria-labelledby': `tab-${name}` }));
     }
+    const subject = h('h2', { id: 'message-subject', class: 'subject' }, e.subject || '(no subject)');
+    const expand = h('button', {
+      type: 'button', class: 'link expand', id: 'expand-subject', 'aria-expanded': 'false', 'aria-controls': 'message-subject', hidden: true,
+      onclick: () => {
+        const open = subject.classList.toggle('expanded');
+        expand.setAttribute('aria-expanded', String(open));
+        expand.textContent = open ? 'Show less' : 'Show the whole subject';
+      },
+    }, 'Show the whole subject');
+    this.steps = {
+      newer: h('button', { type: 'button', id: 'newer-message', title: 'Newer message', 'aria-label': 'Newer message', onclick: () => this.actions.onStep(-1) }, '↑'),
+      older: h('button', { type: 'button', id: 'older-message', title: 'Older message', 'aria-label': 'Older message', onclick: () => this.actions.onStep(1) }, '↓'),
+    };
+    this.readButton = h('button', { type: 'button', id: 'toggle-read', onclick: () => this.actions.onSetRead([this.email.id], !this.email.read) });
     replace(this.el,
       h('div', { class: 'view-head' },
-        h('button', { type: 'button', class: 'back link', onclick: () => this.actions.onClose() }, '← Messages'),
-        h('h2', { id: 'message-subject' }, e.subject || '(no subject)'),
+        h('div', { class: 'view-bar', role: 'toolbar', 'aria-label': 'Message actions' },
+          h('span', { class: 'view-nav' },
+            h('button', { type: 'button', class: 'back link', onclick: () => this.actions.onClose() }, '← Messages'),
+            this.steps.newer, this.steps.older),
+          h('span', { class: 'view-actions' },
+            this.readButton,
+            h('button', { type: 'button', id: 'copy-link', title: 'A link to this message, for a bug report', onclick: () => this.copyLink() }, 'Copy link'),
+            h('button', { type: 'button', id: 'release-message', title: 'Send this message, as received, to a real inbox', onclick: () => this.release() }, 'Release…'),
+            h('button', { type: 'button', class: 'danger', id: 'delete-message', onclick: () => this.actions.onDelete(e.id) }, 'Delete'))),
+        subject, expand,
         this.details),
       truncatedNote(e.body.truncated),
       this.notice,
       tablist,
       [...this.panels.values()]);
     this.renderDetails();
+    this.updateSteps();
     this.select(this.tab, false);
+    // The subject is clamped to two lines; a longer one can be shown whole.
+    requestAnimationFrame(() => {
+      expand.hidden = subject.scrollHeight <= subject.clientHeight + 1;
+    });
   }
 
-  /** The header block: addresses, date, status, labels, notes, delete. */
+  /** Enables newer and older as the list has them. */
+  updateSteps() {
+    if (!this.steps || !this.email) return;
+    const n = this.actions.neighbours(this.email.id);
+    this.steps.newer.disabled = !n.newer;
+    this.steps.older.disabled = !n.older;
+  }
+
+  /** The header block: addresses, date, size, status, labels, notes. */
   renderDetails() {
     const e = this.email;
     this.status = h('select', {
@@ -120,34 +165,41 @@ export class MessageView {
     this.labels = h('span', { class: 'label-list' });
     this.notes = h('textarea', { id: 'message-notes', rows: 2 });
     this.savedNotes = null;
+    this.senderName = h('span', { class: 'sender-name' });
     replace(this.details,
-      h('dl', { class: 'meta' },
-        h('dt', {}, 'From'), h('dd', { class: 'sender' }, e.sender),
-        h('dt', {}, 'To'), h('dd', { class: 'recipient' }, e.recipient),
-        h('dt', {}, 'Date'), h('dd', {}, h('time', { datetime: e.receivedAt }, formatDate(e.receivedAt))),
-        h('dt', {}, 'Size'), h('dd', {}, formatBytes(e.rawSize))),
+      h('p', { class: 'meta' },
+        h('span', { class: 'who' },
+          this.senderName,
+          h('span', { class: 'sender' }, e.sender),
+          h('span', { class: 'arrow', 'aria-hidden': 'true' }, ' → '),
+          h('span', { class: 'visually-hidden' }, ' to '),
+          h('span', { class: 'recipient' }, e.recipient)),
+        h('span', { class: 'when' },
+          h('time', { datetime: e.receivedAt }, formatDate(e.receivedAt)),
+          h('span', { class: 'size' }, ` · ${formatBytes(e.rawSize)}`))),
       h('div', { class: 'edit' },
         h('div', { class: 'field inline' }, h('label', { for: 'message-status' }, 'Status'), this.status),
         h('div', { class: 'labels', role: 'group', 'aria-label': 'Labels' }, this.labels,
           h('label', { for: 'label-input', class: 'visually-hidden' }, 'Add a label'), labelInput),
-        h('div', { class: 'actions' },
-          h('button', { type: 'button', id: 'copy-link', title: 'A link to this message, for a bug report', onclick: () => this.copyLink() }, 'Copy link'),
-          h('button', { type: 'button', id: 'release-message', title: 'Send this message, as received, to a real inbox', onclick: () => this.release() }, 'Release…'),
-          h('button', { type: 'button', class: 'danger', id: 'delete-message', onclick: () => this.actions.onDelete(e.id) }, 'Delete'))),
-      h('details', { class: 'notes', open: !!e.notes },
-        h('summary', {}, 'Notes'),
-        h('label', { for: 'message-notes', class: 'visually-hidden' }, 'Notes'),
-        this.notes,
-        h('button', { type: 'button', id: 'save-notes', onclick: () => this.save({ notes: this.notes.value || null }) }, 'Save notes')));
+        h('details', { class: 'notes', open: !!e.notes },
+          h('summary', {}, 'Notes'),
+          h('div', { class: 'notes-body' },
+            h('label', { for: 'message-notes', class: 'visually-hidden' }, 'Notes'),
+            this.notes,
+            h('button', { type: 'button', id: 'save-notes', onclick: () => this.save({ notes: this.notes.value || null }) }, 'Save notes')))));
     this.updateDetails();
   }
 
   /**
-   * Shows the open email's status, labels and notes, leaving notes that
-   * are being edited alone.
+   * Shows the open email's read state, name, status, labels and notes,
+   * leaving notes that are being edited alone.
    */
   updateDetails() {
     const e = this.email;
+    this.readButton.hidden = typeof e.read !== 'boolean';
+    this.readButton.textContent = e.read ? 'Mark unread' : 'Mark read';
+    replace(this.senderName, e.fromName ? [h('strong', {}, e.fromName), ' '] : null);
+    this.senderName.parentElement.classList.toggle('has-name', !!e.fromName);
     this.status.value = e.status;
     replace(this.labels, e.labels.map((l) => h('span', { class: 'badge label' }, l,
       h('button', {
@@ -239,18 +291,32 @@ export class MessageView {
       case 'text':
         panel.append(body.text ? h('pre', { class: 'text-body' }, body.text) : h('p', { class: 'empty' }, 'This message has no text part.'));
         break;
+      case 'source': {
+        const src = body.html;
+        if (!src) {
+          panel.append(h('p', { class: 'empty' }, 'This message has no HTML part.'));
+          break;
+        }
+        panel.append(
+          src.length > RAW_SHOWN ? h('p', { class: 'hint' }, `Showing the first ${formatBytes(RAW_SHOWN)} of ${formatBytes(src.length)}.`) : null,
+          h('pre', { class: 'raw source', tabindex: '0', 'aria-label': 'HTML source' }, src.length > RAW_SHOWN ? src.slice(0, RAW_SHOWN) : src));
+        break;
+      }
       case 'headers': {
-        const names = Object.keys(body.headers || {}).sort();
-        panel.append(h('table', { class: 'headers' },
-          h('caption', { class: 'visually-hidden' }, 'Message headers'),
-          h('tbody', {}, names.map((k) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, body.headers[k]))))));
+        const fields = rawHeaders(body.raw || '', HEADERS_SHOWN + 1);
+        panel.append(
+          h('p', { class: 'hint' }, 'As sent: in their order, names as written, encoded words decoded.'),
+          h('table', { class: 'headers' },
+            h('caption', { class: 'visually-hidden' }, 'Message headers'),
+            h('tbody', {}, fields.slice(0, HEADERS_SHOWN).map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, decodeWords(v)))))),
+          fields.length > HEADERS_SHOWN ? h('p', { class: 'hint' }, `Showing the first ${formatCount(HEADERS_SHOWN)} fields; the raw source has them all.`) : null);
         break;
       }
       case 'raw': {
         const raw = body.raw || '';
         panel.append(
           h('p', { class: 'toolbar' },
-            h('a', { href: `/ui/emails/${e.id}/raw`, download: `${e.id}.eml`, class: 'button', id: 'download-raw' }, 'Download .eml'),
+            this.download(h('a', { href: `${this.client.base}emails/${e.id}/raw`, download: `${e.id}.eml`, class: 'button', id: 'download-raw' }, 'Download .eml')),
             raw.length > RAW_SHOWN ? ` Showing the first ${formatBytes(RAW_SHOWN)} of ${formatBytes(raw.length)}.` : null),
           h('pre', { class: 'raw', tabindex: '0', 'aria-label': 'Raw source' }, raw.length > RAW_SHOWN ? raw.slice(0, RAW_SHOWN) : raw));
         break;
@@ -260,18 +326,20 @@ export class MessageView {
           panel.append(h('p', { class: 'empty' }, 'No attachments.'));
           break;
         }
-        if (body.attachments.length > ATTACHMENTS_SHOWN) {
-          panel.append(h('p', { class: 'hint' }, `Showing the first ${ATTACHMENTS_SHOWN} of ${body.attachments.length} attachments; the raw source has them all.`));
-        }
-        panel.append(h('ul', { class: 'attachments' }, body.attachments.slice(0, ATTACHMENTS_SHOWN).map((a, i) => {
-          const url = `/ui/emails/${e.id}/attachments/${i}`;
-          const name = a.filename || `attachment-${i}`;
-          return h('li', {},
-            IMAGE_TYPES.test(a.contentType || '') ? h('img', { src: url, alt: name, loading: 'lazy', class: 'thumb' }) : h('span', { class: 'thumb file', 'aria-hidden': 'true' }, '📄'),
-            h('span', { class: 'att-name' }, name),
-            h('span', { class: 'att-meta' }, `${a.contentType || 'unknown type'}, ${formatBytes(a.size)}`),
-            h('a', { href: url, download: name, class: 'button' }, 'Download', h('span', { class: 'visually-hidden' }, ` ${name}`)));
-        })));
+        this.withSession(panel, () => {
+          if (body.attachments.length > ATTACHMENTS_SHOWN) {
+            panel.append(h('p', { class: 'hint' }, `Showing the first ${ATTACHMENTS_SHOWN} of ${formatCount(body.attachments.length)} attachments; the raw source has them all.`));
+          }
+          panel.append(h('ul', { class: 'attachments' }, body.attachments.slice(0, ATTACHMENTS_SHOWN).map((a, i) => {
+            const url = `${this.client.base}emails/${e.id}/attachments/${i}`;
+            const name = a.filename || `attachment-${i}`;
+            return h('li', {},
+              IMAGE_TYPES.test(a.contentType || '') ? h('img', { src: url, alt: name, loading: 'lazy', class: 'thumb' }) : h('span', { class: 'thumb file', 'aria-hidden': 'true' }, '📄'),
+              h('span', { class: 'att-name' }, name),
+              h('span', { class: 'att-meta' }, `${a.contentType || 'unknown type'}, ${formatBytes(a.size)}`),
+              this.download(h('a', { href: url, download: name, class: 'button' }, 'Download', h('span', { class: 'visually-hidden' }, ` ${name}`))));
+          })));
+        });
         break;
       case 'links':
         this.fillLinks(panel);
@@ -281,16 +349,60 @@ export class MessageView {
     }
   }
 
+  /**
+   * Runs fill once the session cookie works (it is minted again when it
+   * was lost); says so in panel when mailsink cannot be reached.
+   */
+  async withSession(panel, fill) {
+    const id = this.id;
+    const wait = h('p', { class: 'empty', role: 'status' }, 'Loading…');
+    panel.append(wait);
+    try {
+      await this.client.ensureSession();
+    } catch (err) {
+      if (this.id !== id) return;
+      if (err.status === 401) {
+        this.actions.onUnauthorized();
+        return;
+      }
+      replace(panel, h('p', { class: 'empty', role: 'status' }, `mailsink could not be reached (${err.message}). `,
+        h('button', {
+          type: 'button', class: 'link',
+          onclick: () => {
+            replace(panel);
+            this.withSession(panel, fill);
+          },
+        }, 'Try again')));
+      return;
+    }
+    if (this.id !== id) return;
+    wait.remove();
+    fill();
+  }
+
+  /** Makes a download link check the session first, as a preview does. */
+  download(a) {
+    a.addEventListener('click', async (ev) => {
+      if (a.dataset.checked) {
+        delete a.dataset.checked;
+        return;
+      }
+      ev.preventDefault();
+      try {
+        await this.client.ensureSession();
+      } catch (err) {
+        this.notice.textContent = `The download could not start: ${err.message}`;
+        return;
+      }
+      a.dataset.checked = '1';
+      a.click();
+    });
+    return a;
+  }
+
   fillPreview(panel) {
     const e = this.email;
-    const frame = h('iframe', {
-      title: 'HTML preview of the message', referrerpolicy: 'no-referrer', id: 'preview-frame',
-      src: `/ui/preview/${e.id}${this.remote ? '?remote=1' : ''}`,
-    });
-    // No allow-scripts, no allow-same-origin: the captured HTML runs no
-    // code and cannot reach the dashboard.
-    frame.setAttribute('sandbox', '');
-    const holder = h('div', { class: `preview-holder width-${this.width}` }, frame);
+    const holder = h('div', { class: `preview-holder width-${this.width}` });
     const widths = h('div', { class: 'widths', role: 'group', 'aria-label': 'Preview width' }, WIDTHS.map(([name, label, css]) => h('button', {
       type: 'button', 'aria-pressed': String(name === this.width), dataset: { width: name }, title: css,
       onclick: (ev) => {
@@ -309,6 +421,18 @@ export class MessageView {
     }, this.remote ? 'Remote images shown' : 'Load remote images');
     panel.append(h('div', { class: 'toolbar' }, widths, remote,
       e.body.html ? null : h('span', { class: 'hint' }, ' This message has no HTML part; its text is shown.')), holder);
+    this.withSession(holder, () => {
+      const frame = h('iframe', {
+        title: 'HTML preview of the message', referrerpolicy: 'no-referrer', id: 'preview-frame',
+        src: `${this.client.base}preview/${e.id}${this.remote ? '?remote=1' : ''}`,
+      });
+      // No allow-scripts, no allow-same-origin: the captured HTML runs no
+      // code and cannot reach the dashboard. Its links open in a new tab
+      // (the server gives them target=_blank and rel=noopener noreferrer,
+      // or sends them through a page that asks first).
+      frame.setAttribute('sandbox', 'allow-popups allow-popups-to-escape-sandbox');
+      holder.append(frame);
+    });
   }
 
   async fillLinks(panel) {
@@ -347,4 +471,55 @@ function truncatedNote(truncated) {
   const what = truncated.map((t) => (says[t.what] ? says[t.what](t.limit) : t.what));
   return h('p', { class: 'truncated', id: 'message-truncated', role: 'note' },
     `Not all of this message was read: ${what.join('; ')}. The raw source has it all.`);
+}
+
+/**
+ * The header fields of a raw message as sent: [name, value] in their
+ * order, names as written, folded lines joined; at most max of them. Only
+ * the header block (up to the first empty line, within the first MiB) is
+ * read.
+ */
+export function rawHeaders(raw, max) {
+  const head = raw.slice(0, 1 << 20);
+  const end = head.search(/\r?\n\r?\n/);
+  const block = end < 0 ? head : head.slice(0, end);
+  const fields = [];
+  for (const line of block.split(/\r?\n/)) {
+    if (/^[ \t]/.test(line)) {
+      if (fields.length) fields[fields.length - 1][1] += line;
+      continue;
+    }
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue; // not a field: an mbox "From " line, junk
+    if (fields.length === max) break;
+    fields.push([line.slice(0, colon).trimEnd(), line.slice(colon + 1).trimStart()]);
+  }
+  return fields;
+}
+
+const ENCODED_WORD = /=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=/g;
+
+/** Decodes a header value's encoded words (RFC 2047); one that cannot be decoded stays as it is. */
+export function decodeWords(value) {
+  return value.replace(/(\?=)[ \t]+(?==\?)/g, '$1').replace(ENCODED_WORD, (word, charset, encoding, text) => {
+    try {
+      let bytes;
+      if (encoding.toUpperCase() === 'B') {
+        bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+      } else {
+        const out = [];
+        const s = text.replace(/_/g, ' ');
+        for (let i = 0; i < s.length; i++) {
+          if (s[i] === '=' && /^[0-9A-Fa-f]{2}$/.test(s.slice(i + 1, i + 3))) {
+            out.push(parseInt(s.slice(i + 1, i + 3), 16));
+            i += 2;
+          } else out.push(s.charCodeAt(i) & 0xff);
+        }
+        bytes = Uint8Array.from(out);
+      }
+      return new TextDecoder(charset.replace(/\*.*$/, '')).decode(bytes);
+    } catch {
+      return word;
+    }
+  });
 }

@@ -5,8 +5,10 @@ export const SHORTCUTS = [
   ['j', 'Next message'],
   ['k', 'Previous message'],
   ['Enter or o', 'Open the message under the cursor'],
-  ['# or Delete', 'Delete the open message'],
-  ['/', 'Search subjects'],
+  ['# or Delete', 'Delete the open message (Undo follows)'],
+  ['z', 'Undo the delete'],
+  ['u', 'Mark the open message read or unread'],
+  ['/', 'Search'],
   ['?', 'Show this help'],
   ['Esc', 'Close a dialog, leave a field'],
 ];
@@ -22,7 +24,8 @@ export function helpDialog() {
 
 /**
  * Listens for the shortcuts on document. handlers: next, previous, open,
- * remove, search, help. Keys typed into a field are left alone.
+ * remove, undo, toggleRead, search, help. Keys typed into a field are left
+ * alone.
  */
 export function listen(handlers) {
   document.addEventListener('keydown', (ev) => {
@@ -48,6 +51,8 @@ export function listen(handlers) {
         return run('open');
       case '#':
       case 'Delete': return run('remove');
+      case 'z': return run('undo');
+      case 'u': return run('toggleRead');
       case '/': return run('search');
       case '?': return run('help');
     }

@@ -21,7 +21,9 @@ import (
 // ReadEndpoint is one way to read a stored email: an API endpoint (API
 // key) or a dashboard one (session cookie).
 type ReadEndpoint struct {
-	// Path has {id} for the email's id and {i} for an attachment index.
+	// Path has {id} for the email's id and {i} for an attachment index;
+	// a dashboard path has /ui/a/{account}/ for the path the session reads
+	// under.
 	Path      string
 	Dashboard bool
 }
@@ -35,9 +37,9 @@ func ReadEndpoints() []ReadEndpoint {
 		{Path: "/v1/emails/{id}/links"},
 		{Path: "/v1/emails/{id}/codes"},
 		{Path: "/v1/emails/{id}/transcript"},
-		{Path: "/ui/preview/{id}", Dashboard: true},
-		{Path: "/ui/emails/{id}/raw", Dashboard: true},
-		{Path: "/ui/emails/{id}/attachments/{i}", Dashboard: true},
+		{Path: "/ui/a/{account}/preview/{id}", Dashboard: true},
+		{Path: "/ui/a/{account}/emails/{id}/raw", Dashboard: true},
+		{Path: "/ui/a/{account}/emails/{id}/attachments/{i}", Dashboard: true},
 	}
 }
 
@@ -145,6 +147,7 @@ type reads struct {
 	api     *http.Client // the batches' requests
 	other   *Client      // the other account's list requests
 	cookie  *http.Cookie // the dashboard session of t.APIKey's account
+	base    string       // the path under which that session reads
 	run     string
 	copies  int
 	samples struct {
@@ -181,7 +184,7 @@ func RunReads(ctx context.Context, t Target, o ReadsOptions) (*ReadsResult, erro
 		other: NewClient(t.HTTP, t.OtherKey, 1)}
 	defer r.other.HTTP.CloseIdleConnections()
 	res := &ReadsResult{Backend: t.Backend, OtherEmails: o.OtherEmails, OtherRecipients: o.OtherRecipients}
-	if r.cookie, err = r.signIn(ctx); err != nil {
+	if r.cookie, r.base, err = r.signIn(ctx); err != nil {
 		return res, err
 	}
 	o.Log("reads: creating %d emails in the other account", o.OtherEmails)
@@ -248,7 +251,7 @@ func (r *reads) batch(ctx context.Context, shape *ReadShape, e ReadEndpoint, raw
 		return nil, fmt.Errorf("store a copy: %w", err)
 	}
 	shape.Store = append(shape.Store, time.Since(t0))
-	path := strings.NewReplacer("{id}", id, "{i}", strconv.Itoa(shape.Attachment)).Replace(e.Path)
+	path := strings.NewReplacer("/ui/a/{account}/", r.base, "{id}", id, "{i}", strconv.Itoa(shape.Attachment)).Replace(e.Path)
 	b := &ReadBatch{Shape: shape.Name, Endpoint: e.Path, Status: map[int]int{}}
 	if resetHWM {
 		if err := resetPeak(r.t.PID); err != nil {
@@ -383,25 +386,30 @@ func (r *reads) delete(ctx context.Context, id string) error {
 }
 
 // signIn opens a dashboard session for the API key's account (POST
-// /ui/session) and returns its cookie.
-func (r *reads) signIn(ctx context.Context) (*http.Cookie, error) {
+// /ui/session) and returns its cookie and the path it reads under.
+func (r *reads) signIn(ctx context.Context) (*http.Cookie, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.t.HTTP+"/ui/session", nil)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+r.t.APIKey)
 	resp, err := r.api.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
+	var answer struct {
+		Base string `json:"base"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&answer); err != nil || answer.Base == "" {
+		return nil, "", fmt.Errorf("POST /ui/session: %s, and no base path in the answer", resp.Status)
+	}
 	for _, c := range resp.Cookies() {
 		if c.Value != "" {
-			return c, nil
+			return c, answer.Base, nil
 		}
 	}
-	return nil, fmt.Errorf("POST /ui/session: %s, and no session cookie", resp.Status)
+	return nil, "", fmt.Errorf("POST /ui/session: %s, and no session cookie", resp.Status)
 }
 
 // otherRecipient is the address of the other account's recipient k.

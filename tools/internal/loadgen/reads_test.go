@@ -49,7 +49,7 @@ func TestRunReads(t *testing.T) {
 			}
 			md := (&ReadsReport{Options: o, Results: []*ReadsResult{res}}).Markdown()
 			for _, want := range []string{
-				"| `header-bomb` | `/ui/preview/{id}` | 2 × 200 |",
+				"| `header-bomb` | `/ui/a/{account}/preview/{id}` | 2 × 200 |",
 				"| `links-parens` | `/v1/emails/{id}/attachments/{i}` | 2 × 404 |",
 				"| no request over 2 s of CPU | " + b.Name + " | ",
 				"| peak RSS under 1 GiB | " + b.Name + " | ",
