@@ -122,6 +122,12 @@ func TestHostileMessageRunsNoScriptAndLeaksNothing(t *testing.T) {
 	base := uiBase(t, env, testenv.AcmeKey)
 	traffic.waitForRequest(t, mark, base+"preview/"+id)
 	p.waitFor("the preview loaded", `window.frameLoads >= 1`)
+	preview := fetchWithCookie(t, p, base+"preview/"+id)
+	for _, bad := range []string{` href="javascript`, ` href="data:`} {
+		if strings.Contains(preview, bad) {
+			t.Errorf("the preview keeps a link %s...:\n%s", bad, preview)
+		}
+	}
 
 	p.click("#tab-text")
 	p.waitFor("the text, as text", `document.querySelector('#panel-text pre').textContent.includes("<script>top.document.title='pwned'</script>")`)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -37,12 +38,16 @@ func TestKeyboardShortcuts(t *testing.T) {
 	if got := focused(); got != "Order #2" {
 		t.Errorf("after j j j k the cursor is on %q, want Order #2", got)
 	}
+	watchPreviewLoads(p)
 	p.press(kb.Enter)
 	p.waitFor("Order #2 open", `document.querySelector('#message-subject')?.textContent === 'Order #2'`)
 
-	// A click into the preview gives the keyboard back to the page.
-	p.waitFor("the preview", `document.querySelector('#preview-frame')`)
+	// A click into the preview takes the keyboard; back on the list, the
+	// keys are the page's again.
+	p.waitFor("the preview", `window.frameLoads === 1`)
 	p.clickInPreview(10, 10)
+	p.waitFor("the keyboard in the preview", `document.activeElement.id === 'preview-frame'`)
+	p.mouseOver("#message-list")
 	p.waitFor("the keyboard back on the page", `document.activeElement.id === 'message-view'`)
 	p.shortcut("j")
 	if got := focused(); got != "Order #1" {
@@ -96,6 +101,19 @@ func TestKeyboardShortcuts(t *testing.T) {
 	p.waitFor("the undo bar gone", `document.querySelector('#undo-bar').hidden`)
 }
 
+// mouseOver moves the mouse over the middle of the element.
+func (p *page) mouseOver(sel string) {
+	p.t.Helper()
+	at := eval[[]float64](p, `(r => [r.left + r.width / 2, r.top + r.height / 2])(document.querySelector(`+js(sel)+`).getBoundingClientRect())`)
+	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, t, cdppage.BringToFront, cdp.Empty{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: at[0], Y: at[1]})
+		return err
+	}))
+}
+
 // clickInPreview clicks the mouse at x, y inside the preview frame, as a
 // person would: the page cannot look into the sandboxed frame, so the
 // click goes by position.
@@ -103,7 +121,11 @@ func (p *page) clickInPreview(x, y float64) {
 	p.t.Helper()
 	at := eval[[]float64](p, `(r => [r.left, r.top])(document.querySelector('#preview-frame').getBoundingClientRect())`)
 	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		for _, typ := range []input.DispatchMouseEventType{input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased} {
+		// A tab a link opened is in front: the person comes back first.
+		if _, err := cdp.Call(ctx, t, cdppage.BringToFront, cdp.Empty{}); err != nil {
+			return err
+		}
+		for _, typ := range []input.DispatchMouseEventType{input.DispatchMouseEventTypeMouseMoved, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased} {
 			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{
 				Type: typ, X: at[0] + x, Y: at[1] + y, Button: input.MouseButtonLeft, ClickCount: 1,
 			}); err != nil {

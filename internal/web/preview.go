@@ -24,10 +24,12 @@ import (
 // previewCSP is the policy of a captured HTML message: no script, form,
 // frame, font or remote load, and the sandbox (no scripts, no same origin,
 // no navigation of the dashboard, no automatic features such as meta
-// refresh) even when opened outside its frame. Only the dashboard may frame
-// it. With remote images allowed, img-src also takes http: and https:.
+// refresh) even when opened outside its frame, with only what the frame's
+// sandbox allows too: links that open a new tab, itself unsandboxed (the
+// sandboxes of the frame and of the policy add up). Only the dashboard may
+// frame it. With remote images allowed, img-src also takes http: and https:.
 const previewCSP = "default-src 'none'; img-src 'self' data:%s; style-src 'unsafe-inline'; form-action 'none'; " +
-	"frame-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"
+	"frame-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox allow-popups allow-popups-to-escape-sandbox"
 
 // refreshRef finds http-equiv attributes: the sandbox already blocks meta
 // refresh, and renaming the attribute makes sure no browser follows it.

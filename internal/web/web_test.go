@@ -159,7 +159,7 @@ func TestSessionCookie(t *testing.T) {
 	id := res.JSON(t)["item"].(map[string]any)["id"].(string)
 
 	preview := get(t, env, s.base+"preview/"+id, withCookie(s))
-	wantCSP := "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; form-action 'none'; frame-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox"
+	wantCSP := "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; form-action 'none'; frame-src 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox allow-popups allow-popups-to-escape-sandbox"
 	if preview.Status != http.StatusOK || preview.Header.Get("Content-Security-Policy") != wantCSP || preview.Header.Get("X-Frame-Options") != "SAMEORIGIN" {
 		t.Errorf("preview: %d, CSP %q, X-Frame-Options %q", preview.Status, preview.Header.Get("Content-Security-Policy"), preview.Header.Get("X-Frame-Options"))
 	}

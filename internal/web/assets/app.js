@@ -196,16 +196,15 @@ class Dashboard {
     document.title = this.title;
 
     // A click into the preview frame gives it the keyboard, and keys typed
-    // there never reach the page: give the keyboard back to the message, so
-    // that the shortcuts keep working. The click itself (a link) still
-    // happens in the frame.
-    // The drawer of mailboxes closes when the person clicks beside it.
-    document.addEventListener('click', (ev) => {
-      if (document.body.classList.contains('sidebar-open') && !ev.target.closest('#sidebar, #sidebar-toggle')) this.toggleSidebar(false);
-    }, { signal: this.abort.signal });
-    window.addEventListener('blur', () => setTimeout(() => {
-      if (document.activeElement?.id === 'preview-frame') this.view.el.focus({ preventScroll: true });
-    }, 0), { signal: this.abort.signal });
+    // there never reach the page. Taking the keyboard back at once would
+    // cancel the click (a link) or a selection about to be copied: it comes
+    // back to the message when the pointer comes back to the page, or the
+    // person back to this tab (from the one a link opened).
+    const giveBack = (ev) => {
+      if (document.activeElement?.id === 'preview-frame' && ev.target?.id !== 'preview-frame') this.view.el.focus({ preventScroll: true });
+    };
+    document.addEventListener('pointerover', giveBack, { signal: this.abort.signal });
+    window.addEventListener('focus', giveBack, { signal: this.abort.signal });
     // A deletion waiting for its undo goes when the page does.
     window.addEventListener('pagehide', () => {
       this.leaving = true;
