@@ -46,8 +46,8 @@ func screenshotMails(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	mails := []struct {
 		from, to, subject, status, text string
-		labels                           []string
-		read, attachment                 bool
+		labels                          []string
+		read, attachment                bool
 	}{
 		{"Shop Billing <billing@shop.example>", "ada@acme.test", "Your invoice for November", "processed", "Your invoice INV-2041 for 42.00 EUR is attached. Thank you for your order.", []string{"billing"}, true, true},
 		{"Weekly Digest <digest@news.example>", "bob@acme.test", "Your weekly digest: 5 new posts", "archived", "This week: release notes, a deep dive into queues, and three tips for faster tests.", nil, true, false},
