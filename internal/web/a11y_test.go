@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -56,8 +59,9 @@ func (p *page) checkAccessibility(axe, where string) {
 }
 
 // axe-core finds no serious or critical violation on the sign-in page, the
-// list with a message open on each tab, the help and the confirmation, in
-// light and dark colours.
+// mailboxes and the list with a message open on each tab, the search's
+// operators, the settings, the undo bar, the mailboxes as a drawer and the
+// help, in light and dark colours.
 func TestAccessibility(t *testing.T) {
 	axe := axeSource(t)
 	env := startMailsink(t)
@@ -76,11 +80,29 @@ func TestAccessibility(t *testing.T) {
 			p.click("#message-list .row-link")
 			p.waitFor("the message", `document.querySelector('#message-subject')`)
 			p.checkAccessibility(axe, "list and message, HTML tab")
-			for _, tab := range []string{"text", "headers", "raw", "attachments", "links", "check-html", "check-spam", "check-links"} {
+			for _, tab := range []string{"source", "text", "headers", "raw", "attachments", "links", "check-html", "check-spam", "check-links"} {
 				p.click("#tab-" + tab)
 				p.waitFor(tab, `!document.querySelector('#panel-`+tab+`').hidden && !/Loading|Running/.test(document.querySelector('#panel-`+tab+`').innerText)`)
 				p.checkAccessibility(axe, tab+" tab")
 			}
+			p.click("#search-help-button")
+			p.waitFor("the search's operators", `document.querySelector('#search-help:popover-open')`)
+			p.checkAccessibility(axe, "search operators")
+			p.press(kb.Escape)
+			p.click("#settings-button")
+			p.waitFor("the settings", `document.querySelector('#settings:popover-open')`)
+			p.checkAccessibility(axe, "settings")
+			p.press(kb.Escape)
+			p.click("#delete-message")
+			p.waitFor("the undo bar", `!document.querySelector('#undo-bar').hidden`)
+			p.checkAccessibility(axe, "undo bar")
+			p.click("#undo")
+			p.waitFor("the message back", `document.querySelectorAll('#message-list .row').length > 0`)
+			p.do(chromedp.EmulateViewport(1024, 768))
+			p.click("#sidebar-toggle")
+			p.waitFor("the drawer", `getComputedStyle(document.querySelector('#sidebar')).visibility === 'visible'`)
+			p.checkAccessibility(axe, "mailboxes as a drawer")
+			p.press(kb.Escape)
 			p.shortcut("?")
 			p.waitFor("the help", `document.querySelector('#help').open`)
 			p.checkAccessibility(axe, "help")
