@@ -27,7 +27,7 @@ test: test-go test-node
 test-go:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## test-node: nodemailer over TLS (e2e/node), the JavaScript client with its Playwright example (clients/js)
+## test-node: nodemailer over TLS and the MCP TypeScript SDK (e2e/node), the JavaScript client with its Playwright example (clients/js)
 ## and the Cloudflare Email Worker example, each against the binary built here (needs node and npm)
 test-node: build
 	cd e2e/node && npm ci --no-audit --no-fund --silent && MAILSINK_BIN="$(CURDIR)/$(BIN)" npm test

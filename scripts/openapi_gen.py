@@ -132,6 +132,19 @@ schemas={
    "type":ref("WebhookEventType"),"timestamp":dt,
    "data":{"oneOf":[ref("EmailSummary"),{"type":"object","required":["id","account"],"properties":{"id":{"type":"string"},"account":{"oneOf":[ref("Account"),{"type":"null"}]}}}],
      "description":"The email summary after the change; for email.deleted only what is known: its id and account."}}},
+ "ReleaseRequest":{"type":"object","required":["to"],"properties":{
+   "to":{"type":"array","minItems":1,"maxItems":50,"items":email_fmt,"description":"The envelope recipients (RCPT TO); each must match, whole and regardless of case, a pattern of the account's relay.allowedRecipients. An address given twice is sent to once."}}},
+ "ReleaseReply":{"type":"object","required":["code","text"],"properties":{
+   "code":{"type":"integer","minimum":200,"maximum":599,"description":"The upstream's reply code to the message (250)."},
+   "text":{"type":"string","description":"The upstream's reply text, its enhanced status code first when it gives one (2.0.0 OK: queued as ...)."}}},
+ "ReleaseResponse":{"type":"object","required":["item"],"properties":{"item":ref("ReleaseReply")}},
+ "ReleaseResult":{"type":"object","required":["id","released","code","text"],"properties":{
+   "id":{**uuid},
+   "released":{"type":"boolean","description":"The upstream accepted the email."},
+   "code":{**nul("integer",minimum=200,maximum=599),"description":"The upstream's reply code for this email; null when it did not answer for it (not sent, or the connection failed)."},
+   "text":{"type":"string","description":"Released: the upstream's reply text. Else why not: the upstream's refusal (the command it refused and its reply), the email was deleted meanwhile, the account's release rate was used up (the emails after it are not sent), or the connection to the upstream was lost (likewise)."}}},
+ "BulkReleaseResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","maxItems":100,"items":ref("ReleaseResult"),
+   "description":"One result per selected email, in list order (newest first)."}}},
  "EventData":{"type":"object","required":["type","emailId"],"properties":{
    "type":{"type":"string","enum":["email.created","email.updated","email.deleted"]},
    "emailId":{"type":"string"},"item":ref("EmailSummary")}},
@@ -148,6 +161,9 @@ resp={
  "Unavailable":{"description":"The store is unavailable for now, or (reads of an email's content) the read budget had no room for this read within MAILSINK_READ_WAIT, with Retry-After; retry.",**j("ErrorResponse")},
  "TooManyWrites":{"description":"The account's quota is reached (MAILSINK_QUOTA_MAX_EMAILS, MAILSINK_QUOTA_MAX_BYTES, or its quota in the accounts file; on requests that store), or the request body found no room in time: too many bodies being read at once from this address, for this account or in all (64 MiB of first MiBs; past 1 MiB, MAILSINK_SMTP_MAX_LARGE_TRANSFERS turns). Retry-After says when to try again.",**j("ErrorResponse")},
  "Conflict":{"description":"The request clashes with stored state.",**j("ErrorResponse")},
+ "NoRelay":{"description":"The account has no relay: release needs a relay entry for the account in the accounts file.",**j("ErrorResponse")},
+ "ReleaseLimited":{"description":"The account has released MAILSINK_RELEASE_PER_MINUTE emails in the last minute, or has 4 releases under way; Retry-After says when to try again. Nothing was sent.",**j("ErrorResponse")},
+ "Upstream":{"description":"The upstream refused the message (the error names the command and gives its reply, like 550 5.1.1 ...), or could not be reached, TLS or AUTH failed, or it did not answer within MAILSINK_RELEASE_TIMEOUT. Nothing was delivered.",**j("ErrorResponse")},
 }
 def r(n): return {"$ref":"#/components/responses/"+n}
 def q(name, schema, desc): return {"name":name,"in":"query","required":False,"schema":schema,"description":desc}
@@ -227,6 +243,21 @@ paths={
     "responses":std(**{"200":{"description":"The updated email.",**j("SingleEmailResponse")},"404":r("NotFound")})},
   "delete":{"operationId":"deleteEmail","summary":"Delete the email and its stored body.","security":sec,
     "responses":std(**{"204":{"description":"Deleted."},"404":r("NotFound")})}},
+ "/v1/emails/{emailId}/release":{"parameters":[emailId],
+  "post":{"operationId":"releaseEmail","summary":"Send the email, its raw source as stored, to real recipients through the account's relay (the accounts file's relay entry).","security":sec,
+    "description":"The raw source goes byte-exact as SMTP DATA (CRLF line ends: a source with bare LF line ends is sent with CRLF ones; dot-stuffing is SMTP's) with MAIL FROM the relay's from, else the email's sender. Nothing is sent unless the upstream accepts every recipient. Nothing about the email changes. Each release is logged (without credentials) and counted in mailsink_releases_total.",
+    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("ReleaseRequest")}}},
+    "responses":std(**{"200":{"description":"The upstream accepted the message: its reply.",**j("ReleaseResponse")},
+      "400":{"description":"Validation error: the path id, the body, or a recipient the relay's allowedRecipients does not allow (fieldErrors.to names it); nothing was sent.",**j("ValidationErrorResponse")},
+      "404":r("NotFound"),"409":r("NoRelay"),"429":r("ReleaseLimited"),"502":r("Upstream")})}},
+ "/v1/emails/release":{
+  "post":{"operationId":"releaseEmails","summary":"Send the emails the list's filters select (one page: limit, at most 100) to real recipients through the account's relay, over one connection.","security":sec,
+    "description":"Selects exactly what GET /v1/emails with the same query lists (default limit 25); page on with before set to the last id released. Any other query parameter is refused (400), so that a filter this endpoint does not know never widens a release. Each email is sent as POST /v1/emails/{emailId}/release sends it; one the upstream refuses does not stop the others. Each email counts once against MAILSINK_RELEASE_PER_MINUTE: past it, the rest are answered not sent.",
+    "parameters":page+filters+[before],
+    "requestBody":{"required":True,"content":{"application/json":{"schema":ref("ReleaseRequest")}}},
+    "responses":std(**{"200":{"description":"What became of each selected email.",**j("BulkReleaseResponse")},
+      "404":r("NotFound"),"409":r("NoRelay"),"429":r("ReleaseLimited"),
+      "502":{"description":"The connection to the upstream failed (connecting, TLS, AUTH): nothing was sent.",**j("ErrorResponse")}})}},
  "/v1/emails/{emailId}/raw":{"parameters":[emailId],
   "get":{"operationId":"getEmailRaw","summary":"The raw message, byte-exact.","security":sec,
     "responses":std(**{"200":{"description":"The raw source.","content":{"message/rfc822":{"schema":{"type":"string"}}}},"404":r("NotFound")})}},

@@ -55,6 +55,9 @@ type Email struct {
 	Notes     *string
 	Labels    []string // never nil once stored
 	RawSize   int64
+	// Read is whether the email was read (a mail client's \Seen); new
+	// mail is unread.
+	Read bool
 
 	// Timestamps are UTC with millisecond precision; backends keep them exactly.
 	ReceivedAt time.Time

@@ -1,5 +1,6 @@
 import type {
   EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, OperationQueries,
+  ReleaseReply, ReleaseResult,
 } from './types.js';
 
 export type * from './types.js';
@@ -8,6 +9,7 @@ export type * from './types.js';
 export type Filter = Omit<OperationQueries['deleteEmails'], 'all' | 'since'> & { since?: string | Date };
 export type ListParams = Omit<OperationQueries['listEmails'], 'wait' | 'since'> & { since?: string | Date };
 export type CountParams = Omit<OperationQueries['countEmails'], 'since'> & { since?: string | Date };
+export type ReleaseParams = Omit<OperationQueries['releaseEmails'], 'since'> & { since?: string | Date };
 
 /** An error answer of the API. */
 export class MailsinkError extends Error {
@@ -38,6 +40,10 @@ export class Mailsink {
   links(id: string): Promise<EmailLink[]>;
   /** The one-time codes, as typed: "123 456" in the message is "123456". */
   codes(id: string): Promise<string[]>;
+  /** Sends the email, as stored, to real recipients through the account's relay; resolves with the upstream's reply. */
+  release(id: string, to: string | string[]): Promise<ReleaseReply>;
+  /** Sends the emails a list query selects (one page) through the account's relay; resolves with each one's result. */
+  releaseMany(params: ReleaseParams, to: string | string[]): Promise<ReleaseResult[]>;
   create(email: CreateEmailRequest): Promise<EmailSummary>;
   inbound(raw: string | Uint8Array, envelope?: { from?: string; to?: string | string[] }): Promise<EmailSummary[]>;
 }

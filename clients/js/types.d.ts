@@ -297,6 +297,37 @@ export type WebhookPayload = {
   };
 };
 
+export type ReleaseRequest = {
+  /** The envelope recipients (RCPT TO); each must match, whole and regardless of case, a pattern of the account's relay.allowedRecipients. An address given twice is sent to once. */
+  to: Array<string>;
+};
+
+export type ReleaseReply = {
+  /** The upstream's reply code to the message (250). */
+  code: number;
+  /** The upstream's reply text, its enhanced status code first when it gives one (2.0.0 OK: queued as ...). */
+  text: string;
+};
+
+export type ReleaseResponse = {
+  item: ReleaseReply;
+};
+
+export type ReleaseResult = {
+  id: string;
+  /** The upstream accepted the email. */
+  released: boolean;
+  /** The upstream's reply code for this email; null when it did not answer for it (not sent, or the connection failed). */
+  code: number | null;
+  /** Released: the upstream's reply text. Else why not: the upstream's refusal (the command it refused and its reply), the email was deleted meanwhile, the account's release rate was used up (the emails after it are not sent), or the connection to the upstream was lost (likewise). */
+  text: string;
+};
+
+export type BulkReleaseResponse = {
+  /** One result per selected email, in list order (newest first). */
+  items: Array<ReleaseResult>;
+};
+
 export type EventData = {
   type: "email.created" | "email.updated" | "email.deleted";
   emailId: string;
@@ -347,6 +378,27 @@ export interface OperationQueries {
   };
   /** GET /v1/emails/count */
   countEmails: {
+    /** Exact recipient address, case-insensitive. */
+    recipient?: string;
+    /** Exact sender address, case-insensitive. */
+    sender?: string;
+    /** Status. */
+    status?: Status;
+    /** Subject contains the value, case-insensitive, literal. */
+    subject?: string;
+    /** Only emails carrying this label: exact, case-sensitive. */
+    label?: string;
+    /** Only emails received after this instant (RFC 3339). */
+    since?: string;
+    /** Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
+    before?: string;
+  };
+  /** POST /v1/emails/release */
+  releaseEmails: {
+    /** Page size. */
+    limit?: number;
+    /** Emails skipped. */
+    offset?: number;
     /** Exact recipient address, case-insensitive. */
     recipient?: string;
     /** Exact sender address, case-insensitive. */

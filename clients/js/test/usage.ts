@@ -16,3 +16,10 @@ export async function example(): Promise<[EmailSummary, EmailLink[], string[], n
   }
   return [email, await ms.links(email.id), await ms.codes(email.id), await ms.count({ status: 'received' })];
 }
+
+export async function release(ms: Mailsink, id: string): Promise<number> {
+  const reply = await ms.release(id, ['stakeholder@example.com']);
+  const results = await ms.releaseMany({ recipient: 'a@example.com', limit: 100 }, 'stakeholder@example.com');
+  const codes: (number | null)[] = results.filter((r) => r.released).map((r) => r.code);
+  return reply.code + codes.length;
+}

@@ -3,6 +3,7 @@
 // raw source, attachments and links. Captured mail is hostile: its HTML is
 // only ever shown in the sandboxed preview frame, everything else as text.
 import { h, replace, formatBytes, formatDate } from './dom.js';
+import { askRecipients } from './release.js';
 
 const STATUSES = ['received', 'processed', 'archived'];
 const TABS = [
@@ -129,6 +130,7 @@ export class MessageView {
           h('label', { for: 'label-input', class: 'visually-hidden' }, 'Add a label'), labelInput),
         h('div', { class: 'actions' },
           h('button', { type: 'button', id: 'copy-link', title: 'A link to this message, for a bug report', onclick: () => this.copyLink() }, 'Copy link'),
+          h('button', { type: 'button', id: 'release-message', title: 'Send this message, as received, to a real inbox', onclick: () => this.release() }, 'Release…'),
           h('button', { type: 'button', class: 'danger', id: 'delete-message', onclick: () => this.actions.onDelete(e.id) }, 'Delete'))),
       h('details', { class: 'notes', open: !!e.notes },
         h('summary', {}, 'Notes'),
@@ -163,6 +165,21 @@ export class MessageView {
       this.notice.textContent = 'Link copied.';
     } catch {
       this.notice.textContent = `Link: ${url}`;
+    }
+  }
+
+  /** Asks for recipients and releases the open email to them. */
+  async release() {
+    const id = this.email.id;
+    const to = await askRecipients('this message');
+    if (!to) return;
+    this.notice.textContent = 'Releasing…';
+    try {
+      const { item } = await this.client.release(id, to);
+      if (this.id === id) this.notice.textContent = `Released to ${to.join(', ')}. The mail server answered: ${item.code} ${item.text}`;
+    } catch (err) {
+      if (err.status === 401) this.actions.onUnauthorized();
+      else if (this.id === id) this.notice.textContent = `Not released: ${err.message}`;
     }
   }
 
