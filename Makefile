@@ -7,8 +7,11 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 BENCH_FLAGS ?=
+# CANIEMAIL_VERSION: the npm version or tag of caniemail that make caniemail fetches (a bare name would pick
+# the newest release whose engines match this Node.js, not the newest)
+CANIEMAIL_VERSION ?= latest
 
-.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -39,6 +42,13 @@ test-node: build
 openapi:
 	python3 scripts/openapi_gen.py > httpapi/openapi.json
 	cd clients/js && node scripts/gen-types.js ../../httpapi/openapi.json types.d.ts
+
+## caniemail: refresh the HTML check's data (internal/checks/htmlcompat/caniemail) from the npm package caniemail
+caniemail:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		(cd "$$tmp" && npm pack "caniemail@$(CANIEMAIL_VERSION)" --silent >/dev/null && tar xzf caniemail-*.tgz); \
+		cp "$$tmp/package/data/caniemail.json" "$$tmp/package/LICENSE" internal/checks/htmlcompat/caniemail/; \
+		grep -o '"last_update_date": *"[^"]*"' internal/checks/htmlcompat/caniemail/caniemail.json
 
 ## install-check: `go install github.com/mailsink/mailsink/cmd/mailsink@VERSION` works (a local module proxy, no network)
 install-check:

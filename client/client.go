@@ -1,8 +1,9 @@
 // Package client is a Go client of the mailsink API (the README's API table;
 // the OpenAPI document at /v1/openapi.json): list, count, get, update and
 // delete captured emails, wait for one to arrive, download its raw source and
-// attachments, read its links and one-time codes, and release it to a real
-// mail server.
+// attachments, read its links and one-time codes, run its checks (HTML
+// compatibility, links, spam score, authentication), and release it to a
+// real mail server.
 //
 // A test waits for the mail its code under test sends and follows the link
 // in it:

@@ -40,6 +40,9 @@ type Config struct {
 	Webhooks Webhooks
 	// Reads bounds the memory that reads of stored emails hold.
 	Reads Reads
+	// Checks configures the checks of one email (spam score,
+	// authentication, links).
+	Checks Checks
 	// Release bounds the releases of emails to accounts' relays.
 	Release Release
 
@@ -86,6 +89,16 @@ type Config struct {
 	// PProfAddr is where main serves
 	// net/http/pprof for profiling; empty (the default) serves nothing.
 	PProfAddr string
+}
+
+// Checks configures the checks of one email (package checks).
+type Checks struct {
+	// SpamdAddr is SpamAssassin's spamd, host:port; empty leaves the spam
+	// check unconfigured.
+	SpamdAddr string
+	// DNSResolver is the DNS server the checks ask, host:port; empty uses
+	// the system's resolver.
+	DNSResolver string
 }
 
 // Reads bounds the reads of stored emails (package bodies).

@@ -23,6 +23,7 @@ import (
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
+	"github.com/mailsink/mailsink/internal/checks"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
@@ -94,6 +95,9 @@ type Config struct {
 	Faults *faults.Injector
 	// Webhooks, when not nil, serves /v1/webhooks.
 	Webhooks *webhooks.Service
+	// Checks, when not nil, serves /v1/emails/{emailId}/checks/{check};
+	// without it those routes answer 404.
+	Checks *checks.Service
 	// MCP, when not nil, serves /mcp, the Model Context Protocol endpoint
 	// (package mcpserver), for the account of the request's API key.
 	MCP MCP
@@ -195,6 +199,7 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/codes", http.MethodGet, a.emailCodes)
 	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
+	v1("/emails/{emailId}/checks/{check}", http.MethodGet, a.emailCheck)
 	v1("/events", http.MethodGet, a.events)
 	in("/inbound", a.inbound)
 	in("/inbound/mailgun", a.inboundMailgun)

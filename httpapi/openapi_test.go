@@ -112,9 +112,10 @@ func (o *openAPI) check(t *testing.T, method, template string, resp *testenv.Res
 func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 	t.Parallel()
 	edit, checkProviders := providerChecks(t)
+	editChecks := checksForOpenAPI(t)
 	up := testenv.StartUpstream(t)
 	withRelay := testenv.WithRelay(t, "acme", up.Relay(config.RelayNone, allowAcme))
-	forEachBackendWith(t, func(c *config.Config) { edit(c); withRelay(c) }, func(t *testing.T, e *testenv.Env) {
+	forEachBackendWith(t, func(c *config.Config) { edit(c); withRelay(c); editChecks(c) }, func(t *testing.T, e *testenv.Env) {
 		o := loadOpenAPI(t, e)
 		do := func(method, path, key string, body any) *testenv.Response { return e.Do(t, method, path, key, body) }
 		const emails, one = "/v1/emails", "/v1/emails/{emailId}"
@@ -180,6 +181,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/"+smtpID+"/transcript", acme))
 		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/x/transcript", acme))
 		o.check(t, "GET", one+"/transcript", get(t, e, missing+"/transcript", acme))
+		exerciseChecks(t, e, o, id, smtpID, missing)
 
 		const faultsPath = "/v1/faults"
 		rule := do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "data", "recipient": "a@acme.test", "count": 2,

@@ -42,6 +42,65 @@ schemas={
  "EmailCode":{"type":"object","required":["value"],"properties":{
    "value":{"type":"string","minLength":4,"maxLength":15,"description":"The code as a person types it: digits, or upper-case letters and digits, with the spaces and dashes that split it in the message removed (\"123 456\" gives \"123456\", \"ABC-DEF\" gives \"ABCDEF\")."}}},
  "CodesResponse":{"type":"object","required":["items"],"properties":{"items":{"type":"array","maxItems":20,"items":ref("EmailCode")}}},
+ "CheckScore":{"type":"object","required":["supported","partial","unsupported"],"description":"A split of email clients in percent.","properties":{
+   "supported":{"type":"number","minimum":0,"maximum":100},"partial":{"type":"number","minimum":0,"maximum":100},"unsupported":{"type":"number","minimum":0,"maximum":100}}},
+ "EmailClientSupport":{"type":"object","required":["family","familyName","platform","platformName","version","notes"],
+   "description":"One email client family on one platform, at the latest version the caniemail data has tested.","properties":{
+   "family":{"type":"string","description":"caniemail's family key, like gmail or outlook."},"familyName":{"type":"string"},
+   "platform":{"type":"string","description":"caniemail's platform key, like ios or windows."},"platformName":{"type":"string"},
+   "version":{"type":"string"},"notes":{"type":"array","items":{"type":"string"},"description":"The data's notes on this client's support, Markdown."}}},
+ "HTMLCompatWarning":{"type":"object","required":["feature","title","category","url","occurrences","score","unsupported","partial","notes"],"properties":{
+   "feature":{"type":"string","description":"The caniemail slug, like css-display-flex or html-video."},
+   "title":{"type":"string"},"category":{"type":"string","enum":["html","css","image","others"]},"url":{"type":"string"},
+   "occurrences":{"type":"integer","minimum":1,"description":"The places the HTML uses the feature."},
+   "score":ref("CheckScore"),
+   "unsupported":{"type":"array","items":ref("EmailClientSupport"),"description":"The clients that do not support it."},
+   "partial":{"type":"array","items":ref("EmailClientSupport"),"description":"The clients that support it in part."},
+   "notes":{**nul("string"),"description":"The data's note on the feature as a whole."}}},
+ "HTMLCheckResponse":{"type":"object","required":["warnings","total","data","checkedAt"],"properties":{
+   "warnings":{"type":"array","items":ref("HTMLCompatWarning"),"description":"The features the HTML part uses that some client lacks or supports in part, the worst first."},
+   "total":{"allOf":[ref("CheckScore"),{"type":"object","required":["nodes","features","clients"],"properties":{
+     "nodes":{"type":"integer","minimum":0,"description":"The HTML's elements."},
+     "features":{"type":"integer","minimum":0,"description":"The caniemail features the HTML uses, supported everywhere or not."},
+     "clients":{"type":"integer","minimum":0,"description":"The clients (family and platform) the data knows."}}}],
+     "description":"The message's score as Mailpit computes its own: each feature's share of unsupported (and partly supported) clients weighted by the share of the HTML's elements that use it; the largest of each is the message's, and the rest is supported."},
+   "data":{"type":"object","required":["source","updated"],"properties":{"source":{"type":"string"},"updated":{"type":"string","description":"The date of the bundled caniemail data, YYYY-MM-DD."}}},
+   "checkedAt":dt}},
+ "LinkCheckItem":{"type":"object","required":["url","kind","status","finalUrl","redirects","method","timeMs","error"],"properties":{
+   "url":{"type":"string"},"kind":{"type":"string","enum":["link","image"]},
+   "status":{**nul("integer"),"description":"The HTTP status of the last hop; null when there was no answer (error says why), and for targets the SSRF rules refuse."},
+   "finalUrl":{**nul("string"),"description":"The URL of the last hop, after redirects."},
+   "redirects":{"type":"integer","minimum":0,"maximum":10},
+   "method":{"type":"string","enum":["HEAD","GET"],"description":"GET when HEAD was refused (405, 501)."},
+   "timeMs":{"type":"integer","minimum":0},
+   "error":{**nul("string"),"description":"Why there is no status: refused by the SSRF rules (saying which setting allows it), no answer within 5 s, too many redirects, a network or TLS error."}}},
+ "LinkCheckResponse":{"type":"object","required":["items","omitted","checkedAt"],"properties":{
+   "items":{"type":"array","maxItems":100,"items":ref("LinkCheckItem")},
+   "omitted":{"type":"integer","minimum":0,"description":"URLs past the first 100, not fetched."},"checkedAt":dt}},
+ "SpamRule":{"type":"object","required":["name","score","description"],"properties":{
+   "name":{"type":"string"},"score":{"type":"number"},"description":{"type":"string"}}},
+ "SpamCheckResponse":{"type":"object","required":["score","threshold","isSpam","rules","scoredBytes","truncated","checkedAt"],"properties":{
+   "score":{"type":"number"},"threshold":{"type":"number"},"isSpam":{"type":"boolean"},
+   "rules":{"type":"array","items":ref("SpamRule"),"description":"The SpamAssassin rules that hit."},
+   "scoredBytes":{"type":"integer","minimum":0},
+   "truncated":{"type":"boolean","description":"The message is over 500 KB and was scored on its first 500 KB, as spamc does."},"checkedAt":dt}},
+ "AuthResult":{"type":"string","enum":["pass","fail","softfail","neutral","none","temperror","permerror"]},
+ "DKIMResult":{"type":"object","required":["domain","selector","result","reason"],"properties":{
+   "domain":{"type":"string","description":"The signature's d=."},"selector":{"type":"string","description":"The signature's s=; the key is the TXT record of selector._domainkey.domain."},
+   "result":ref("AuthResult"),"reason":{"type":"string"}}},
+ "SPFResult":{"type":"object","required":["result","domain","clientIp","helo","mailFrom","reason"],
+   "description":"Evaluated when the check runs, from the SMTP transcript's client address (after trusted proxies), HELO and MAIL FROM; none for mail that did not come over SMTP.","properties":{
+   "result":ref("AuthResult"),"domain":{"type":"string","description":"MAIL FROM's domain, or HELO's for a null sender."},
+   "clientIp":{"type":"string"},"helo":{"type":"string"},"mailFrom":{"type":"string"},"reason":{"type":"string"}}},
+ "DMARCResult":{"type":"object","required":["result","domain","policyDomain","policy","dkimAligned","spfAligned","reason"],"properties":{
+   "result":ref("AuthResult"),"domain":{"type":"string","description":"The From header's domain."},
+   "policyDomain":{"type":"string","description":"The domain whose record applies: domain's, else its organisational domain's."},
+   "policy":{"type":"string","description":"p= (or sp= for a subdomain): none, quarantine or reject; empty without a record."},
+   "dkimAligned":{"type":"boolean"},"spfAligned":{"type":"boolean"},"reason":{"type":"string"}}},
+ "AuthCheckResponse":{"type":"object","required":["dkim","dkimIgnored","spf","dmarc","checkedAt"],"properties":{
+   "dkim":{"type":"array","maxItems":5,"items":ref("DKIMResult")},
+   "dkimIgnored":{"type":"integer","minimum":0,"description":"Signatures past the first 5, not verified."},
+   "spf":ref("SPFResult"),"dmarc":ref("DMARCResult"),"checkedAt":dt}},
  "BulkDeleteResponse":{"type":"object","required":["deleted"],"properties":{"deleted":{"type":"integer","minimum":0}}},
  "ErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"string"}}},
  "ValidationErrorResponse":{"type":"object","required":["error"],"properties":{"error":{"type":"object","required":["formErrors","fieldErrors"],"properties":{
@@ -180,6 +239,7 @@ page=[q("limit",{"type":"integer","minimum":1,"maximum":100,"default":25},"Page 
       q("offset",{"type":"integer","minimum":0,"maximum":9007199254740991,"default":0},"Emails skipped.")]
 wait=q("wait",{"type":"integer","minimum":1,"maximum":60},"Seconds to hold the request while the page is empty; it answers as soon as a matching email is stored, or 200 with no items when the time runs out.")
 emailId={"name":"emailId","in":"path","required":True,"schema":uuid}
+refresh=q("refresh",{"type":"string","enum":["0","1","false","true"]},"1 or true: run the check again instead of answering the kept result.")
 idem={"name":"Idempotency-Key","in":"header","required":False,"schema":{"type":"string","minLength":1,"maxLength":255,"pattern":"^[ -~]+$"},
   "description":"Names this delivery: a repeat with the same key (per account, for 24 hours) answers as the first did and stores nothing new; the same key with another request is 409. Without it, the same request stores again (sending a message twice on purpose is allowed)."}
 sec=[{"bearer":[]},{"apiKey":[]}]
@@ -272,6 +332,21 @@ paths={
  "/v1/emails/{emailId}/transcript":{"parameters":[emailId],
   "get":{"operationId":"getEmailTranscript","summary":"The SMTP transaction that delivered the email, as the server saw it; null for an email that came over HTTP.","security":sec,
     "responses":std(**{"200":{"description":"The transcript.",**j("TranscriptResponse")},"404":r("NotFound")})}},
+ **{"/v1/emails/{emailId}/checks/"+name:{"parameters":[emailId,refresh],
+  "get":{"operationId":op,"summary":summary,"security":sec,"description":desc,
+    "responses":std(**{"200":{"description":"The result, kept with the email until it is deleted or refreshed.",**j(schema)},"404":r("NotFound"),**extra})}}
+  for name,op,schema,summary,desc,extra in [
+   ("html","getEmailHTMLCheck","HTMLCheckResponse","The HTML part checked against email clients (caniemail data).",
+    "Finds the elements, attributes, CSS properties and values (style attributes and style elements), at-rules, selectors, units and image formats the HTML part uses, and lists those some client does not support or supports in part, with the clients and the data's notes. The bundled caniemail snapshot (MIT) and its date are in data.",{}),
+   ("links","getEmailLinkCheck","LinkCheckResponse","The message's links and images, fetched now: what each answers.",
+    "The http and https links (as getEmailLinks lists them) and images (img src, srcset) are fetched with HEAD, then GET when HEAD is refused, without reading a body or keeping cookies, through the webhooks' SSRF rules (private and loopback addresses only with the account's webhooks.allowPrivateTargets; every redirect hop checked): at most 100 URLs, 2 at once per host, 5 s and 10 redirects each. Nothing is fetched when mail arrives: this request is the opt-in.",{}),
+   ("spam","getEmailSpamCheck","SpamCheckResponse","The message's spam score from SpamAssassin's spamd.",
+    "The first 500 KB of the raw message are scored by the spamd at MAILSINK_SPAMD_ADDR (SPAMC REPORT).",
+    {"409":{"description":"The spam check is not configured: MAILSINK_SPAMD_ADDR is not set.",**j("ErrorResponse")},
+     "502":{"description":"spamd failed or could not be reached.",**j("ErrorResponse")}}),
+   ("auth","getEmailAuthCheck","AuthCheckResponse","The message's authentication: DKIM, SPF and DMARC.",
+    "DKIM signatures (at most 5) verified over the raw message as stored; SPF for the SMTP client that delivered it; DMARC, the From domain's policy and the alignment of the passing identities. DNS through MAILSINK_DNS_RESOLVER or the system's resolver.",{}),
+  ]},
  "/v1/faults":{
   "post":{"operationId":"createFault","summary":"Add a fault rule to the account: its SMTP transactions then fail, wait or are cut as the rule says (README, Fault injection).","security":sec,
     "description":"Rules live in the store, so every replica applies them and a restart keeps them. A command hit by a reply or a disconnect has no effect (a faulted transaction stores nothing); the rule's account must be known at its stage: by AUTH, by the recipient's domain (rcpt and later), or because it is the only account. At most 100 rules per account (409 above).",

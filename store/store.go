@@ -3,7 +3,7 @@
 // every engine implements, and the error codes shared by all layers.
 //
 // The contract is split into roles (Emails, Events, Idempotency, Stats,
-// Pruner, Faults, Webhooks, Sessions), so that each package receives at
+// Pruner, Faults, Webhooks, Sessions, Checks), so that each package receives at
 // construction the part it uses; Store is all of them, and every engine
 // implements all of them. It has no dependencies on any engine;
 // store/boltstore (embedded, the default) and store/redisstore implement
@@ -150,6 +150,7 @@ type Store interface {
 	Faults
 	Webhooks
 	Sessions
+	Checks
 
 	// Ping returns nil when the backend answers.
 	Ping(ctx context.Context) error

@@ -1,5 +1,6 @@
 import type {
   EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, OperationQueries,
+  HTMLCheckResponse, LinkCheckResponse, SpamCheckResponse, AuthCheckResponse,
   ReleaseReply, ReleaseResult,
 } from './types.js';
 
@@ -25,6 +26,14 @@ export interface Download {
   data: Uint8Array;
 }
 
+/** The result of each check of an email, by its name. */
+export interface CheckResults {
+  html: HTMLCheckResponse;
+  links: LinkCheckResponse;
+  spam: SpamCheckResponse;
+  auth: AuthCheckResponse;
+}
+
 export class Mailsink {
   constructor(options: { baseUrl: string; apiKey: string; fetch?: typeof fetch });
   list(params?: ListParams): Promise<EmailSummary[]>;
@@ -40,6 +49,11 @@ export class Mailsink {
   links(id: string): Promise<EmailLink[]>;
   /** The one-time codes, as typed: "123 456" in the message is "123456". */
   codes(id: string): Promise<string[]>;
+  /**
+   * A check of an email, kept with it (refresh runs it again). spam rejects with status 409 when the server
+   * has no spamd, 502 when spamd fails.
+   */
+  check<N extends keyof CheckResults>(id: string, name: N, options?: { refresh?: boolean }): Promise<CheckResults[N]>;
   /** Sends the email, as stored, to real recipients through the account's relay; resolves with the upstream's reply. */
   release(id: string, to: string | string[]): Promise<ReleaseReply>;
   /** Sends the emails a list query selects (one page) through the account's relay; resolves with each one's result. */

@@ -123,6 +123,16 @@ export class Mailsink {
   }
 
   /**
+   * A check of an email: 'html' (client compatibility), 'links' (what its
+   * links and images answer), 'spam' (spamd's score) or 'auth' (DKIM, SPF,
+   * DMARC). The result is kept with the email; refresh runs it again.
+   */
+  async check(id, name, { refresh = false } = {}) {
+    const query = refresh ? '?refresh=1' : '';
+    return this.#json('GET', `/v1/emails/${encodeURIComponent(id)}/checks/${encodeURIComponent(name)}${query}`);
+  }
+
+  /**
    * Sends an email, its raw source as stored, to real recipients through
    * the account's relay; resolves with the upstream's reply {code, text}.
    * Rejects with 400 for a recipient the relay does not allow (nothing is

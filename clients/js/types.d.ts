@@ -89,6 +89,147 @@ export type CodesResponse = {
   items: Array<EmailCode>;
 };
 
+/** A split of email clients in percent. */
+export type CheckScore = {
+  supported: number;
+  partial: number;
+  unsupported: number;
+};
+
+/** One email client family on one platform, at the latest version the caniemail data has tested. */
+export type EmailClientSupport = {
+  /** caniemail's family key, like gmail or outlook. */
+  family: string;
+  familyName: string;
+  /** caniemail's platform key, like ios or windows. */
+  platform: string;
+  platformName: string;
+  version: string;
+  /** The data's notes on this client's support, Markdown. */
+  notes: Array<string>;
+};
+
+export type HTMLCompatWarning = {
+  /** The caniemail slug, like css-display-flex or html-video. */
+  feature: string;
+  title: string;
+  category: "html" | "css" | "image" | "others";
+  url: string;
+  /** The places the HTML uses the feature. */
+  occurrences: number;
+  score: CheckScore;
+  /** The clients that do not support it. */
+  unsupported: Array<EmailClientSupport>;
+  /** The clients that support it in part. */
+  partial: Array<EmailClientSupport>;
+  /** The data's note on the feature as a whole. */
+  notes: string | null;
+};
+
+export type HTMLCheckResponse = {
+  /** The features the HTML part uses that some client lacks or supports in part, the worst first. */
+  warnings: Array<HTMLCompatWarning>;
+  /** The message's score as Mailpit computes its own: each feature's share of unsupported (and partly supported) clients weighted by the share of the HTML's elements that use it; the largest of each is the message's, and the rest is supported. */
+  total: CheckScore & {
+    /** The HTML's elements. */
+    nodes: number;
+    /** The caniemail features the HTML uses, supported everywhere or not. */
+    features: number;
+    /** The clients (family and platform) the data knows. */
+    clients: number;
+  };
+  data: {
+    source: string;
+    /** The date of the bundled caniemail data, YYYY-MM-DD. */
+    updated: string;
+  };
+  checkedAt: string;
+};
+
+export type LinkCheckItem = {
+  url: string;
+  kind: "link" | "image";
+  /** The HTTP status of the last hop; null when there was no answer (error says why), and for targets the SSRF rules refuse. */
+  status: number | null;
+  /** The URL of the last hop, after redirects. */
+  finalUrl: string | null;
+  redirects: number;
+  /** GET when HEAD was refused (405, 501). */
+  method: "HEAD" | "GET";
+  timeMs: number;
+  /** Why there is no status: refused by the SSRF rules (saying which setting allows it), no answer within 5 s, too many redirects, a network or TLS error. */
+  error: string | null;
+};
+
+export type LinkCheckResponse = {
+  items: Array<LinkCheckItem>;
+  /** URLs past the first 100, not fetched. */
+  omitted: number;
+  checkedAt: string;
+};
+
+export type SpamRule = {
+  name: string;
+  score: number;
+  description: string;
+};
+
+export type SpamCheckResponse = {
+  score: number;
+  threshold: number;
+  isSpam: boolean;
+  /** The SpamAssassin rules that hit. */
+  rules: Array<SpamRule>;
+  scoredBytes: number;
+  /** The message is over 500 KB and was scored on its first 500 KB, as spamc does. */
+  truncated: boolean;
+  checkedAt: string;
+};
+
+export type AuthResult = "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror";
+
+export type DKIMResult = {
+  /** The signature's d=. */
+  domain: string;
+  /** The signature's s=; the key is the TXT record of selector._domainkey.domain. */
+  selector: string;
+  result: AuthResult;
+  reason: string;
+};
+
+/** Evaluated when the check runs, from the SMTP transcript's client address (after trusted proxies), HELO and MAIL FROM; none for mail that did not come over SMTP. */
+export type SPFResult = {
+  result: AuthResult;
+  /** MAIL FROM's domain, or HELO's for a null sender. */
+  domain: string;
+  clientIp: string;
+  helo: string;
+  mailFrom: string;
+  reason: string;
+};
+
+export type DMARCResult = {
+  result: AuthResult;
+  /** The From header's domain. */
+  domain: string;
+  /** The domain whose record applies: domain's, else its organisational domain's. */
+  policyDomain: string;
+  /** p= (or sp= for a subdomain): none, quarantine or reject; empty without a record. */
+  policy: string;
+  dkimAligned: boolean;
+  spfAligned: boolean;
+  reason: string;
+};
+
+export type AuthCheckResponse = {
+  dkim: Array<DKIMResult>;
+  /** Signatures past the first 5, not verified. */
+  dkimIgnored: number;
+  spf: SPFResult;
+  dmarc: DMARCResult;
+  checkedAt: string;
+};
+
 export type BulkDeleteResponse = {
   deleted: number;
 };
@@ -413,6 +554,26 @@ export interface OperationQueries {
     since?: string;
     /** Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
     before?: string;
+  };
+  /** GET /v1/emails/{emailId}/checks/html */
+  getEmailHTMLCheck: {
+    /** 1 or true: run the check again instead of answering the kept result. */
+    refresh?: "0" | "1" | "false" | "true";
+  };
+  /** GET /v1/emails/{emailId}/checks/links */
+  getEmailLinkCheck: {
+    /** 1 or true: run the check again instead of answering the kept result. */
+    refresh?: "0" | "1" | "false" | "true";
+  };
+  /** GET /v1/emails/{emailId}/checks/spam */
+  getEmailSpamCheck: {
+    /** 1 or true: run the check again instead of answering the kept result. */
+    refresh?: "0" | "1" | "false" | "true";
+  };
+  /** GET /v1/emails/{emailId}/checks/auth */
+  getEmailAuthCheck: {
+    /** 1 or true: run the check again instead of answering the kept result. */
+    refresh?: "0" | "1" | "false" | "true";
   };
   /** GET /v1/events */
   streamEvents: {

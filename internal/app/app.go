@@ -27,6 +27,7 @@ import (
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/certs"
+	"github.com/mailsink/mailsink/internal/checks"
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/internal/held"
@@ -166,6 +167,16 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 
 	a.webhooks = newWebhooks(cfg, st, reg, m, registry, log)
+	checker, err := checks.New(reads, st, checks.Config{
+		SpamdAddr:    cfg.Checks.SpamdAddr,
+		DNSResolver:  cfg.Checks.DNSResolver,
+		AllowPrivate: a.webhooks.AllowsPrivateTargets,
+		StoreTimeout: cfg.Store.Timeout,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 
 	// What SMTP sessions hold of their messages' first MiB, an eighth of
 	// it per client address: four addresses cannot take it all.
@@ -223,6 +234,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
+		Checks:      checker,
 		MCP: mcpserver.NewHTTP(mcpserver.HTTPConfig{
 			MaxSessionsPerAccount: cfg.HTTP.MCPMaxSessionsPerAccount,
 			SessionIdleTimeout:    cfg.HTTP.MCPSessionIdleTimeout,

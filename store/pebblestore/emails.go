@@ -520,6 +520,9 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		if err := s.release(b, accountID, r); err != nil {
 			return 0, err
 		}
+		if err := s.deleteChecks(b, accountID, id); err != nil {
+			return 0, err
+		}
 		return 1, s.addStats(b, accountID, -1, -r.RawSize)
 	})
 	if err != nil {

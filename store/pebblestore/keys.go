@@ -24,6 +24,7 @@ import (
 //	'a' account 'k' 'x' expiry sha256(key)   -> empty: reservations by expiry
 //	'a' account 'u' sessionID                -> dashboard session (sessions.go)
 //	'a' account 'w' ...                      -> webhooks and their deliveries (webhooks.go)
+//	'a' account 'x' id 0x00 name             -> an email's check result (checks.go)
 //
 // A body's id is the id of the first email of the create that stored it,
 // so bodies, like emails and index entries, are written in key order. The
@@ -55,6 +56,7 @@ const (
 	partIdempotency byte = 'k'
 	partSession     byte = 'u'
 	partWebhook     byte = 'w'
+	partCheck       byte = 'x'
 )
 
 // Index kinds.

@@ -54,6 +54,20 @@ test('waitForEmail waits for a mail sent over SMTP; links and codes', async () =
   assert.match(await ms.raw(email.id), /Subject: Your code: 482 913\r\n/);
 });
 
+test('checks of an email: html, links, auth, and spam without spamd', async () => {
+  const email = await ms.create({
+    recipient: 'checks@js.test', sender: 'news@shop.example',
+    html: '<div style="display:flex"><video src="https://cdn.example/v.mp4"></video></div>',
+  });
+  const html = await ms.check(email.id, 'html');
+  assert.ok(html.warnings.some((w) => w.feature === 'css-display-flex'));
+  assert.ok(html.warnings.some((w) => w.feature === 'html-video'));
+  const again = await ms.check(email.id, 'html');
+  assert.equal(again.checkedAt, html.checkedAt);
+  await assert.rejects(ms.check(email.id, 'spam'), (e) => e.status === 409 && /MAILSINK_SPAMD_ADDR/.test(e.message));
+  await assert.rejects(ms.check(email.id, 'virus'), (e) => e.status === 404);
+});
+
 test('waitForEmail times out', async () => {
   const start = Date.now();
   await assert.rejects(ms.waitForEmail({ recipient: 'nobody@js.test' }, { timeout: 1200 }), { name: 'TimeoutError' });

@@ -109,6 +109,11 @@ export class Client {
     return this.request('GET', `/v1/emails/${encodeURIComponent(id)}/links`);
   }
 
+  /** A check of an email (html, links, spam, auth); refresh runs it again. */
+  check(id, name, refresh = false) {
+    return this.request('GET', `/v1/emails/${encodeURIComponent(id)}/checks/${name}`, { query: { refresh: refresh ? '1' : '' } });
+  }
+
   /**
    * Reads the account's event stream until signal aborts, calling onEvent
    * with {type, data} for each event. EventSource cannot send the

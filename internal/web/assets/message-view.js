@@ -1,13 +1,15 @@
 // The message view beside the list: the message's details, editing of
 // status, labels and notes, and tabs for the HTML preview, text, headers,
-// raw source, attachments and links. Captured mail is hostile: its HTML is
+// raw source, attachments and links, and its checks (message-checks.js). Captured mail is hostile: its HTML is
 // only ever shown in the sandboxed preview frame, everything else as text.
 import { h, replace, formatBytes, formatDate } from './dom.js';
+import { CHECK_TABS, fillCheck } from './message-checks.js';
 import { askRecipients } from './release.js';
 
 const STATUSES = ['received', 'processed', 'archived'];
 const TABS = [
   ['html', 'HTML'], ['text', 'Text'], ['headers', 'Headers'], ['raw', 'Raw'], ['attachments', 'Attachments'], ['links', 'Links'],
+  ...CHECK_TABS.map(([name, label]) => [name, label]),
 ];
 const WIDTHS = [['phone', 'Phone', '375px'], ['tablet', 'Tablet', '768px'], ['desktop', 'Desktop', '100%']];
 const RAW_SHOWN = 512 * 1024;
@@ -274,6 +276,8 @@ export class MessageView {
       case 'links':
         this.fillLinks(panel);
         break;
+      default:
+        fillCheck(this.client, panel, name, e.id, () => this.id === e.id);
     }
   }
 
