@@ -41,7 +41,7 @@ import (
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/smtpd"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
 
@@ -88,7 +88,7 @@ type App struct {
 // Start opens the store and starts both listeners. On error nothing is left
 // running.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	st, name, err := openStore(cfg.Store)
+	st, name, err := openStore(cfg.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +298,10 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		attrs = append(attrs, "https", addr.String())
 	}
 	if cert != nil {
-		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()), "tls_cert", cert.CertFile())
+		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()))
+		if cert.CertFile() != "" {
+			attrs = append(attrs, "tls_cert", cert.CertFile())
+		}
 	}
 	a.startWebhooks(ctx)
 	log.Info("mailsink started", attrs...)
@@ -315,6 +318,13 @@ func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error
 		if err != nil {
 			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_CERT, MAILSINK_SMTP_TLS_KEY: %w", err)
 		}
+		return s, nil
+	case len(t.AutoHosts) > 0 && cfg.Store.InMemory():
+		s, err := certs.Ephemeral(t.AutoHosts, log)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_AUTO: %w", err)
+		}
+		log.Info("made a self-signed TLS certificate for this run, kept in memory", "names", strings.Join(t.AutoHosts, ","))
 		return s, nil
 	case len(t.AutoHosts) > 0:
 		s, made, err := certs.Auto(cfg.Store.DataDir, t.AutoHosts, log)
@@ -394,7 +404,7 @@ func retentionConfig(cfg *config.Config, accs []config.Account, m *metrics.Metri
 	return rc
 }
 
-func openStore(cfg config.Store) (store.Store, string, error) {
+func openStore(cfg config.Store, log *slog.Logger) (store.Store, string, error) {
 	if cfg.UsesRedis() {
 		client, err := redisstore.NewClient(cfg.RedisURL, cfg.RedisCluster)
 		if err != nil {
@@ -406,16 +416,27 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 		}
 		return redisstore.New(client, opts), "Redis at " + redisHost(cfg.RedisURL), nil
 	}
+	log = log.With("component", "store")
+	if cfg.InMemory() {
+		st, err := pebblestore.OpenInMemory(cfg.MemoryMaxBytes, pebblestore.WithLogger(log))
+		if err != nil {
+			return nil, "", fmt.Errorf("MAILSINK_DATA_DIR=%s: %w", config.MemoryDataDir, err)
+		}
+		return st, "the embedded store in memory", nil
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
 	}
-	path := filepath.Join(cfg.DataDir, "mailsink.db")
-	st, err := boltstore.Open(path)
+	path := filepath.Join(cfg.DataDir, StoreDir)
+	st, err := pebblestore.Open(path, pebblestore.WithLogger(log))
 	if err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: open %s: %w", path, err)
 	}
 	return st, "the embedded store at " + path, nil
 }
+
+// StoreDir is the embedded store's directory in MAILSINK_DATA_DIR.
+const StoreDir = "store"
 
 // redisHost is the host:port of a Redis URL, without the password.
 func redisHost(rawURL string) string {
