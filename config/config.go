@@ -204,8 +204,8 @@ type Store struct {
 	DataDir string
 	// MemoryMaxBytes bounds the embedded store in memory.
 	MemoryMaxBytes int64
-	RedisURL     string
-	RedisCluster []string
+	RedisURL       string
+	RedisCluster   []string
 	// RedisPrefix starts every Redis key, so several deployments can share
 	// one Redis.
 	RedisPrefix string
