@@ -35,6 +35,7 @@ import (
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/migrate"
 	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
 	"github.com/mailsink/mailsink/internal/web"
@@ -88,7 +89,7 @@ type App struct {
 // Start opens the store and starts both listeners. On error nothing is left
 // running.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	st, name, err := openStore(cfg.Store, log)
+	st, name, err := openStore(ctx, cfg.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +405,7 @@ func retentionConfig(cfg *config.Config, accs []config.Account, m *metrics.Metri
 	return rc
 }
 
-func openStore(cfg config.Store, log *slog.Logger) (store.Store, string, error) {
+func openStore(ctx context.Context, cfg config.Store, log *slog.Logger) (store.Store, string, error) {
 	if cfg.UsesRedis() {
 		client, err := redisstore.NewClient(cfg.RedisURL, cfg.RedisCluster)
 		if err != nil {
@@ -425,6 +426,9 @@ func openStore(cfg config.Store, log *slog.Logger) (store.Store, string, error) 
 		return st, "the embedded store in memory", nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
+	}
+	if err := migrate.Run(ctx, cfg.DataDir, StoreDir, log); err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
 	}
 	path := filepath.Join(cfg.DataDir, StoreDir)

@@ -1,13 +1,20 @@
-// Package boltstore is mailsink's embedded default store: every email, its
-// indexes and its body live in one bbolt file under the data directory.
+// Package boltv4 reads the embedded store of mailsink releases before the
+// store moved to Pebble: one bbolt file (mailsink.db) and its write-ahead
+// log (mailsink.db.wal.*), schema versions 1 to 4. It lives on only so that
+// package migrate can move such a data directory to store/pebblestore, and
+// is to be deleted, with bbolt, in a later release: nothing else may
+// import it.
+//
+// Open upgrades a file of an older schema version and replays the log, as
+// the release that wrote it did, so the directory stays usable by that
+// release. Export then hands every record to the new store. The write
+// paths remain because the tests make old directories with them.
 //
 // Writes are durable when they return: creates are in the write-ahead log
 // (wal.go), synced, and applied to bbolt in the background; other writes are
-// bbolt commits with fsync. Concurrent writers share log writes and commits
-// (commit.go), so an SMTP burst is not serialised on fsync. Listing walks an index whose key order is list
-// order, so a page costs Offset+Limit cursor steps however large the account
-// is; see keys.go for the layout.
-package boltstore
+// bbolt commits with fsync, shared by concurrent writers (commit.go). See
+// keys.go for the layout.
+package boltv4
 
 import (
 	"bytes"
@@ -1001,7 +1008,7 @@ func wrap(err error, op string) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	cause := fmt.Errorf("boltstore: %s: %w", op, err)
+	cause := fmt.Errorf("boltv4: %s: %w", op, err)
 	if errors.Is(err, errCorrupt) {
 		return store.Wrap(store.Internal, cause, "store error")
 	}
@@ -1018,7 +1025,7 @@ func wrap(err error, op string) error {
 // internalf returns an Internal error: the store holds something it did not
 // expect, and only the log should say what.
 func internalf(format string, args ...any) error {
-	return store.Wrap(store.Internal, fmt.Errorf("boltstore: "+format, args...), "store error")
+	return store.Wrap(store.Internal, fmt.Errorf("boltv4: "+format, args...), "store error")
 }
 
 func codeOfDBError(err error) store.Code {

@@ -1,4 +1,4 @@
-package boltstore
+package boltv4
 
 // Reads of creates that are logged but not applied yet.
 

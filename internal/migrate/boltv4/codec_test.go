@@ -1,4 +1,4 @@
-package boltstore
+package boltv4
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,3 +254,39 @@ func TestDecodeBodyBoundsAllocation(t *testing.T) {
 		}
 	}
 }
+
+// words is the vocabulary of realisticMessage: text made of it compresses
+// about as well as English prose does, unlike one line repeated.
+var words = strings.Fields(`the of and to in is you that it he was for on are as with his they at be this have from
+or one had by word but not what all were we when your can said there use an each which she do how their if will up
+other about out many then them these so some her would make like him into time has look two more write go see number
+no way could people my than first water been call who oil its now find long down day did get come made may part
+invoice order shipment account password reset confirm meeting tomorrow report quarterly figures attached review
+please regards thanks team project deadline update status customer support ticket release notes version server`)
+
+// realisticMessage returns message i as a load tool would send it over
+// SMTP: headers as tools/internal/loadgen writes them, then about size bytes of
+// lines of random words.
+func realisticMessage(r *rand.Rand, i, size int, recipient string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "From: Load Tool <sender@bench.test>\r\nTo: %s\r\nSubject: bench run m%d\r\n", recipient, i)
+	fmt.Fprintf(&b, "Date: Sun, 22 Nov 2026 12:00:00 +0000\r\nMessage-ID: <m%d.run@bench.test>\r\nMIME-Version: 1.0\r\n", i)
+	b.WriteString("Content-Type: text/plain; charset=utf-8\r\n\r\n")
+	line := 0
+	for b.Len() < size-2 {
+		w := words[r.IntN(len(words))]
+		if line+len(w)+1 > 72 {
+			b.WriteString("\r\n")
+			line = 0
+		} else if line > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	b.WriteString("\r\n")
+	return []byte(b.String())
+}
+
+// fillLikeSMTP stores n emails of about size bytes as ingest does for an

@@ -1,4 +1,4 @@
-package boltstore
+package boltv4
 
 // Writing the log: group commit of creates, files and their spares,
 // failed writes and their cancels, and Close.

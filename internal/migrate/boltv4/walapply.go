@@ -1,4 +1,4 @@
-package boltstore
+package boltv4
 
 // Applying the log to bbolt, and what is done once creates are applied.
 

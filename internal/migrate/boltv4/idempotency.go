@@ -1,4 +1,4 @@
-package boltstore
+package boltv4
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package boltstore
+package boltv4
 
 import (
 	"fmt"
@@ -85,7 +85,7 @@ func (c *committer) commit(calls []*writeCall) {
 func runWrite(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("boltstore: write panicked: %v", p)
+			err = fmt.Errorf("boltv4: write panicked: %v", p)
 		}
 	}()
 	return fn(tx)
