@@ -559,7 +559,9 @@ func (s *Store) release(b *pebble.Batch, accountID string, r *emailRecord) error
 	// knows the space a compaction would give back. The record is about
 	// the raw source's size, or less when it was compressed.
 	size := uint32(min(r.RawSize, 1<<31) + 64)
-	return b.DeleteSized(bodyKey(accountID, r.BodyID), size, nil)
+	k := bodyKey(accountID, r.BodyID)
+	s.reclaim.deleted(k, int64(size))
+	return b.DeleteSized(k, size, nil)
 }
 
 // BodyCount returns the number of stored bodies. The conformance suite uses

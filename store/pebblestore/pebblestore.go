@@ -1,8 +1,7 @@
 // Package pebblestore keeps mailsink's emails in a Pebble database
 // (github.com/cockroachdb/pebble): every email, its indexes and its body, in
-// a directory or, with OpenInMemory, in memory. It is issue 31's spike of
-// the embedded store on Pebble (docs/benchmarks.md); the app does not use
-// it.
+// a directory or, with OpenInMemory, in memory (MAILSINK_DATA_DIR=:memory:).
+// It is mailsink's embedded store.
 //
 // A write is a Pebble batch. Changes that read before they write (a create
 // checks that its ids are new, a delete reads the email it removes, the
@@ -11,7 +10,7 @@
 // pipeline then syncs the batches of concurrent writers with one fsync, so
 // an SMTP burst is not serialised on the disk. A write returns once its
 // batch is synced. keys.go holds the layout; space.go keeps creates within
-// the room the store may use.
+// the room the store may use and gives the space of deleted mail back.
 package pebblestore
 
 import (
@@ -54,6 +53,8 @@ type Store struct {
 	faults faultCache
 	// room keeps writes within the disk or memory the store may use.
 	room *room
+	// reclaim flushes deletes so that compactions give their space back.
+	reclaim *reclaimer
 
 	// mu serialises the changes that read before they write (change).
 	mu sync.Mutex
@@ -208,6 +209,7 @@ func open(fsys vfs.FS, dir string, memory bool, o options) (*Store, error) {
 	}
 	s := &Store{db: db, memory: memory, log: log, events: eventhub.New(0)}
 	s.room = newRoom(s, fsys, dir, memory, o)
+	s.reclaim = startReclaimer(db, log)
 	s.events.StartSequence(1)
 	return s, nil
 }
@@ -282,6 +284,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.reclaim.close()
 	s.events.Close()
 	return wrap(s.db.Close(), "close")
 }

@@ -1,11 +1,15 @@
 package pebblestore
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mailsink/mailsink/store"
@@ -79,4 +83,107 @@ func (r *room) measure() {
 		}
 	}
 	r.left, r.measured = left, time.Now()
+}
+
+// reclaimer gives the space of deleted mail back while the store runs. It
+// flushes the memtable once deletes have freed space, so that their
+// tombstones reach the store's files, where Pebble's compactions drop them
+// with what they delete. A large store's compactions come by themselves,
+// driven by the size its deletes free (DeleteSized); a store whose levels
+// are far below their targets would keep its peak size, so once the deletes
+// since the last compaction add up to a tenth of the store, the reclaimer
+// compacts the span of keys they fall in (retention deletes the oldest
+// mail: a narrow span).
+type reclaimer struct {
+	db     *pebble.DB
+	log    *slog.Logger
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	freed   int64  // bytes deleted since the last flush
+	pending int64  // bytes deleted since the last compaction
+	lo, hi  []byte // the span of the keys deleted since then
+}
+
+const (
+	// reclaimEvery is how often the deletes of a quiet store are flushed.
+	reclaimEvery = 10 * time.Second
+	// reclaimNow is how many bytes deleted flush at once.
+	reclaimNow = 4 << 20
+)
+
+func startReclaimer(db *pebble.DB, log *slog.Logger) *reclaimer {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &reclaimer{db: db, log: log.With("component", "pebble"), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+		done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// deleted counts n bytes deleted under key.
+func (r *reclaimer) deleted(key []byte, n int64) {
+	r.mu.Lock()
+	r.freed += n
+	r.pending += n
+	if r.lo == nil || bytes.Compare(key, r.lo) < 0 {
+		r.lo = bytes.Clone(key)
+	}
+	if bytes.Compare(key, r.hi) > 0 {
+		r.hi = bytes.Clone(key)
+	}
+	now := r.freed >= reclaimNow
+	r.mu.Unlock()
+	if now {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *reclaimer) run() {
+	defer close(r.done)
+	tick := time.NewTicker(reclaimEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.kick:
+		}
+		r.mu.Lock()
+		freed := r.freed
+		r.freed = 0
+		r.mu.Unlock()
+		if freed == 0 {
+			continue
+		}
+		if err := r.db.Flush(); err != nil {
+			r.log.Warn("flushing deletes to give their space back", "err", err)
+			continue
+		}
+		r.mu.Lock()
+		var lo, hi []byte
+		if r.pending*10 >= int64(r.db.Metrics().DiskSpaceUsage()) {
+			lo, hi = r.lo, r.hi
+			r.pending, r.lo, r.hi = 0, nil, nil
+		}
+		r.mu.Unlock()
+		if lo == nil {
+			continue
+		}
+		if err := r.db.Compact(r.ctx, lo, append(hi, 0), false); err != nil && r.ctx.Err() == nil {
+			r.log.Warn("compacting deleted mail to give its space back", "err", err)
+		}
+	}
+}
+
+// close stops the reclaimer and waits for it.
+func (r *reclaimer) close() {
+	r.cancel()
+	<-r.done
 }
