@@ -42,11 +42,11 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// eachBackend runs fn on a fresh embedded store, and on a fresh Redis store
-// when Redis answers.
+// eachBackend runs fn on a fresh embedded store, on disk and in memory, and
+// on a fresh Redis store when Redis answers.
 func eachBackend(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	t.Helper()
-	for _, b := range testenv.Backends(t) {
+	for _, b := range append(testenv.Backends(t), testenv.Backend{Name: "memory", Open: testenv.OpenMemory}) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			st := b.Open(t)

@@ -56,6 +56,17 @@ func OpenEmbedded(t *testing.T) store.Store {
 	return st
 }
 
+// OpenMemory opens an embedded store in memory (MAILSINK_DATA_DIR=:memory:),
+// bounded to 64 MiB.
+func OpenMemory(t *testing.T) store.Store {
+	t.Helper()
+	st, err := pebblestore.OpenInMemory(64 << 20)
+	if err != nil {
+		t.Fatalf("open embedded store in memory: %v", err)
+	}
+	return st
+}
+
 // RedisURL returns the test Redis URL when that Redis answers, else "" (and
 // under CI=true it fails the test instead).
 func RedisURL(t *testing.T) string {
