@@ -275,7 +275,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements store.Store. It waits for the calls in progress.
+// Close implements store.Store. It waits for the calls in progress and, on
+// disk, flushes the memtables, so that the next Open has no log to replay
+// and the store's files hold all of it.
 func (s *Store) Close() error {
 	s.faults.close()
 	s.life.Lock()
@@ -286,7 +288,11 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.reclaim.close()
 	s.events.Close()
-	return wrap(s.db.Close(), "close")
+	var err error
+	if !s.memory {
+		err = s.db.Flush()
+	}
+	return wrap(errors.Join(err, s.db.Close()), "close")
 }
 
 // change applies the batch that fill makes, holding s.mu from before fill
