@@ -1,7 +1,10 @@
 package pebblestore
 
 import (
+	"bytes"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mailsink/mailsink/store/storetest"
@@ -35,4 +38,20 @@ func openTemp(t testing.TB, dir string, opts ...Option) *Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// TestPebbleLogsThroughSlog: Pebble's own log lines reach the logger given
+// with WithLogger, marked as Pebble's.
+func TestPebbleLogsThroughSlog(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := openTemp(t, filepath.Join(t.TempDir(), "store"), WithLogger(log))
+	// Close waits for Pebble's goroutines: the buffer is ours after it.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "component=pebble") {
+		t.Errorf("no line of Pebble's in the log:\n%s", buf.String())
+	}
 }
