@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
@@ -108,6 +109,8 @@ type API struct {
 	stopOnce sync.Once
 	// buffers holds *[]byte for the JSON answers written by hand (json.go).
 	buffers sync.Pool
+	// openAPIDocument is api/openapi.yaml as JSON, served at /v1/openapi.json.
+	openAPIDocument []byte
 }
 
 // StopHeld ends the requests held open (list with wait answers what it has,
@@ -121,8 +124,9 @@ func (a *API) StopHeld() {
 // must be set: their defaults live in package config.
 func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger, now func() time.Time) *API {
 	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
-		held:     &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
-		stopHeld: make(chan struct{}),
+		held:            &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
+		stopHeld:        make(chan struct{}),
+		openAPIDocument: api.OpenAPIJSON(),
 	}
 	a.sns = cfg.SNS
 	if a.sns == nil {
