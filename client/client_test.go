@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/smtp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/client"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
@@ -23,7 +25,16 @@ func start(t *testing.T) (*testenv.Env, *client.Client) {
 func startOn(t *testing.T, b testenv.Backend) (*testenv.Env, *client.Client) {
 	t.Helper()
 	e := testenv.Start(t, b, nil)
-	return e, client.New(e.BaseURL, testenv.AcmeKey)
+	return e, newClient(t, e.BaseURL, testenv.AcmeKey)
+}
+
+// newClient returns a client whose every request and answer is checked
+// against the API contract (api/openapi.yaml): each call must be a
+// documented operation, send a body its schema allows and get an answer the
+// document describes.
+func newClient(t *testing.T, baseURL, key string) *client.Client {
+	o := testenv.NewOpenAPI(t, api.OpenAPIJSON())
+	return client.New(baseURL, key, client.WithHTTPClient(&http.Client{Transport: o.Transport(t)}))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -116,7 +127,7 @@ func TestErrors(t *testing.T) {
 	if _, err := c.DeleteMatching(ctx, client.Filter{}); !errors.As(err, &apiErr) || apiErr.Status != 400 {
 		t.Errorf("DeleteMatching(no filter) error = %#v, want 400", err)
 	}
-	wrong := client.New(e.BaseURL, "wrong-key")
+	wrong := newClient(t, e.BaseURL, "wrong-key")
 	if _, err := wrong.List(ctx, client.ListOptions{}); !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Errorf("List with a wrong key: %#v, want 401", err)
 	}
@@ -125,7 +136,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	globex := client.New(e.BaseURL, testenv.GlobexKey)
+	globex := newClient(t, e.BaseURL, testenv.GlobexKey)
 	if _, err := globex.Codes(ctx, mine.ID); !client.IsNotFound(err) {
 		t.Errorf("Codes of another account's email: %v, want 404", err)
 	}
