@@ -268,6 +268,10 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
 		}
 	}
+	if c.Store.RedisURL != "" && len(c.Store.RedisCluster) > 0 {
+		errs = append(errs, errors.New("MAILSINK_REDIS_URL and MAILSINK_REDIS_CLUSTER are both set, and mailsink uses one store: "+
+			"keep MAILSINK_REDIS_URL for a single Redis, or MAILSINK_REDIS_CLUSTER for a Redis Cluster"))
+	}
 	errs = append(errs, c.checkTLS()...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

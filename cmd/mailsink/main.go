@@ -130,6 +130,9 @@ func serve(stdout, stderr io.Writer) int {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	log := newLogger(cfg.Log, stderr)
+	for _, u := range config.UnknownVariables(os.Environ()) {
+		log.Warn("not a setting, ignored", "variable", u.Name, "hint", u.Hint)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
