@@ -138,8 +138,18 @@ func TestAccountsFileIsStrict(t *testing.T) {
 			[]string{"line 5", "maxBytes"}},
 		{"negative quota", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxEmails: -1}\n",
 			[]string{"quota.maxEmails"}},
+		// Syntax errors name the line at fault, not where its block began.
+		{"key indented too little", "accounts:\n  - slug: a\n    name: A\n   apiKeys: [k]\n", []string{"not valid YAML", "line 4, column 4"}},
+		{"key of the list's parent", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n  domains: [x.test]\n", []string{"line 5, column 3"}},
+		{"list item out of line", "accounts:\n  - slug: a\n    name: A\n    apiKeys:\n      - k1\n     - k2\n", []string{"line 6, column 6"}},
+		{"unclosed list", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [secret-key\n    domains: [x.test]\n", []string{"line 5, column 5", "']'"}},
+		{"tab", "accounts:\n  - slug: a\n    name: A\n\tapiKeys: [k]\n", []string{"line 4, column 1"}},
+		{"unclosed quote", "accounts:\n  - slug: a\n    name: \"A\n    apiKeys: [k]\n", []string{"line 3, column 11"}},
 	} {
 		_, err := ParseAccounts([]byte(tt.file))
+		if err != nil && strings.Contains(err.Error(), "secret-key") {
+			t.Errorf("%s: the error repeats a key: %v", tt.name, err)
+		}
 		for _, w := range tt.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v, want it to contain %q", tt.name, err, w)
