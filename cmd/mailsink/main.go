@@ -24,11 +24,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/redisstore"
 )
 
 // version is set at build time with -ldflags "-X main.version=..." (make
@@ -132,6 +135,10 @@ func serve(stdout, stderr io.Writer) int {
 	log := newLogger(cfg.Log, stderr)
 	for _, u := range config.UnknownVariables(os.Environ()) {
 		log.Warn("not a setting, ignored", "variable", u.Name, "hint", u.Hint)
+	}
+	if cfg.Store.UsesRedis() {
+		// go-redis logs through one process-wide logger.
+		redis.SetLogger(redisstore.NewClientLogger(log.With("component", "redis"), time.Now))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
