@@ -8,17 +8,25 @@ FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 BENCH_FLAGS ?=
 
-.PHONY: all build run test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run release test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
 ## build: the one binary, at bin/mailsink
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/mailsink
+	@echo "build: $(BIN), version $(VERSION) (the first build fetches the Go modules: a minute or two)"
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/mailsink
 
-## run: mailsink on the embedded store under ./data (SMTP :1025, HTTP :8025)
-run:
-	$(GO) run ./cmd/mailsink serve
+## run: build, then run mailsink on the embedded store under ./data (SMTP :1025, HTTP :8025); Ctrl-C stops it.
+## The binary runs as a job of its own (set -m), so that Ctrl-C reaches it and not make: it drains and exits 0.
+run: build
+	@echo "run: $(BIN) serve (MAILSINK_* variables configure it; $(BIN) --help lists them)"
+	@bash -c 'set -m; $(BIN) serve; exit $$?'
+
+## release: the binaries a user downloads, static and stamped with VERSION, for linux, darwin and windows on
+## amd64 and arm64, with their SHA256SUMS, in dist/ (PLATFORMS=linux/amd64 builds one)
+release:
+	@VERSION='$(VERSION)' OUT=dist $(if $(PLATFORMS),PLATFORMS='$(PLATFORMS)') scripts/release.sh
 
 ## test: the whole suite: Go with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants; the
 ## dashboard's browser tests need Chromium and axe-core, see .ci/run), then the Node.js tests
