@@ -1,5 +1,5 @@
 // Package config reads mailsink's settings from the environment (the names
-// the README documents) and the accounts file, and validates them once at
+// docs/configuration.md documents) and the accounts file, and validates them once at
 // start-up. A setting that does not parse is an error naming the variable; it
 // is never replaced by a default.
 package config
@@ -218,7 +218,7 @@ type Retention struct {
 	Interval time.Duration
 }
 
-// Webhooks configures outbound webhook deliveries (README, "Webhooks").
+// Webhooks configures outbound webhook deliveries (docs/webhooks.md).
 type Webhooks struct {
 	MaxPerAccount  int
 	MaxURLBytes    int

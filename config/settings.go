@@ -14,8 +14,8 @@ import (
 // A Setting is one environment variable: its name, its default (as a user
 // would write it; empty means unset), what it means, and how its value is
 // parsed into a Config. The table below is the one home of every setting:
-// Load parses it, `mailsink --help` prints it and the README's
-// configuration table is generated from it (a test compares the two).
+// Load parses it, `mailsink --help` prints it and the table of
+// docs/configuration.md is generated from it (a test compares the two).
 type Setting struct {
 	Name    string
 	Default string
@@ -24,7 +24,7 @@ type Setting struct {
 	set  func(c *Config, v string) error
 }
 
-// Settings returns every setting, in the order of the README's table.
+// Settings returns every setting, in the order of the docs' table.
 func Settings() []Setting { return append([]Setting(nil), settings...) }
 
 // Value returns the value Load would use for the setting name: its
@@ -54,7 +54,7 @@ var settings = []Setting{
 		redisCluster},
 	{"MAILSINK_REDIS_PREFIX", "mailsink:", "prefix of every Redis key, so deployments can share a Redis",
 		text(func(c *Config) *string { return &c.Store.RedisPrefix })},
-	{"MAILSINK_REDIS_ACK_REPLICAS", "0", "before answering `250`/`201`, wait until this many replicas of the account's Redis master have the write (`WAIT`); `0` does not wait, so a failover may lose acknowledged mail (see [Running on Redis](#running-on-redis-several-replicas))",
+	{"MAILSINK_REDIS_ACK_REPLICAS", "0", "before answering `250`/`201`, wait until this many replicas of the account's Redis master have the write (`WAIT`); `0` does not wait, so a failover may lose acknowledged mail (see [Redis](redis.md))",
 		integer(0, 100, func(c *Config) *int { return &c.Store.RedisAckReplicas })},
 	{"MAILSINK_REDIS_ACK_TIMEOUT", "1s", "how long to wait for those replicas; past it the message is answered `451` (API: `503`) and stores nothing, even if the write lands later (keep it under the Redis client's 3s read timeout)",
 		duration(time.Millisecond, func(c *Config) *time.Duration { return &c.Store.RedisAckTimeout })},

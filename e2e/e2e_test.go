@@ -37,7 +37,7 @@ func sendOne(addr, from, to, raw string) error {
 	return c.Quit()
 }
 
-// TestAutomationPattern follows README's walkthrough against the binary on
+// TestAutomationPattern follows the docs' automation pattern against the binary on
 // the embedded store with the generated key, with the Go client: send over
 // SMTP, wait for the email to the address, read its code, get the detail,
 // patch, delete.

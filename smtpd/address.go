@@ -10,7 +10,7 @@ import (
 )
 
 // The replies to addresses the address rule (store.ValidAddress, the
-// README's "SMTP" section) refuses. Each says which address and which part
+// docs/smtp.md) refuses. Each says which address and which part
 // of the rule, so that a developer reading a client's error knows what to
 // change.
 

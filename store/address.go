@@ -6,7 +6,7 @@ import (
 )
 
 // ValidAddress reports whether s satisfies the API's email address rule (the
-// README's "SMTP" section and the OpenAPI document): a local part of ASCII letters, digits and _ ' + - . that does
+// docs/smtp.md and the OpenAPI document): a local part of ASCII letters, digits and _ ' + - . that does
 // not start with a dot, holds no two consecutive dots and ends in a letter,
 // digit, _, + or -; then @; then one or more labels that start with a letter
 // or digit and go on with letters, digits or hyphens, each followed by a dot;

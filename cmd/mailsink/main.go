@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // mdLink is a Markdown link of a setting's help, [text](target).
 var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 
-// plainHelp is a setting's help (Markdown, for the README) as plain text:
+// plainHelp is a setting's help (Markdown, for docs/configuration.md) as plain text:
 // code spans lose their backticks, links keep their text.
 func plainHelp(s string) string {
 	return mdLink.ReplaceAllString(strings.ReplaceAll(s, "`", ""), "$1")
@@ -111,7 +111,7 @@ serve is configured by these environment variables (an empty one counts as unset
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. The README says more.\n")
+	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. docs/configuration.md says more.\n")
 }
 
 func serve(stdout, stderr io.Writer) int {

@@ -40,7 +40,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 				t.Errorf("%v does not list %s (default: %s)", args, s.Name, def)
 			}
 		}
-		// The help is plain text: no Markdown of the README's table.
+		// The help is plain text: no Markdown of the docs' table.
 		if help := out.String(); strings.ContainsAny(help, "`") || strings.Contains(help, "](") {
 			t.Errorf("%v prints Markdown: %s", args, help)
 		}
