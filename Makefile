@@ -7,8 +7,11 @@ PKGS     := ./...
 FUZZTIME ?= 30s
 BENCH_DOC ?= docs/benchmarks.md
 BENCH_FLAGS ?=
+# CANIEMAIL_VERSION: the npm version or tag of caniemail that make caniemail fetches (a bare name would pick
+# the newest release whose engines match this Node.js, not the newest)
+CANIEMAIL_VERSION ?= latest
 
-.PHONY: all build run release test test-go test-node openapi test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -35,7 +38,7 @@ test: test-go test-node
 test-go:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## test-node: nodemailer over TLS (e2e/node), the JavaScript client with its Playwright example (clients/js)
+## test-node: nodemailer over TLS and the MCP TypeScript SDK (e2e/node), the JavaScript client with its Playwright example (clients/js)
 ## and the Cloudflare Email Worker example, each against the binary built here (needs node and npm)
 test-node: build
 	cd e2e/node && npm ci --no-audit --no-fund --silent && MAILSINK_BIN="$(CURDIR)/$(BIN)" npm test
@@ -46,6 +49,13 @@ test-node: build
 ## openapi: regenerate the JS client's types (clients/js/types.d.ts) from the API contract, api/openapi.yaml
 openapi:
 	cd clients/js && npm ci --no-audit --no-fund --silent && npm run gen
+
+## caniemail: refresh the HTML check's data (internal/checks/htmlcompat/caniemail) from the npm package caniemail
+caniemail:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		(cd "$$tmp" && npm pack "caniemail@$(CANIEMAIL_VERSION)" --silent >/dev/null && tar xzf caniemail-*.tgz); \
+		cp "$$tmp/package/data/caniemail.json" "$$tmp/package/LICENSE" internal/checks/htmlcompat/caniemail/; \
+		grep -o '"last_update_date": *"[^"]*"' internal/checks/htmlcompat/caniemail/caniemail.json
 
 ## install-check: `go install github.com/mailsink/mailsink/cmd/mailsink@VERSION` works (a local module proxy, no network)
 install-check:

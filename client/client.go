@@ -1,7 +1,9 @@
 // Package client is a Go client of the mailsink API (docs/api.md;
 // the OpenAPI document at /v1/openapi.json): list, count, get, update and
 // delete captured emails, wait for one to arrive, download its raw source and
-// attachments, and read its links and one-time codes.
+// attachments, read its links and one-time codes, run its checks (HTML
+// compatibility, links, spam score, authentication), and release it to a
+// real mail server.
 //
 // A test waits for the mail its code under test sends and follows the link
 // in it:
@@ -168,16 +170,32 @@ func (f Filter) query(q url.Values) url.Values {
 }
 
 // ListOptions is a page of the list: filters, page size (0: the server's
-// default, 25), offset and cursor.
+// default, 25), offset, cursor and wait.
 type ListOptions struct {
 	Filter
 	Limit  int
 	Offset int
 	Before string // only emails after the email with this id in list order
+	// Wait, when not 0, has List's server hold an empty page until an
+	// email matches or Wait is over (rounded up to whole seconds, at most
+	// 60); other users of ListOptions leave it out.
+	Wait time.Duration
 }
 
 // List returns a page of the account's emails, newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) ([]Email, error) {
+	q := o.query()
+	if o.Wait > 0 {
+		q.Set("wait", strconv.Itoa(int(o.Wait.Seconds()+0.999)))
+	}
+	var out struct {
+		Items []Email `json:"items"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/emails", q, nil, &out)
+	return out.Items, err
+}
+
+func (o ListOptions) query() url.Values {
 	q := o.Filter.query(url.Values{})
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
@@ -188,11 +206,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]Email, error) {
 	if o.Before != "" {
 		q.Set("before", o.Before)
 	}
-	var out struct {
-		Items []Email `json:"items"`
-	}
-	err := c.do(ctx, http.MethodGet, "/v1/emails", q, nil, &out)
-	return out.Items, err
+	return q
 }
 
 // Count returns how many of the account's emails f selects (after the
@@ -362,6 +376,54 @@ func (c *Client) Codes(ctx context.Context, id string) ([]string, error) {
 		codes[i] = it.Value
 	}
 	return codes, nil
+}
+
+// Reply is an upstream mail server's reply to a released email: its code
+// (250) and text, the enhanced status code first when it gives one.
+type Reply struct {
+	Code int    `json:"code"`
+	Text string `json:"text"`
+}
+
+// Release sends an email, its raw source as stored, to the addresses of to
+// through the account's relay (the accounts file's relay entry), and
+// returns the upstream's reply. The API answers 400 for an address the
+// relay's allowedRecipients does not allow (nothing is sent), 409 when the
+// account has no relay, 429 past MAILSINK_RELEASE_PER_MINUTE, and 502 when
+// the upstream refuses the message or cannot be reached.
+func (c *Client) Release(ctx context.Context, id string, to ...string) (*Reply, error) {
+	var out struct {
+		Item Reply `json:"item"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/emails/"+url.PathEscape(id)+"/release", nil, map[string][]string{"to": to}, &out); err != nil {
+		return nil, err
+	}
+	return &out.Item, nil
+}
+
+// ReleaseResult is what became of one email of ReleaseMatching.
+type ReleaseResult struct {
+	ID       string `json:"id"`
+	Released bool   `json:"released"`
+	// Code is the upstream's reply code for the email; nil when it did not
+	// answer for it (not sent, or the connection failed).
+	Code *int `json:"code"`
+	// Text is the upstream's reply when the email was released, else why
+	// it was not.
+	Text string `json:"text"`
+}
+
+// ReleaseMatching sends the emails that o selects, one page as List would
+// list them (Limit at most 100), to the addresses of to through the
+// account's relay, and says what became of each, newest first. Release the
+// next page with o.Before set to the last ID. Its errors are Release's;
+// 502 means the connection to the upstream failed and nothing was sent.
+func (c *Client) ReleaseMatching(ctx context.Context, o ListOptions, to ...string) ([]ReleaseResult, error) {
+	var out struct {
+		Items []ReleaseResult `json:"items"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/emails/release", o.query(), map[string][]string{"to": to}, &out)
+	return out.Items, err
 }
 
 // NewEmail is an email to store with Create: either Raw, or the parts.

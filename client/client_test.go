@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/client"
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -251,5 +252,82 @@ func TestInboundAndAttachment(t *testing.T) {
 	}
 	if _, err := c.Inbound(ctx, []byte("not a message"), ""); err == nil {
 		t.Errorf("Inbound(garbage) succeeded")
+	}
+}
+
+// TestListWait: a list with Wait holds an empty page until an email
+// matches, and answers an empty page when nothing comes in time.
+func TestListWait(t *testing.T) {
+	t.Parallel()
+	e, c := start(t)
+	ctx := context.Background()
+	got := make(chan []client.Email, 1)
+	go func() {
+		page, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Recipient: "held@acme.test"}, Wait: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- page
+	}()
+	testenv.WaitFor(t, 5*time.Second, "the list to be held", func() bool { return e.App.HeldRequests() == 1 })
+	made, err := c.Create(ctx, client.NewEmail{Recipient: "held@acme.test", Sender: "app@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := <-got; len(page) != 1 || page[0].ID != made.ID {
+		t.Errorf("held list = %+v, want the new email", page)
+	}
+	begin := time.Now()
+	page, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Recipient: "nobody@acme.test"}, Wait: 300 * time.Millisecond})
+	if err != nil || len(page) != 0 {
+		t.Errorf("List = %v, %v; want an empty page", page, err)
+	}
+	if d := time.Since(begin); d < 900*time.Millisecond {
+		t.Errorf("answered after %s: a wait under a second is held a whole second", d)
+	}
+}
+
+func TestReleaseToARealServer(t *testing.T) {
+	t.Parallel()
+	up := testenv.StartUpstream(t)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt},
+		testenv.WithRelay(t, "acme", up.Relay(config.RelayStartTLS, `.*@acme\.test`)))
+	c := newClient(t, e.BaseURL, testenv.AcmeKey)
+	ctx := context.Background()
+	raw := "From: app@example.com\r\nSubject: Review me\r\n\r\n.Hello\r\n"
+	var ids []string
+	for range 2 {
+		em, err := c.Create(ctx, client.NewEmail{Recipient: "review@acme.test", Sender: "app@example.com", Raw: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, em.ID)
+	}
+
+	reply, err := c.Release(ctx, ids[0], "stakeholder@acme.test")
+	if err != nil || reply.Code != 250 || reply.Text == "" {
+		t.Fatalf("Release = %+v, %v; want the upstream's 250", reply, err)
+	}
+	if got := up.Raws(t, "stakeholder@acme.test"); len(got) != 1 || got[0] != raw {
+		t.Errorf("the upstream got %q, want the raw %q", got, raw)
+	}
+	var apiErr *client.Error
+	if _, err := c.Release(ctx, ids[0], "someone@example.com"); !errors.As(err, &apiErr) || apiErr.Status != 400 || len(apiErr.FieldErrors["to"]) != 1 {
+		t.Errorf("Release to a recipient the relay does not allow: %v, want 400 naming to", err)
+	}
+	if _, err := newClient(t, e.BaseURL, testenv.GlobexKey).Release(ctx, ids[0], "stakeholder@acme.test"); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+		t.Errorf("Release from an account without a relay: %v, want 409", err)
+	}
+
+	results, err := c.ReleaseMatching(ctx, client.ListOptions{Filter: client.Filter{Recipient: "review@acme.test"}, Limit: 1}, "team@acme.test")
+	if err != nil || len(results) != 1 || results[0].ID != ids[1] || !results[0].Released || results[0].Code == nil || *results[0].Code != 250 {
+		t.Fatalf("ReleaseMatching(limit 1) = %+v, %v; want the newest email released", results, err)
+	}
+	results, err = c.ReleaseMatching(ctx, client.ListOptions{Filter: client.Filter{Recipient: "review@acme.test"}, Before: ids[1]}, "team@acme.test")
+	if err != nil || len(results) != 1 || results[0].ID != ids[0] || !results[0].Released {
+		t.Errorf("ReleaseMatching(before the newest) = %+v, %v; want the older email released", results, err)
+	}
+	if got := up.Raws(t, "team@acme.test"); len(got) != 2 {
+		t.Errorf("the upstream got %d emails for team@acme.test, want 2", len(got))
 	}
 }

@@ -37,6 +37,17 @@ func TestTypesMatchTheContract(t *testing.T) {
 		{client.Attachment{}, "StoredEmailAttachment"},
 		{client.Link{}, "EmailLink"},
 		{client.NewEmail{}, "CreateEmailRequest"},
+		{client.HTMLCheck{}, "HTMLCheckResponse"},
+		{client.HTMLWarning{}, "HTMLCompatWarning"},
+		{client.ClientSupport{}, "EmailClientSupport"},
+		{client.CheckScore{}, "CheckScore"},
+		{client.LinkCheck{}, "LinkCheckResponse"},
+		{client.LinkStatus{}, "LinkCheckItem"},
+		{client.SpamCheck{}, "SpamCheckResponse"},
+		{client.SpamRule{}, "SpamRule"},
+		{client.AuthCheck{}, "AuthCheckResponse"},
+		{client.Reply{}, "ReleaseReply"},
+		{client.ReleaseResult{}, "ReleaseResult"},
 	} {
 		typ := reflect.TypeOf(tc.v)
 		if schemas[tc.schema] == nil {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,6 +42,9 @@ type Account struct {
 	Webhooks AccountWebhooks
 	// Inbound holds the account's secrets for provider webhooks.
 	Inbound AccountInbound
+	// Relay is the mail server the account's emails are released to; nil
+	// when the account has none.
+	Relay *AccountRelay
 }
 
 // AccountQuota is an account's override of the default quota (see
@@ -99,6 +103,9 @@ type accountsFile struct {
 			SNSTopicArns            []string `yaml:"snsTopicArns"`
 			SendGridVerificationKey string   `yaml:"sendgridVerificationKey"`
 		} `yaml:"inbound"`
+		// Relay is checked by parseRelay, which names the line of each
+		// mistake and reads what it refers to (passwordEnv, caFile).
+		Relay yaml.Node `yaml:"relay"`
 	} `yaml:"accounts"`
 }
 
@@ -115,8 +122,16 @@ func DeriveAccountID(slug string) string {
 // Digest returns the SHA-256 digest under which an API key is kept.
 func Digest(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
-// ParseAccounts parses and validates an accounts file.
+// ParseAccounts parses and validates an accounts file; what a relay entry
+// refers to (passwordEnv, caFile) is read from the process's environment
+// and files.
 func ParseAccounts(data []byte) ([]Account, error) {
+	return ParseAccountsWith(data, os.Getenv, os.ReadFile)
+}
+
+// ParseAccountsWith is ParseAccounts reading environment variables through
+// getenv and files through readFile.
+func ParseAccountsWith(data []byte, getenv func(string) string, readFile func(string) ([]byte, error)) ([]Account, error) {
 	var f accountsFile
 	if err := decodeStrict(data, &f); err != nil {
 		return nil, err
@@ -194,6 +209,9 @@ func ParseAccounts(data []byte) ([]Account, error) {
 		acc.Quota = a.Quota
 		acc.Webhooks.AllowPrivateTargets = a.Webhooks.AllowPrivateTargets
 		if acc.Inbound, err = parseInbound(a.Inbound.MailgunSigningKey, a.Inbound.SNSTopicArns, a.Inbound.SendGridVerificationKey); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if acc.Relay, err = parseRelay(&a.Relay, getenv, readFile); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		out = append(out, acc)
@@ -289,7 +307,7 @@ func explain(root *yaml.Node, e string) string {
 }
 
 // accountKeys are the keys of one account, for error messages.
-const accountKeys = "slug, name, id, apiKeys, domains, retention, quota, webhooks, inbound"
+const accountKeys = "slug, name, id, apiKeys, domains, retention, quota, webhooks, inbound, relay"
 
 // inboundKeys are the keys of an account's inbound entry.
 const inboundKeys = "mailgunSigningKey, snsTopicArns, sendgridVerificationKey"

@@ -40,6 +40,11 @@ type Config struct {
 	Webhooks Webhooks
 	// Reads bounds the memory that reads of stored emails hold.
 	Reads Reads
+	// Checks configures the checks of one email (spam score,
+	// authentication, links).
+	Checks Checks
+	// Release bounds the releases of emails to accounts' relays.
+	Release Release
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -86,12 +91,33 @@ type Config struct {
 	PProfAddr string
 }
 
+// Checks configures the checks of one email (package checks).
+type Checks struct {
+	// SpamdAddr is SpamAssassin's spamd, host:port; empty leaves the spam
+	// check unconfigured.
+	SpamdAddr string
+	// DNSResolver is the DNS server the checks ask, host:port; empty uses
+	// the system's resolver.
+	DNSResolver string
+}
+
 // Reads bounds the reads of stored emails (package bodies).
 type Reads struct {
 	// Budget is how many bytes reads hold at once in the process; Wait is
 	// how long a read waits for room in it.
 	Budget int64
 	Wait   time.Duration
+}
+
+// Release bounds the releases of emails to accounts' relays (the relay
+// entry of the accounts file).
+type Release struct {
+	// PerMinute is how many emails one account may release per minute, in
+	// bursts of as many; 0 means no limit.
+	PerMinute int
+	// Timeout bounds connecting to a relay (TLS and AUTH included), and
+	// the sending of each email.
+	Timeout time.Duration
 }
 
 // HTTP configures the HTTP listener.
@@ -123,6 +149,10 @@ type HTTP struct {
 	// SSEWriteTimeout bounds one write to an event stream.
 	SSEHeartbeat    time.Duration
 	SSEWriteTimeout time.Duration
+	// MCPMaxSessionsPerAccount bounds the MCP sessions (/mcp) one account
+	// has open; MCPSessionIdleTimeout closes a session idle that long.
+	MCPMaxSessionsPerAccount int
+	MCPSessionIdleTimeout    time.Duration
 }
 
 // SMTP configures the SMTP listener.
@@ -290,7 +320,7 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			"drop MAILSINK_API_KEY and list the key under an account's apiKeys in the accounts file, " +
 			"or drop MAILSINK_ACCOUNTS_FILE to run with the single default account")
 	case c.AccountsFile != "":
-		accounts, err := LoadAccounts(c.AccountsFile, readFile)
+		accounts, err := LoadAccounts(c.AccountsFile, getenv, readFile)
 		if err != nil {
 			return nil, err
 		}
@@ -349,14 +379,15 @@ func loadCertificate(path string, readFile func(string) ([]byte, error)) (*x509.
 	}
 }
 
-// LoadAccounts reads and parses the accounts file at path; its errors name
+// LoadAccounts reads and parses the accounts file at path, reading what it
+// refers to through getenv and readFile; its errors name
 // MAILSINK_ACCOUNTS_FILE and the path.
-func LoadAccounts(path string, readFile func(string) ([]byte, error)) ([]Account, error) {
+func LoadAccounts(path string, getenv func(string) string, readFile func(string) ([]byte, error)) ([]Account, error) {
 	data, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("MAILSINK_ACCOUNTS_FILE: %w", err)
 	}
-	accounts, err := ParseAccounts(data)
+	accounts, err := ParseAccountsWith(data, getenv, readFile)
 	if err != nil {
 		return nil, fmt.Errorf("MAILSINK_ACCOUNTS_FILE %s: %w", path, err)
 	}

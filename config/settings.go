@@ -120,8 +120,12 @@ var settings = []Setting{
 		integer(1<<20, 1<<40, func(c *Config) *int64 { return &c.Reads.Budget })},
 	{"MAILSINK_READ_WAIT", "5s", "how long a read of a stored email waits for room in `MAILSINK_READ_BUDGET_BYTES`",
 		duration(positive, func(c *Config) *time.Duration { return &c.Reads.Wait })},
-	{"MAILSINK_MAX_HELD_PER_ACCOUNT", "100", "list requests with `wait` and event streams open at once per account (more get `429`)",
+	{"MAILSINK_MAX_HELD_PER_ACCOUNT", "100", "list requests with `wait`, event streams and the waits of MCP tools open at once per account (more get `429`, or a tool error)",
 		integer(1, 100000, func(c *Config) *int { return &c.HTTP.MaxHeldPerAccount })},
+	{"MAILSINK_MCP_MAX_SESSIONS_PER_ACCOUNT", "20", "MCP sessions (`/mcp`, docs/agents.md) open at once per account; a new one past it gets `429` (the held waits of MCP tools count in `MAILSINK_MAX_HELD_PER_ACCOUNT`)",
+		integer(1, 100000, func(c *Config) *int { return &c.HTTP.MCPMaxSessionsPerAccount })},
+	{"MAILSINK_MCP_SESSION_IDLE_TIMEOUT", "30m", "an MCP session that gets no request for this long is closed; a request with its id then gets `404`, and the client starts a new session",
+		duration(time.Second, func(c *Config) *time.Duration { return &c.HTTP.MCPSessionIdleTimeout })},
 	{"MAILSINK_AUTH_FAILURES_PER_MINUTE", "60", "wrong API keys (HTTP and SMTP AUTH together) per client address (IPv6: per /64) per minute; past it the address gets `429` (SMTP `454`) for every key but those that already worked from it, until the minute is over, so guesses learn nothing (loopback clients are exempt; `0`: no limit)",
 		integer(0, 1000000, func(c *Config) *int { return &c.HTTP.AuthFailuresPerMinute })},
 	{"MAILSINK_AUTH_LIMIT_LOOPBACK", "false", "apply that limit to loopback clients too (by default a test suite on the same host is never throttled)",
@@ -156,6 +160,14 @@ var settings = []Setting{
 		duration(positive, func(c *Config) *time.Duration { return &c.Webhooks.RetryMax })},
 	{"MAILSINK_WEBHOOK_RETRY_FOR", "24h", "how long a failing delivery is retried; then it is given up and its webhook disabled, with the reason shown",
 		duration(positive, func(c *Config) *time.Duration { return &c.Webhooks.RetryFor })},
+	{"MAILSINK_SPAMD_ADDR", "", "SpamAssassin's `spamd` (`host:port`) that scores messages for `GET /v1/emails/{id}/checks/spam` (the first 500 KB of each, as `spamc` does); unset, that check answers `409`, and a `spamd` that fails or cannot be reached `502`",
+		hostPort(func(c *Config) *string { return &c.Checks.SpamdAddr })},
+	{"MAILSINK_DNS_RESOLVER", "", "the DNS server (`host:port`) the checks ask: DKIM keys, SPF and DMARC policies (`/checks/auth`), link hosts (`/checks/links`); unset, the system's resolver",
+		hostPort(func(c *Config) *string { return &c.Checks.DNSResolver })},
+	{"MAILSINK_RELEASE_PER_MINUTE", "60", "emails one account may release to its relay (`POST /v1/emails/{id}/release`, `POST /v1/emails/release`) per minute, in bursts of as many; each email counts once, whatever its recipients; past it `429` with `Retry-After` (a bulk release answers the emails it could not send as not sent); `0`: no limit",
+		integer(0, 100000, func(c *Config) *int { return &c.Release.PerMinute })},
+	{"MAILSINK_RELEASE_TIMEOUT", "30s", "one release: connecting to the account's relay through TLS and `AUTH`, then sending each email (each email of a bulk release gets as long); past it the release failed (`502`) and the connection is closed",
+		duration(time.Second, func(c *Config) *time.Duration { return &c.Release.Timeout })},
 	{"MAILSINK_LOG_FORMAT", "text", "`text` or `json` (logs go to stderr)",
 		oneOf(func(c *Config) *string { return &c.Log.Format }, "text", "json")},
 	{"MAILSINK_LOG_LEVEL", "info", "`debug`, `info`, `warn` or `error`",
@@ -238,6 +250,25 @@ func addr(field func(*Config) *string) func(*Config, string) error {
 		}
 		if host != "" && host != "localhost" && net.ParseIP(host) == nil {
 			return fmt.Errorf("%q: host must be an IP address or localhost", v)
+		}
+		*field(c) = v
+		return nil
+	}
+}
+
+// hostPort parses a server's address: a host name or IP address and a
+// port.
+func hostPort(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		host, port, err := net.SplitHostPort(v)
+		if err != nil || host == "" {
+			return fmt.Errorf("%q is not host:port like spamd:783 or 127.0.0.1:53", v)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has no valid port", v)
+		}
+		if net.ParseIP(host) == nil && !validHostName(host) {
+			return fmt.Errorf("%q: %q is not a host name or an IP address", v, host)
 		}
 		*field(c) = v
 		return nil

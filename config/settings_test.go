@@ -202,3 +202,19 @@ func TestRedisURLAndClusterTogetherAreRefused(t *testing.T) {
 		t.Errorf("both Redis settings: %v, want a refusal naming both", err)
 	}
 }
+
+// The checks' servers are host:port with a name or an address.
+func TestCheckServers(t *testing.T) {
+	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SPAMD_ADDR": "spamd:783", "MAILSINK_DNS_RESOLVER": "[::1]:5353"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Checks.SpamdAddr != "spamd:783" || c.Checks.DNSResolver != "[::1]:5353" {
+		t.Errorf("checks = %+v", c.Checks)
+	}
+	for _, bad := range []string{":783", "spamd", "spamd:0", "bad_host!:53"} {
+		if _, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SPAMD_ADDR": bad}); err == nil {
+			t.Errorf("MAILSINK_SPAMD_ADDR=%q was accepted", bad)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -23,12 +24,15 @@ import (
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
+	"github.com/mailsink/mailsink/internal/checks"
 	"github.com/mailsink/mailsink/internal/clientaddr"
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
+	"github.com/mailsink/mailsink/internal/held"
 	"github.com/mailsink/mailsink/internal/inbound"
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/store"
 )
@@ -50,7 +54,12 @@ type Config struct {
 	StoreTimeout time.Duration
 	// MaxHeldPerAccount bounds the requests of one account held open at
 	// once: list requests with wait, and event streams. More answer 429.
+	// It makes the API's own Limiter when Held is nil.
 	MaxHeldPerAccount int
+	// Held, when not nil, is the Limiter of held requests that the API
+	// shares with the other doors that hold requests (MCP's waits), so
+	// that one budget per account bounds them all.
+	Held *held.Limiter
 	// SSEHeartbeat is how often an idle event stream sends a comment, so
 	// that proxies keep it open.
 	SSEHeartbeat time.Duration
@@ -87,9 +96,24 @@ type Config struct {
 	Faults *faults.Injector
 	// Webhooks, when not nil, serves /v1/webhooks.
 	Webhooks *webhooks.Service
+	// Checks, when not nil, serves /v1/emails/{emailId}/checks/{check};
+	// without it those routes answer 404.
+	Checks *checks.Service
+	// MCP, when not nil, serves /mcp, the Model Context Protocol endpoint
+	// (package mcpserver), for the account of the request's API key.
+	MCP MCP
+	// Relay, when not nil, serves the release of emails to accounts'
+	// relays (POST /v1/emails/{emailId}/release, POST /v1/emails/release).
+	Relay *relay.Service
 	// SNS verifies the SNS messages of /v1/inbound/ses and confirms their
 	// subscriptions; nil uses inbound.NewSNS(nil, nil).
 	SNS *inbound.SNS
+}
+
+// MCP serves the MCP endpoint for one account.
+type MCP interface {
+	// ServeAccount serves a request whose API key is acc's.
+	ServeAccount(w http.ResponseWriter, r *http.Request, acc *store.Account)
 }
 
 // API is the HTTP handler of mailsink.
@@ -102,11 +126,9 @@ type API struct {
 	log      *slog.Logger
 	now      func() time.Time
 	handler  http.Handler
-	held     *heldRequests
-	// stopHeld is closed by StopHeld: held requests answer and event
-	// streams end, so that shutdown need not wait for them.
-	stopHeld chan struct{}
-	stopOnce sync.Once
+	held     *held.Limiter
+	// waiting and streams count the held requests of each kind.
+	waiting, streams atomic.Int64
 	// buffers holds *[]byte for the JSON answers written by hand (json.go).
 	buffers sync.Pool
 	// openAPIDocument is api/openapi.yaml as JSON, served at /v1/openapi.json.
@@ -116,17 +138,15 @@ type API struct {
 // StopHeld ends the requests held open (list with wait answers what it has,
 // event streams end), now and from now on. Call it before shutting the
 // server down: the shutdown then waits only for ordinary requests.
-func (a *API) StopHeld() {
-	a.stopOnce.Do(func() { close(a.stopHeld) })
-}
+func (a *API) StopHeld() { a.held.Stop() }
 
 // New returns the API over its dependencies. Every limit and timeout of cfg
 // must be set: their defaults live in package config.
 func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger, now func() time.Time) *API {
-	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now,
-		held:            &heldRequests{max: cfg.MaxHeldPerAccount, n: map[string]int{}},
-		stopHeld:        make(chan struct{}),
-		openAPIDocument: api.OpenAPIJSON(),
+	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now, held: cfg.Held,
+		openAPIDocument: api.OpenAPIJSON()}
+	if a.held == nil {
+		a.held = held.NewLimiter(cfg.MaxHeldPerAccount)
 	}
 	a.sns = cfg.SNS
 	if a.sns == nil {
@@ -171,8 +191,10 @@ func (a *API) routes() http.Handler {
 	v1("/emails", http.MethodGet, a.listEmails)
 	v1("/emails", http.MethodPost, a.createEmail)
 	v1("/emails", http.MethodDelete, a.bulkDelete)
-	// Before /emails/{emailId}, which would take "count" as an id.
+	// Before /emails/{emailId}, which would take "count" and "release"
+	// as ids.
 	v1("/emails/count", http.MethodGet, a.countEmails)
+	a.releaseRoutes(v1)
 	v1("/emails/{emailId}", http.MethodGet, a.getEmail)
 	v1("/emails/{emailId}", http.MethodPatch, a.updateEmail)
 	v1("/emails/{emailId}", http.MethodDelete, a.deleteEmail)
@@ -181,6 +203,7 @@ func (a *API) routes() http.Handler {
 	v1("/emails/{emailId}/codes", http.MethodGet, a.emailCodes)
 	v1("/emails/{emailId}/transcript", http.MethodGet, a.emailTranscript)
 	v1("/emails/{emailId}/attachments/{index}", http.MethodGet, a.attachment)
+	v1("/emails/{emailId}/checks/{check}", http.MethodGet, a.emailCheck)
 	v1("/events", http.MethodGet, a.events)
 	in("/inbound", a.inbound)
 	in("/inbound/mailgun", a.inboundMailgun)
@@ -194,6 +217,12 @@ func (a *API) routes() http.Handler {
 		v1("/faults", http.MethodGet, a.listFaults)
 		v1("/faults", http.MethodDelete, a.deleteFaults)
 		v1("/faults/{faultId}", http.MethodDelete, a.deleteFault)
+	}
+	if a.cfg.MCP != nil {
+		// Every method: the MCP server answers those it does not serve.
+		r.Handle("/mcp", a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.cfg.MCP.ServeAccount(w, r, accountOf(r))
+		}), false))
 	}
 	if a.cfg.Dashboard != nil {
 		r.Handle("/", a.cfg.Dashboard)

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/internal/held"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -19,155 +18,33 @@ import (
 const (
 	// maxWait bounds the list operation's wait parameter, in seconds.
 	maxWait = 60
-	// waitRecheck is how often a held list request queries again once its
-	// subscription was ended by the store (events lost in a Redis outage).
-	waitRecheck = time.Second
 	// bulkDeletePage is how many emails bulk delete lists at a time.
 	bulkDeletePage = 100
 )
-
-// heldRequests bounds the requests per account that are held open: list
-// requests waiting for an email, and event streams.
-type heldRequests struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
-	// waiting and streams count the held requests of each kind.
-	waiting, streams atomic.Int64
-}
-
-// acquire takes a place for the account; it reports false when all are
-// taken.
-func (h *heldRequests) acquire(accountID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[accountID] >= h.max {
-		return false
-	}
-	h.n[accountID]++
-	return true
-}
-
-func (h *heldRequests) release(accountID string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[accountID]--; h.n[accountID] <= 0 {
-		delete(h.n, accountID)
-	}
-}
-
-// InUse returns how many requests are held, in all accounts.
-func (h *heldRequests) InUse() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, v := range h.n {
-		n += v
-	}
-	return n
-}
 
 // waitForEmails answers a list request with wait: when the page is empty it
 // holds the request until an event of the account makes it non-empty or
 // the wait is over, then answers the page (empty on time-out, from one last
 // query at the deadline). It reports false when it has already answered
-// with an error.
+// with an error, or the client is gone.
 func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.ListQuery, wait time.Duration) ([]*store.Email, bool) {
-	n := a.store
-	a.held.waiting.Add(1)
-	defer a.held.waiting.Add(-1)
-	if !a.held.acquire(q.AccountID) {
-		writeMessage(w, http.StatusTooManyRequests, fmt.Sprintf("too many waiting requests for this account (at most %d): retry later", a.held.max))
+	a.waiting.Add(1)
+	defer a.waiting.Add(-1)
+	release, ok := a.held.Acquire(q.AccountID)
+	if !ok {
+		writeMessage(w, http.StatusTooManyRequests, fmt.Sprintf("too many waiting requests for this account (at most %d): retry later", a.held.Max()))
 		return nil, false
 	}
-	defer a.held.release(q.AccountID)
-	// Subscribe before the first query, so that an email stored between
-	// the query and the wait still wakes it.
-	sub := n.Subscribe(q.AccountID)
-	defer func() { sub.Close() }()
-	events := sub.Events()
-
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	stopRecheck := func() {}
-	defer func() { stopRecheck() }()
-	// recheck ticks only while no subscription delivers events (the store
-	// closed it); with one, the query runs again only for an event whose
-	// email matches, so held requests cost no scans while mail for others
-	// arrives.
-	// A query that finds the store unavailable (a Redis failover) is
-	// retried on the recheck ticker until the wait is over; only then is
-	// the failure answered.
-	var recheck <-chan time.Time
-	startRecheck := func() {
-		if recheck == nil {
-			t := time.NewTicker(waitRecheck)
-			recheck, stopRecheck = t.C, t.Stop
-		}
+	defer release()
+	emails, err := held.Wait(r.Context(), a.store, q, wait, a.cfg.StoreTimeout, a.held.Stopped())
+	switch {
+	case r.Context().Err() != nil:
+		return nil, false // the client is gone: nothing to answer
+	case err != nil:
+		writeError(w, r, a.log, err)
+		return nil, false
 	}
-	match := store.NewMatcher(q)
-	for {
-		emails, err := a.query(r, q)
-		switch {
-		case err != nil && !store.IsCode(err, store.Unavailable):
-			writeError(w, r, a.log, err)
-			return nil, false
-		case err == nil && len(emails) > 0:
-			return emails, true
-		case err != nil:
-			startRecheck()
-		}
-		answer := func() ([]*store.Email, bool) {
-			if err != nil {
-				writeError(w, r, a.log, err)
-				return nil, false
-			}
-			return emails, true
-		}
-		for woken := false; !woken; {
-			select {
-			case <-r.Context().Done():
-				return nil, false // the client is gone: nothing to answer
-			case <-deadline.C:
-				// Once more: an email stored whose event did not come
-				// (lost in a Redis failover, or still on its way) is
-				// still answered.
-				emails, err = a.query(r, q)
-				return answer()
-			case <-a.stopHeld:
-				return answer()
-			case <-recheck:
-				woken = true
-			case e, open := <-events:
-				if !open {
-					// Events may have been missed (a Redis outage):
-					// subscribe again and query once.
-					sub.Close()
-					sub = n.Subscribe(q.AccountID)
-					events, woken = sub.Events(), true
-					startRecheck()
-					continue
-				}
-				woken = e.Type != store.EmailDeleted && (e.Email == nil || match.Match(e.Email))
-			}
-		}
-		drain(events)
-	}
-}
-
-// drain empties what is already buffered in ch, so that a burst of events
-// costs one query.
-func drain(ch <-chan store.Event) {
-	for ch != nil {
-		select {
-		case _, open := <-ch:
-			if !open {
-				return
-			}
-		default:
-			return
-		}
-	}
+	return emails, true
 }
 
 // list runs one list query; it reports false when it has answered with an
@@ -208,13 +85,14 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.held.streams.Add(1)
-	defer a.held.streams.Add(-1)
-	if !a.held.acquire(acc.ID) {
-		writeMessage(w, http.StatusTooManyRequests, fmt.Sprintf("too many open event streams and waiting requests for this account (at most %d)", a.held.max))
+	a.streams.Add(1)
+	defer a.streams.Add(-1)
+	release, ok := a.held.Acquire(acc.ID)
+	if !ok {
+		writeMessage(w, http.StatusTooManyRequests, fmt.Sprintf("too many open event streams and waiting requests for this account (at most %d)", a.held.Max()))
 		return
 	}
-	defer a.held.release(acc.ID)
+	defer release()
 	sub := n.Subscribe(acc.ID)
 	defer sub.Close()
 
@@ -277,7 +155,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-a.stopHeld:
+		case <-a.held.Stopped():
 			return
 		case <-heartbeat.C:
 			if !send(": ping\n\n") {
@@ -381,12 +259,13 @@ func (a *API) deleteMatching(ctx context.Context, q store.ListQuery) (int64, err
 	}
 }
 
-// HeldRequests returns how many requests are held open now: list requests
-// waiting for an email and event streams.
+// HeldRequests returns how many requests are held open now, in all the
+// doors that share Config.Held: list requests waiting for an email, event
+// streams, and agents' waits.
 func (a *API) HeldRequests() int { return a.held.InUse() }
 
 // WaitingRequests returns how many list requests are waiting for an email.
-func (a *API) WaitingRequests() int { return int(a.held.waiting.Load()) }
+func (a *API) WaitingRequests() int { return int(a.waiting.Load()) }
 
 // EventStreams returns how many event streams are open.
-func (a *API) EventStreams() int { return int(a.held.streams.Load()) }
+func (a *API) EventStreams() int { return int(a.streams.Load()) }

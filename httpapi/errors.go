@@ -38,6 +38,7 @@ var statusOf = map[store.Code]int{
 	store.Full:          http.StatusInsufficientStorage,
 	store.QuotaExceeded: http.StatusTooManyRequests,
 	store.Busy:          http.StatusServiceUnavailable,
+	store.Upstream:      http.StatusBadGateway,
 	store.Internal:      http.StatusInternalServerError,
 }
 
@@ -51,6 +52,7 @@ var clientMessage = map[store.Code]string{
 	store.Full:          "storage is full: nothing was stored; delete emails or try again later",
 	store.QuotaExceeded: "the account's storage quota is used up: delete emails or wait for retention",
 	store.Busy:          "busy: try again in a moment",
+	store.Upstream:      "the upstream server failed",
 	store.Internal:      "internal error",
 }
 
@@ -91,6 +93,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	case store.Unavailable, store.Full:
 		log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	case store.Upstream:
+		log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	case store.Busy:
 		w.Header().Set("Retry-After", busyRetryAfter)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mailsink/mailsink/api"
+	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
 )
 
@@ -44,7 +45,10 @@ func (o *openAPI) check(t *testing.T, method, template string, resp *testenv.Res
 func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 	t.Parallel()
 	edit, checkProviders := providerChecks(t)
-	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
+	editChecks := checksForOpenAPI(t)
+	up := testenv.StartUpstream(t)
+	withRelay := testenv.WithRelay(t, "acme", up.Relay(config.RelayNone, allowAcme))
+	forEachBackendWith(t, func(c *config.Config) { edit(c); withRelay(c); editChecks(c) }, func(t *testing.T, e *testenv.Env) {
 		o := loadOpenAPI(t, e)
 		do := func(method, path, key string, body any) *testenv.Response { return e.Do(t, method, path, key, body) }
 		const emails, one = "/v1/emails", "/v1/emails/{emailId}"
@@ -110,6 +114,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/"+smtpID+"/transcript", acme))
 		o.check(t, "GET", one+"/transcript", get(t, e, "/v1/emails/x/transcript", acme))
 		o.check(t, "GET", one+"/transcript", get(t, e, missing+"/transcript", acme))
+		exerciseChecks(t, e, o, id, smtpID, missing)
 
 		const faultsPath = "/v1/faults"
 		rule := do(http.MethodPost, faultsPath, acme, map[string]any{"stage": "data", "recipient": "a@acme.test", "count": 2,
@@ -151,6 +156,7 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "POST", "/v1/inbound", inbound(acme, ""))
 		o.check(t, "POST", "/v1/inbound", inbound("", "x"))
 		checkProviders(t, e, o)
+		exerciseRelease(t, e, up, o)
 
 		o.check(t, "DELETE", one, do(http.MethodDelete, "/v1/emails/"+id, acme, nil))
 		o.check(t, "DELETE", one, do(http.MethodDelete, "/v1/emails/"+id, acme, nil))
@@ -175,4 +181,31 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// exerciseRelease checks the release endpoints' answers: acme releases to
+// up, globex has no relay.
+func exerciseRelease(t *testing.T, e *testenv.Env, up *testenv.Upstream, o *openAPI) {
+	t.Helper()
+	const one, bulk = "/v1/emails/{emailId}/release", "/v1/emails/release"
+	rcpt := "openapi-" + testenv.RandomHex(4) + "@acme.test"
+	id := smtpCapture(t, e, rcpt, captured)
+	to := func(addrs ...string) map[string]any { return map[string]any{"to": addrs} }
+	path := "/v1/emails/" + id + "/release"
+	o.check(t, "POST", one, e.Do(t, http.MethodPost, path, acme, to("released@acme.test")))
+	o.check(t, "POST", one, e.Do(t, http.MethodPost, path, acme, to("someone@example.com")))
+	o.check(t, "POST", one, e.Do(t, http.MethodPost, "/v1/emails/0190b6d2-7c3e-7a1b-8c2d-1234567890ab/release", acme, to("released@acme.test")))
+	o.check(t, "POST", one, e.Do(t, http.MethodPost, path, globex, to("released@acme.test")))
+	o.check(t, "POST", one, e.Do(t, http.MethodPost, path, "", to("released@acme.test")))
+	refused := "refused-" + testenv.RandomHex(4) + "@acme.test"
+	if rule := up.Do(t, http.MethodPost, "/v1/faults", testenv.AcmeKey, map[string]any{"stage": "rcpt", "recipient": refused,
+		"reply": map[string]any{"code": 550, "text": "5.1.1 No such mailbox"}}); rule.Status != http.StatusCreated {
+		t.Fatalf("fault rule: %d %s", rule.Status, rule.Body)
+	}
+	o.check(t, "POST", one, e.Do(t, http.MethodPost, path, acme, to(refused)))
+
+	o.check(t, "POST", bulk, e.Do(t, http.MethodPost, bulk+"?recipient="+rcpt, acme, to("released@acme.test")))
+	o.check(t, "POST", bulk, e.Do(t, http.MethodPost, bulk+"?recipient="+rcpt, acme, to(refused)))
+	o.check(t, "POST", bulk, e.Do(t, http.MethodPost, bulk+"?q=x", acme, to("released@acme.test")))
+	o.check(t, "POST", bulk, e.Do(t, http.MethodPost, bulk, globex, to("released@acme.test")))
 }

@@ -21,9 +21,10 @@ const (
 	Full                      // the backend has no room (disk full, Redis maxmemory): 507 / SMTP 452 4.3.1
 	QuotaExceeded             // the account stores as much as its quota allows: 429 / SMTP 452 4.2.2
 	Busy                      // the process has no room to serve it now (the read budget): 503 with Retry-After
+	Upstream                  // a configured upstream (spamd, a relay's mail server) fails or cannot be reached: 502
 )
 
-var codeNames = [...]string{"internal", "invalid", "not found", "conflict", "unavailable", "too large", "full", "quota exceeded", "busy"}
+var codeNames = [...]string{"internal", "invalid", "not found", "conflict", "unavailable", "too large", "full", "quota exceeded", "busy", "upstream"}
 
 func (c Code) String() string {
 	if c < 0 || int(c) >= len(codeNames) {

@@ -3,7 +3,7 @@
 // every engine implements, and the error codes shared by all layers.
 //
 // The contract is split into roles (Emails, Events, Idempotency, Stats,
-// Pruner, Faults, Webhooks, Sessions), so that each package receives at
+// Pruner, Faults, Webhooks, Sessions, Checks), so that each package receives at
 // construction the part it uses; Store is all of them, and every engine
 // implements all of them. It has no dependencies on any engine;
 // store/boltstore (embedded, the default) and store/redisstore implement
@@ -55,6 +55,9 @@ type Email struct {
 	Notes     *string
 	Labels    []string // never nil once stored
 	RawSize   int64
+	// Read is whether the email was read (a mail client's \Seen); new
+	// mail is unread.
+	Read bool
 
 	// Timestamps are UTC with millisecond precision; backends keep them exactly.
 	ReceivedAt time.Time
@@ -147,6 +150,7 @@ type Store interface {
 	Faults
 	Webhooks
 	Sessions
+	Checks
 
 	// Ping returns nil when the backend answers.
 	Ping(ctx context.Context) error

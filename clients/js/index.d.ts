@@ -1,5 +1,7 @@
 import type {
   EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, operations,
+  HTMLCheckResponse, LinkCheckResponse, SpamCheckResponse, AuthCheckResponse,
+  ReleaseReply, ReleaseResult,
 } from './types.js';
 
 // types.d.ts is generated from api/openapi.yaml by openapi-typescript (npm run gen).
@@ -12,6 +14,7 @@ export type Query<Op extends keyof operations> = NonNullable<operations[Op]['par
 export type Filter = Omit<Query<'deleteEmails'>, 'all' | 'since'> & { since?: string | Date };
 export type ListParams = Omit<Query<'listEmails'>, 'wait' | 'since'> & { since?: string | Date };
 export type CountParams = Omit<Query<'countEmails'>, 'since'> & { since?: string | Date };
+export type ReleaseParams = Omit<Query<'releaseEmails'>, 'since'> & { since?: string | Date };
 
 /** An error answer of the API. */
 export class MailsinkError extends Error {
@@ -25,6 +28,14 @@ export interface Download {
   contentType: string;
   filename: string | null;
   data: Uint8Array;
+}
+
+/** The result of each check of an email, by its name. */
+export interface CheckResults {
+  html: HTMLCheckResponse;
+  links: LinkCheckResponse;
+  spam: SpamCheckResponse;
+  auth: AuthCheckResponse;
 }
 
 export class Mailsink {
@@ -42,6 +53,15 @@ export class Mailsink {
   links(id: string): Promise<EmailLink[]>;
   /** The one-time codes, as typed: "123 456" in the message is "123456". */
   codes(id: string): Promise<string[]>;
+  /**
+   * A check of an email, kept with it (refresh runs it again). spam rejects with status 409 when the server
+   * has no spamd, 502 when spamd fails.
+   */
+  check<N extends keyof CheckResults>(id: string, name: N, options?: { refresh?: boolean }): Promise<CheckResults[N]>;
+  /** Sends the email, as stored, to real recipients through the account's relay; resolves with the upstream's reply. */
+  release(id: string, to: string | string[]): Promise<ReleaseReply>;
+  /** Sends the emails a list query selects (one page) through the account's relay; resolves with each one's result. */
+  releaseMany(params: ReleaseParams, to: string | string[]): Promise<ReleaseResult[]>;
   create(email: CreateEmailRequest): Promise<EmailSummary>;
   inbound(raw: string | Uint8Array, envelope?: { from?: string; to?: string | string[] }): Promise<EmailSummary[]>;
 }

@@ -122,6 +122,37 @@ export class Mailsink {
     return (await this.#json('GET', `/v1/emails/${encodeURIComponent(id)}/codes`)).items.map((c) => c.value);
   }
 
+  /**
+   * A check of an email: 'html' (client compatibility), 'links' (what its
+   * links and images answer), 'spam' (spamd's score) or 'auth' (DKIM, SPF,
+   * DMARC). The result is kept with the email; refresh runs it again.
+   */
+  async check(id, name, { refresh = false } = {}) {
+    const query = refresh ? '?refresh=1' : '';
+    return this.#json('GET', `/v1/emails/${encodeURIComponent(id)}/checks/${encodeURIComponent(name)}${query}`);
+  }
+
+  /**
+   * Sends an email, its raw source as stored, to real recipients through
+   * the account's relay; resolves with the upstream's reply {code, text}.
+   * Rejects with 400 for a recipient the relay does not allow (nothing is
+   * sent), 409 without a relay, 429 past the account's rate, 502 when the
+   * upstream refuses or cannot be reached.
+   */
+  async release(id, to) {
+    return (await this.#json('POST', `/v1/emails/${encodeURIComponent(id)}/release`, { body: { to: [].concat(to) } })).item;
+  }
+
+  /**
+   * Sends the emails a list query selects (one page: limit, at most 100)
+   * through the account's relay; resolves with what became of each,
+   * newest first: [{id, released, code, text}].
+   */
+  async releaseMany(params, to) {
+    const q = query(params, ['limit', 'offset', 'before', ...FILTERS]);
+    return (await this.#json('POST', `/v1/emails/release${q}`, { body: { to: [].concat(to) } })).items;
+  }
+
   /** Stores a new email from JSON. */
   async create(email) {
     return (await this.#json('POST', '/v1/emails', { body: email })).item;

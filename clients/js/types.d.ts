@@ -70,6 +70,48 @@ export interface paths {
         patch: operations["updateEmail"];
         trace?: never;
     };
+    "/v1/emails/{emailId}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send the email, its raw source as stored, to real recipients through the account's relay (the accounts file's relay entry).
+         * @description The raw source goes byte-exact as SMTP DATA (CRLF line ends: a source with bare LF line ends is sent with CRLF ones; dot-stuffing is SMTP's) with MAIL FROM the relay's from, else the email's sender. Nothing is sent unless the upstream accepts every recipient. Nothing about the email changes. Each release is logged (without credentials) and counted in mailsink_releases_total.
+         */
+        post: operations["releaseEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/emails/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send the emails the list's filters select (one page: limit, at most 100) to real recipients through the account's relay, over one connection.
+         * @description Selects exactly what GET /v1/emails with the same query lists (default limit 25); page on with before set to the last id released. Any other query parameter is refused (400), so that a filter this endpoint does not know never widens a release. Each email is sent as POST /v1/emails/{emailId}/release sends it; one the upstream refuses does not stop the others. Each email counts once against MAILSINK_RELEASE_PER_MINUTE: past it, the rest are answered not sent.
+         */
+        post: operations["releaseEmails"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/emails/{emailId}/raw": {
         parameters: {
             query?: never;
@@ -144,6 +186,106 @@ export interface paths {
         };
         /** The SMTP transaction that delivered the email, as the server saw it; null for an email that came over HTTP. */
         get: operations["getEmailTranscript"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/emails/{emailId}/checks/html": {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The HTML part checked against email clients (caniemail data).
+         * @description Finds the elements, attributes, CSS properties and values (style attributes and style elements), at-rules, selectors, units and image formats the HTML part uses, and lists those some client does not support or supports in part, with the clients and the data's notes. The bundled caniemail snapshot (MIT) and its date are in data.
+         */
+        get: operations["getEmailHTMLCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/emails/{emailId}/checks/links": {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The message's links and images, fetched now: what each answers.
+         * @description The http and https links (as getEmailLinks lists them) and images (img src, srcset) are fetched with HEAD, then GET when HEAD is refused, without reading a body or keeping cookies, through the webhooks' SSRF rules (private and loopback addresses only with the account's webhooks.allowPrivateTargets; every redirect hop checked): at most 100 URLs, 2 at once per host, 5 s and 10 redirects each. Nothing is fetched when mail arrives: this request is the opt-in.
+         */
+        get: operations["getEmailLinkCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/emails/{emailId}/checks/spam": {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The message's spam score from SpamAssassin's spamd.
+         * @description The first 500 KB of the raw message are scored by the spamd at MAILSINK_SPAMD_ADDR (SPAMC REPORT).
+         */
+        get: operations["getEmailSpamCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/emails/{emailId}/checks/auth": {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The message's authentication: DKIM, SPF and DMARC.
+         * @description DKIM signatures (at most 5) verified over the raw message as stored; SPF for the SMTP client that delivered it; DMARC, the From domain's policy and the alignment of the passing identities. DNS through MAILSINK_DNS_RESOLVER or the system's resolver.
+         */
+        get: operations["getEmailAuthCheck"];
         put?: never;
         post?: never;
         delete?: never;
@@ -597,6 +739,144 @@ export interface components {
         CodesResponse: {
             items: components["schemas"]["EmailCode"][];
         };
+        /** @description A split of email clients in percent. */
+        CheckScore: {
+            supported: number;
+            partial: number;
+            unsupported: number;
+        };
+        /** @description One email client family on one platform, at the latest version the caniemail data has tested. */
+        EmailClientSupport: {
+            /** @description caniemail's family key, like gmail or outlook. */
+            family: string;
+            familyName: string;
+            /** @description caniemail's platform key, like ios or windows. */
+            platform: string;
+            platformName: string;
+            version: string;
+            /** @description The data's notes on this client's support, Markdown. */
+            notes: string[];
+        };
+        HTMLCompatWarning: {
+            /** @description The caniemail slug, like css-display-flex or html-video. */
+            feature: string;
+            title: string;
+            /** @enum {string} */
+            category: "html" | "css" | "image" | "others";
+            url: string;
+            /** @description The places the HTML uses the feature. */
+            occurrences: number;
+            score: components["schemas"]["CheckScore"];
+            /** @description The clients that do not support it. */
+            unsupported: components["schemas"]["EmailClientSupport"][];
+            /** @description The clients that support it in part. */
+            partial: components["schemas"]["EmailClientSupport"][];
+            /** @description The data's note on the feature as a whole. */
+            notes: string | null;
+        };
+        HTMLCheckResponse: {
+            /** @description The features the HTML part uses that some client lacks or supports in part, the worst first. */
+            warnings: components["schemas"]["HTMLCompatWarning"][];
+            /** @description The message's score as Mailpit computes its own: each feature's share of unsupported (and partly supported) clients weighted by the share of the HTML's elements that use it; the largest of each is the message's, and the rest is supported. */
+            total: components["schemas"]["CheckScore"] & {
+                /** @description The HTML's elements. */
+                nodes: number;
+                /** @description The caniemail features the HTML uses, supported everywhere or not. */
+                features: number;
+                /** @description The clients (family and platform) the data knows. */
+                clients: number;
+            };
+            data: {
+                source: string;
+                /** @description The date of the bundled caniemail data, YYYY-MM-DD. */
+                updated: string;
+            };
+            /** Format: date-time */
+            checkedAt: string;
+        };
+        LinkCheckItem: {
+            url: string;
+            /** @enum {string} */
+            kind: "link" | "image";
+            /** @description The HTTP status of the last hop; null when there was no answer (error says why), and for targets the SSRF rules refuse. */
+            status: number | null;
+            /** @description The URL of the last hop, after redirects. */
+            finalUrl: string | null;
+            redirects: number;
+            /**
+             * @description GET when HEAD was refused (405, 501).
+             * @enum {string}
+             */
+            method: "HEAD" | "GET";
+            timeMs: number;
+            /** @description Why there is no status: refused by the SSRF rules (saying which setting allows it), no answer within 5 s, too many redirects, a network or TLS error. */
+            error: string | null;
+        };
+        LinkCheckResponse: {
+            items: components["schemas"]["LinkCheckItem"][];
+            /** @description URLs past the first 100, not fetched. */
+            omitted: number;
+            /** Format: date-time */
+            checkedAt: string;
+        };
+        SpamRule: {
+            name: string;
+            score: number;
+            description: string;
+        };
+        SpamCheckResponse: {
+            score: number;
+            threshold: number;
+            isSpam: boolean;
+            /** @description The SpamAssassin rules that hit. */
+            rules: components["schemas"]["SpamRule"][];
+            scoredBytes: number;
+            /** @description The message is over 500 KB and was scored on its first 500 KB, as spamc does. */
+            truncated: boolean;
+            /** Format: date-time */
+            checkedAt: string;
+        };
+        /** @enum {string} */
+        AuthResult: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror";
+        DKIMResult: {
+            /** @description The signature's d=. */
+            domain: string;
+            /** @description The signature's s=; the key is the TXT record of selector._domainkey.domain. */
+            selector: string;
+            result: components["schemas"]["AuthResult"];
+            reason: string;
+        };
+        /** @description Evaluated when the check runs, from the SMTP transcript's client address (after trusted proxies), HELO and MAIL FROM; none for mail that did not come over SMTP. */
+        SPFResult: {
+            result: components["schemas"]["AuthResult"];
+            /** @description MAIL FROM's domain, or HELO's for a null sender. */
+            domain: string;
+            clientIp: string;
+            helo: string;
+            mailFrom: string;
+            reason: string;
+        };
+        DMARCResult: {
+            result: components["schemas"]["AuthResult"];
+            /** @description The From header's domain. */
+            domain: string;
+            /** @description The domain whose record applies: domain's, else its organisational domain's. */
+            policyDomain: string;
+            /** @description p= (or sp= for a subdomain): none, quarantine or reject; empty without a record. */
+            policy: string;
+            dkimAligned: boolean;
+            spfAligned: boolean;
+            reason: string;
+        };
+        AuthCheckResponse: {
+            dkim: components["schemas"]["DKIMResult"][];
+            /** @description Signatures past the first 5, not verified. */
+            dkimIgnored: number;
+            spf: components["schemas"]["SPFResult"];
+            dmarc: components["schemas"]["DMARCResult"];
+            /** Format: date-time */
+            checkedAt: string;
+        };
         BulkDeleteResponse: {
             deleted: number;
         };
@@ -803,6 +1083,32 @@ export interface components {
                 account: components["schemas"]["Account"] | null;
             };
         };
+        ReleaseRequest: {
+            /** @description The envelope recipients (RCPT TO); each must match, whole and regardless of case, a pattern of the account's relay.allowedRecipients. An address given twice is sent to once. */
+            to: string[];
+        };
+        ReleaseReply: {
+            /** @description The upstream's reply code to the message (250). */
+            code: number;
+            /** @description The upstream's reply text, its enhanced status code first when it gives one (2.0.0 OK: queued as ...). */
+            text: string;
+        };
+        ReleaseResponse: {
+            item: components["schemas"]["ReleaseReply"];
+        };
+        ReleaseResult: {
+            id: string;
+            /** @description The upstream accepted the email. */
+            released: boolean;
+            /** @description The upstream's reply code for this email; null when it did not answer for it (not sent, or the connection failed). */
+            code: number | null;
+            /** @description Released: the upstream's reply text. Else why not: the upstream's refusal (the command it refused and its reply), the email was deleted meanwhile, the account's release rate was used up (the emails after it are not sent), or the connection to the upstream was lost (likewise). */
+            text: string;
+        };
+        BulkReleaseResponse: {
+            /** @description One result per selected email, in list order (newest first). */
+            items: components["schemas"]["ReleaseResult"][];
+        };
         EventData: {
             /** @enum {string} */
             type: "email.created" | "email.updated" | "email.deleted";
@@ -883,6 +1189,33 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
+        /** @description The account has no relay: release needs a relay entry for the account in the accounts file. */
+        NoRelay: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description The account has released MAILSINK_RELEASE_PER_MINUTE emails in the last minute, or has 4 releases under way; Retry-After says when to try again. Nothing was sent. */
+        ReleaseLimited: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description The upstream refused the message (the error names the command and gives its reply, like 550 5.1.1 ...), or could not be reached, TLS or AUTH failed, or it did not answer within MAILSINK_RELEASE_TIMEOUT. Nothing was delivered. */
+        Upstream: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
     };
     parameters: never;
     requestBodies: never;
@@ -904,6 +1237,19 @@ export type EmailLink = components['schemas']['EmailLink'];
 export type LinksResponse = components['schemas']['LinksResponse'];
 export type EmailCode = components['schemas']['EmailCode'];
 export type CodesResponse = components['schemas']['CodesResponse'];
+export type CheckScore = components['schemas']['CheckScore'];
+export type EmailClientSupport = components['schemas']['EmailClientSupport'];
+export type HTMLCompatWarning = components['schemas']['HTMLCompatWarning'];
+export type HTMLCheckResponse = components['schemas']['HTMLCheckResponse'];
+export type LinkCheckItem = components['schemas']['LinkCheckItem'];
+export type LinkCheckResponse = components['schemas']['LinkCheckResponse'];
+export type SpamRule = components['schemas']['SpamRule'];
+export type SpamCheckResponse = components['schemas']['SpamCheckResponse'];
+export type AuthResult = components['schemas']['AuthResult'];
+export type DKIMResult = components['schemas']['DKIMResult'];
+export type SPFResult = components['schemas']['SPFResult'];
+export type DMARCResult = components['schemas']['DMARCResult'];
+export type AuthCheckResponse = components['schemas']['AuthCheckResponse'];
 export type BulkDeleteResponse = components['schemas']['BulkDeleteResponse'];
 export type ErrorResponse = components['schemas']['ErrorResponse'];
 export type ValidationErrorResponse = components['schemas']['ValidationErrorResponse'];
@@ -911,7 +1257,7 @@ export type MessageResponse = components['schemas']['MessageResponse'];
 export type HealthResponse = components['schemas']['HealthResponse'];
 export type CreateEmailRequest = components['schemas']['CreateEmailRequest'];
 export type UpdateEmailRequest = components['schemas']['UpdateEmailRequest'];
-export type SmtpCommand = components['schemas']['SMTPCommand'];
+export type SMTPCommand = components['schemas']['SMTPCommand'];
 export type Transcript = components['schemas']['Transcript'];
 export type TranscriptResponse = components['schemas']['TranscriptResponse'];
 export type FaultStage = components['schemas']['FaultStage'];
@@ -929,6 +1275,11 @@ export type WebhookListResponse = components['schemas']['WebhookListResponse'];
 export type WebhookDelivery = components['schemas']['WebhookDelivery'];
 export type WebhookDeliveryListResponse = components['schemas']['WebhookDeliveryListResponse'];
 export type WebhookPayload = components['schemas']['WebhookPayload'];
+export type ReleaseRequest = components['schemas']['ReleaseRequest'];
+export type ReleaseReply = components['schemas']['ReleaseReply'];
+export type ReleaseResponse = components['schemas']['ReleaseResponse'];
+export type ReleaseResult = components['schemas']['ReleaseResult'];
+export type BulkReleaseResponse = components['schemas']['BulkReleaseResponse'];
 export type EventData = components['schemas']['EventData'];
 export type ResponseBadRequest = components['responses']['BadRequest'];
 export type ResponseUnauthorized = components['responses']['Unauthorized'];
@@ -938,6 +1289,9 @@ export type ResponseConflict = components['responses']['Conflict'];
 export type ResponseTooManyRequests = components['responses']['TooManyRequests'];
 export type ResponseUnavailable = components['responses']['Unavailable'];
 export type ResponseTooManyWrites = components['responses']['TooManyWrites'];
+export type ResponseNoRelay = components['responses']['NoRelay'];
+export type ResponseReleaseLimited = components['responses']['ReleaseLimited'];
+export type ResponseUpstream = components['responses']['Upstream'];
 export type $defs = Record<string, never>;
 export interface operations {
     listEmails: {
@@ -1177,6 +1531,105 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    releaseEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description The upstream accepted the message: its reply. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReleaseResponse"];
+                };
+            };
+            /** @description Validation error: the path id, the body, or a recipient the relay's allowedRecipients does not allow (fieldErrors.to names it); nothing was sent. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationErrorResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["NoRelay"];
+            429: components["responses"]["ReleaseLimited"];
+            502: components["responses"]["Upstream"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    releaseEmails: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: number;
+                /** @description Emails skipped. */
+                offset?: number;
+                /** @description Exact recipient address, case-insensitive. */
+                recipient?: string;
+                /** @description Exact sender address, case-insensitive. */
+                sender?: string;
+                /** @description Status. */
+                status?: components["schemas"]["Status"];
+                /** @description Subject contains the value, case-insensitive, literal. */
+                subject?: string;
+                /** @description Only emails carrying this label: exact, case-sensitive. */
+                label?: string;
+                /** @description Only emails received after this instant (RFC 3339). */
+                since?: string;
+                /** @description Cursor: only emails after the email with this id in list order (receivedAt, then id, descending), whether or not that email matches the filters; offset then counts from it. Paging with the id of the last email seen neither skips nor repeats an email while new ones arrive. 404 when the account has no email with this id (also when it was deleted). Not with wait: new emails come before the cursor, never after it. */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseRequest"];
+            };
+        };
+        responses: {
+            /** @description What became of each selected email. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkReleaseResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["NoRelay"];
+            429: components["responses"]["ReleaseLimited"];
+            /** @description The connection to the upstream failed (connecting, TLS, AUTH): nothing was sent. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getEmailRaw: {
         parameters: {
             query?: never;
@@ -1273,6 +1726,140 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TranscriptResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEmailHTMLCheck: {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The result, kept with the email until it is deleted or refreshed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTMLCheckResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEmailLinkCheck: {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The result, kept with the email until it is deleted or refreshed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkCheckResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEmailSpamCheck: {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The result, kept with the email until it is deleted or refreshed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SpamCheckResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The spam check is not configured: MAILSINK_SPAMD_ADDR is not set. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description spamd failed or could not be reached. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEmailAuthCheck: {
+        parameters: {
+            query?: {
+                /** @description 1 or true: run the check again instead of answering the kept result. */
+                refresh?: "0" | "1" | "false" | "true";
+            };
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The result, kept with the email until it is deleted or refreshed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthCheckResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

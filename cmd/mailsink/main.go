@@ -3,6 +3,7 @@
 //
 //	mailsink serve    run the service (configured by MAILSINK_* variables; --help lists them)
 //	mailsink healthcheck  exit 0 when the local mailsink is ready (for container health checks)
+//	mailsink mcp --url URL  serve the MCP tools over stdio for a running mailsink (docs/agents.md)
 //	mailsink version  print the version
 package main
 
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return healthcheck(stderr)
 	case "compact":
 		return compact(stdout, stderr)
+	case "mcp":
+		return mcpStdio(args, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "mailsink", versionOf(version, readBuildInfo()))
 		return 0
@@ -86,10 +89,12 @@ func plainHelp(s string) string {
 
 // usage prints the commands and every setting of config.Settings.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|compact|version|help]
+	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|compact|mcp|version|help]
 
   serve        run the service (the default command)
   healthcheck  exit 0 when the local mailsink is ready (for container health checks)
+  mcp --url URL  serve the MCP tools for AI agents over stdio, talking to the mailsink at URL
+               (key: MAILSINK_API_KEY; docs/agents.md)
   compact      give the embedded store's free space back to the disk (with mailsink stopped)
   version      print the version
 

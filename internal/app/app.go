@@ -27,11 +27,15 @@ import (
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/certs"
+	"github.com/mailsink/mailsink/internal/checks"
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
+	"github.com/mailsink/mailsink/internal/held"
 	"github.com/mailsink/mailsink/internal/inbound"
 	"github.com/mailsink/mailsink/internal/ingest"
+	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/internal/webhooks"
@@ -163,6 +167,16 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a.large = gate.New(cfg.SMTP.MaxLargeTransfers, max(1, cfg.SMTP.MaxLargeTransfers/2))
 
 	a.webhooks = newWebhooks(cfg, st, reg, m, registry, log)
+	checker, err := checks.New(reads, st, checks.Config{
+		SpamdAddr:    cfg.Checks.SpamdAddr,
+		DNSResolver:  cfg.Checks.DNSResolver,
+		AllowPrivate: a.webhooks.AllowsPrivateTargets,
+		StoreTimeout: cfg.Store.Timeout,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 
 	// What SMTP sessions hold of their messages' first MiB, an eighth of
 	// it per client address: four addresses cannot take it all.
@@ -194,21 +208,25 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Faults:        inject,
 	}, reg, ing, log.With("component", "smtp"))
 	a.bodies = gate.NewBudget(bodyBudget, bodyBudget/2)
+	// List waits, event streams and MCP's waits share one budget per
+	// account.
+	heldRequests := held.NewLimiter(cfg.HTTP.MaxHeldPerAccount)
+	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout, Account: reg.ByID}
 	api := httpapi.New(httpapi.Config{
-		Bodies:            reads,
-		LargeGate:         a.large,
-		BodyBudget:        a.bodies,
-		MaxRecipients:     cfg.SMTP.MaxRecipients,
-		Writes:            m.Writes.State,
-		MaxMessageBytes:   cfg.MaxMessageBytes,
-		MaxHeldPerAccount: cfg.HTTP.MaxHeldPerAccount,
-		MaxJSONBytes:      cfg.HTTP.MaxJSONBytes,
-		StoreTimeout:      cfg.Store.Timeout,
-		SSEHeartbeat:      cfg.HTTP.SSEHeartbeat,
-		SSEWriteTimeout:   cfg.HTTP.SSEWriteTimeout,
-		AuthLimiter:       guard,
-		Metrics:           m,
-		MetricsHandler:    promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
+		Bodies:          reads,
+		LargeGate:       a.large,
+		BodyBudget:      a.bodies,
+		MaxRecipients:   cfg.SMTP.MaxRecipients,
+		Writes:          m.Writes.State,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		Held:            heldRequests,
+		MaxJSONBytes:    cfg.HTTP.MaxJSONBytes,
+		StoreTimeout:    cfg.Store.Timeout,
+		SSEHeartbeat:    cfg.HTTP.SSEHeartbeat,
+		SSEWriteTimeout: cfg.HTTP.SSEWriteTimeout,
+		AuthLimiter:     guard,
+		Metrics:         m,
+		MetricsHandler:  promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}),
 		Dashboard: web.New(web.Config{
 			Bodies: reads, Accounts: reg, AuthLimiter: guard, Log: log.With("component", "web"),
 			Sessions: st,
@@ -216,7 +234,21 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Certificate: certPEM,
 		Faults:      inject,
 		Webhooks:    a.webhooks,
-		SNS:         inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
+		Checks:      checker,
+		MCP: mcpserver.NewHTTP(mcpserver.HTTPConfig{
+			MaxSessionsPerAccount: cfg.HTTP.MCPMaxSessionsPerAccount,
+			SessionIdleTimeout:    cfg.HTTP.MCPSessionIdleTimeout,
+			WriteTimeout:          cfg.HTTP.WriteTimeout,
+			Version:               cfg.Version,
+			Log:                   log.With("component", "mcp"),
+		}, func(acc *store.Account) mcpserver.Mailbox { return mcpserver.NewLocal(mailboxes, acc) }),
+		Relay: relay.New(relay.Config{
+			PerMinute: cfg.Release.PerMinute,
+			Timeout:   cfg.Release.Timeout,
+			Metrics:   metrics.NewReleases(registry),
+			Log:       log.With("component", "release"),
+		}, reg, reads),
+		SNS: inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)

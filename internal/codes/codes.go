@@ -42,9 +42,7 @@ import (
 	"strings"
 	"unicode"
 
-	"golang.org/x/net/html"
-	"golang.org/x/net/html/atom"
-
+	"github.com/mailsink/mailsink/internal/htmltext"
 	"github.com/mailsink/mailsink/internal/runecut"
 )
 
@@ -68,7 +66,7 @@ func Extract(ctx context.Context, subject, textPart, htmlPart string) ([]string,
 			out = append(out, v)
 		}
 	}
-	for _, part := range []string{clip(subject), clip(textPart), htmlText(clip(htmlPart))} {
+	for _, part := range []string{clip(subject), clip(textPart), htmltext.Text(clip(htmlPart))} {
 		for _, v := range fromText(ctx, part) {
 			add(v)
 		}
@@ -485,60 +483,4 @@ func (l *line) alone(c span) bool {
 		}
 	}
 	return true
-}
-
-// htmlText converts an HTML document to text: one line per block element
-// and table row, the cells of a row on one line, white space collapsed,
-// script, style, head and template content left out, entities decoded.
-func htmlText(doc string) string {
-	if doc == "" {
-		return ""
-	}
-	var b []byte
-	z := html.NewTokenizer(strings.NewReader(doc))
-	skip := 0
-	for {
-		tt := z.Next()
-		switch tt {
-		case html.ErrorToken:
-			return string(b)
-		case html.TextToken:
-			if skip == 0 {
-				b = append(b, strings.Join(strings.Fields(string(z.Text())), " ")...)
-				if t := z.Raw(); len(t) > 0 && (t[len(t)-1] == ' ' || t[len(t)-1] == '\n' || t[len(t)-1] == '\t') {
-					b = space(b, ' ')
-				}
-			}
-		case html.StartTagToken, html.EndTagToken, html.SelfClosingTagToken:
-			name, _ := z.TagName()
-			a := atom.Lookup(name)
-			switch a {
-			case atom.Script, atom.Style, atom.Head, atom.Template, atom.Noscript:
-				if tt == html.StartTagToken {
-					skip++
-				} else if tt == html.EndTagToken {
-					skip = max(skip-1, 0)
-				}
-			case atom.Td, atom.Th:
-				b = space(b, ' ')
-			case atom.Br, atom.P, atom.Div, atom.Tr, atom.Table, atom.Li, atom.Ul, atom.Ol, atom.H1, atom.H2,
-				atom.H3, atom.H4, atom.H5, atom.H6, atom.Hr, atom.Blockquote, atom.Pre, atom.Section,
-				atom.Article, atom.Header, atom.Footer, atom.Center, atom.Tbody, atom.Thead, atom.Tfoot:
-				b = space(b, '\n')
-			}
-		}
-	}
-}
-
-// space ends the text with one separator: a line break replaces a space
-// before it, and a space after a separator is left out, so that the cells
-// of "<td>1</td><td>2</td>" read "1 2".
-func space(b []byte, sep byte) []byte {
-	if n := len(b); n > 0 && (b[n-1] == ' ' || b[n-1] == '\n') {
-		if sep == ' ' || b[n-1] == '\n' {
-			return b
-		}
-		b = b[:n-1]
-	}
-	return append(b, sep)
 }

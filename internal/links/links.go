@@ -318,3 +318,54 @@ func optional(s string) *string {
 	}
 	return &s
 }
+
+// Images returns the URLs of the images an email's HTML part shows, in
+// document order and each once: the src of every img element and the
+// srcset candidates of img and source elements that are absolute http or
+// https URLs (data: and cid: images are part of the message), at most
+// MaxLinks of them, from the first MaxScan bytes. It stops with ctx's
+// error when ctx ends first.
+func Images(ctx context.Context, htmlPart string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(raw string) bool {
+		u, ok := keep(raw)
+		if ok && !strings.HasPrefix(strings.ToLower(u), "mailto:") && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+		return len(out) < MaxLinks
+	}
+	z := html.NewTokenizer(strings.NewReader(clip(htmlPart)))
+	for n := 0; ; n++ {
+		if n%checkEvery == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		switch z.Next() {
+		case html.ErrorToken:
+			return out, nil
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name, more := z.TagName()
+			tag := atom.Lookup(name)
+			if tag != atom.Img && tag != atom.Source {
+				continue
+			}
+			for more {
+				var k, v []byte
+				k, v, more = z.TagAttr()
+				switch {
+				case string(k) == "src" && tag == atom.Img:
+					if !add(string(v)) {
+						return out, nil
+					}
+				case string(k) == "srcset":
+					for _, c := range strings.Split(string(v), ",") {
+						if f := strings.Fields(c); len(f) > 0 && !add(f[0]) {
+							return out, nil
+						}
+					}
+				}
+			}
+		}
+	}
+}

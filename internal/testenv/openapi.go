@@ -25,6 +25,9 @@ type OpenAPI struct {
 	mu sync.Mutex
 	// exercised records the operations checked, as "GET /v1/emails".
 	exercised map[string]bool
+	// compiled holds the schemas compiled so far, by pointer: the compiler
+	// is not safe for concurrent use, a compiled schema is.
+	compiled map[string]*jsonschema.Schema
 }
 
 const openAPIURL = "mem:///openapi.json"
@@ -32,7 +35,7 @@ const openAPIURL = "mem:///openapi.json"
 // NewOpenAPI reads a served or embedded OpenAPI document.
 func NewOpenAPI(t testing.TB, doc []byte) *OpenAPI {
 	t.Helper()
-	o := &OpenAPI{exercised: map[string]bool{}}
+	o := &OpenAPI{exercised: map[string]bool{}, compiled: map[string]*jsonschema.Schema{}}
 	if err := json.Unmarshal(doc, &o.Doc); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +127,7 @@ func (o *OpenAPI) RequestError(method, template string, body []byte) error {
 		return fmt.Errorf("%s %s: sent a JSON body, but the document describes none", method, template)
 	}
 	pointer := "#/paths/" + escapePointer(template) + "/" + strings.ToLower(method) + "/requestBody/content/application~1json/schema"
-	sch, err := o.compiler.Compile(openAPIURL + pointer)
+	sch, err := o.schema(pointer)
 	if err != nil {
 		return err
 	}
@@ -135,9 +138,23 @@ func (o *OpenAPI) RequestError(method, template string, body []byte) error {
 	return sch.Validate(v)
 }
 
+// schema compiles the schema at pointer once.
+func (o *OpenAPI) schema(pointer string) (*jsonschema.Schema, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if sch, ok := o.compiled[pointer]; ok {
+		return sch, nil
+	}
+	sch, err := o.compiler.Compile(openAPIURL + pointer)
+	if err == nil {
+		o.compiled[pointer] = sch
+	}
+	return sch, err
+}
+
 func (o *OpenAPI) validate(t testing.TB, pointer string, body []byte, what string) {
 	t.Helper()
-	sch, err := o.compiler.Compile(openAPIURL + pointer)
+	sch, err := o.schema(pointer)
 	if err != nil {
 		t.Errorf("%s: compile %s: %v", what, pointer, err)
 		return

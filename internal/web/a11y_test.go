@@ -76,9 +76,9 @@ func TestAccessibility(t *testing.T) {
 			p.click("#message-list .row-link")
 			p.waitFor("the message", `document.querySelector('#message-subject')`)
 			p.checkAccessibility(axe, "list and message, HTML tab")
-			for _, tab := range []string{"text", "headers", "raw", "attachments", "links"} {
+			for _, tab := range []string{"text", "headers", "raw", "attachments", "links", "check-html", "check-spam", "check-links"} {
 				p.click("#tab-" + tab)
-				p.waitFor(tab, `!document.querySelector('#panel-`+tab+`').hidden && !document.querySelector('#panel-`+tab+`').innerText.includes('Loading')`)
+				p.waitFor(tab, `!document.querySelector('#panel-`+tab+`').hidden && !/Loading|Running/.test(document.querySelector('#panel-`+tab+`').innerText)`)
 				p.checkAccessibility(axe, tab+" tab")
 			}
 			p.shortcut("?")

@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 	if browserCancel != nil {
 		browserCancel()
 	}
+	spamd.Stop()
 	os.Exit(code)
 }
 

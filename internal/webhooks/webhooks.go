@@ -148,6 +148,11 @@ func (s *Service) SetPrivateTargets(accountIDs []string) {
 
 func (s *Service) allowPrivate(accountID string) bool { return (*s.privateAccounts.Load())[accountID] }
 
+// AllowsPrivateTargets reports whether the account may reach private and
+// loopback addresses (webhooks.allowPrivateTargets): the link check
+// follows the same rule.
+func (s *Service) AllowsPrivateTargets(accountID string) bool { return s.allowPrivate(accountID) }
+
 // CheckURL checks a webhook URL for the account; the error is a message
 // for the client.
 func (s *Service) CheckURL(accountID, raw string) error {

@@ -887,6 +887,9 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 		if err := release(tx, r.BodyID); err != nil {
 			return err
 		}
+		if err := deleteChecks(tx, accountID, id); err != nil {
+			return err
+		}
 		if err := addStats(tx, accountID, -1, -r.RawSize); err != nil {
 			return err
 		}

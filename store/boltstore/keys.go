@@ -15,6 +15,7 @@ import (
 //	bodies   bodyID (8 bytes, big-endian)                  -> body record
 //	bodyrefs bodyID                                        -> uvarint count of emails sharing it, when more than one
 //	stats    account                                       -> varint email count | varint sum of RawSize
+//	checks   account | id | 0x00 | name                    -> check result (checks.go)
 //	meta     "version"                                     -> schema version
 //	meta     "wal"                                         -> last write-ahead log number applied (uint64, big-endian)
 //
@@ -50,8 +51,11 @@ var (
 	// bucketFaults holds a bucket per account: rule id -> the rule as
 	// JSON (faults.go).
 	bucketFaults = []byte("faults")
+	// bucketChecks holds the results of emails' checks; a file without
+	// it gets it on open, and a build without it ignores it.
+	bucketChecks = []byte("checks")
 
-	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta, bucketEvents, bucketFaults}
+	allBuckets = [][]byte{bucketEmails, bucketIndex, bucketBodies, bucketRefs, bucketStats, bucketMeta, bucketEvents, bucketFaults, bucketChecks}
 )
 
 // Index kinds.

@@ -749,7 +749,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			return err
 		}
 		keys := append([]string{k.records(), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
-		keys = append(keys, k.body(f.Body), k.stats(), k.events(), k.email(id), k.bodyRefs())
+		keys = append(keys, k.body(f.Body), k.stats(), k.events(), k.email(id), k.bodyRefs(), k.checks(id))
 		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.target(k), deleted, current, f.Body).Int()
 		if err != nil {
 			return classify(err)

@@ -325,8 +325,8 @@ return f
 // KEYS[1] the records hash, KEYS[2..4] the all, recipient and sender
 // indexes, KEYS[5..7] the status indexes, KEYS[8] the body key, KEYS[9] the
 // account's stats key, KEYS[10] the account's event stream, KEYS[11] the
-// email's metadata key of the older layout, KEYS[12] the body refs hash.
-// ARGV[1] the fixed metadata the caller read to name the keys, ARGV[2] the
+// email's metadata key of the older layout, KEYS[12] the body refs hash,
+// KEYS[13] the email's check results (checks.go). ARGV[1] the fixed metadata the caller read to name the keys, ARGV[2] the
 // id, ARGV[3] the stream's length bound, ARGV[4] the publish target
 // (publishFn), ARGV[5] the email.deleted event to append and publish,
 // ARGV[6] "1" when the caller read the email from the records hash, "0"
@@ -379,6 +379,7 @@ if redis.call('ZCARD', KEYS[2]) == 0 then
 elseif sb then
   redis.call('HINCRBY', KEYS[9], 'bytes', sb)
 end
+redis.call('UNLINK', KEYS[13])
 local id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[5])
 publish(ARGV[4], id .. ' ' .. ARGV[5])
 return 1

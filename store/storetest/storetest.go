@@ -95,6 +95,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ConcurrentWebhookCap", testConcurrentWebhookCap},
 		{"DeliveryOfDeletedWebhook", testDeliveryOfDeletedWebhook},
 		{"Sessions", testSessions},
+		{"Checks", testChecks},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,20 @@ test('waitForEmail waits for a mail sent over SMTP; links and codes', async () =
   assert.match(await ms.raw(email.id), /Subject: Your code: 482 913\r\n/);
 });
 
+test('checks of an email: html, links, auth, and spam without spamd', async () => {
+  const email = await ms.create({
+    recipient: 'checks@js.test', sender: 'news@shop.example',
+    html: '<div style="display:flex"><video src="https://cdn.example/v.mp4"></video></div>',
+  });
+  const html = await ms.check(email.id, 'html');
+  assert.ok(html.warnings.some((w) => w.feature === 'css-display-flex'));
+  assert.ok(html.warnings.some((w) => w.feature === 'html-video'));
+  const again = await ms.check(email.id, 'html');
+  assert.equal(again.checkedAt, html.checkedAt);
+  await assert.rejects(ms.check(email.id, 'spam'), (e) => e.status === 409 && /MAILSINK_SPAMD_ADDR/.test(e.message));
+  await assert.rejects(ms.check(email.id, 'virus'), (e) => e.status === 404);
+});
+
 test('waitForEmail times out', async () => {
   const start = Date.now();
   await assert.rejects(ms.waitForEmail({ recipient: 'nobody@js.test' }, { timeout: 1200 }), { name: 'TimeoutError' });
@@ -70,4 +84,37 @@ test('inbound and attachment', async () => {
   assert.equal(att.filename, 'report.csv');
   assert.match(att.contentType, /^text\/csv/);
   assert.equal(new TextDecoder().decode(att.data), 'a,b');
+});
+
+test('release sends a captured email to a real mail server, and releaseMany a page', async () => {
+  const upstream = await startMailsink({ apiKey: 'upstream-key' });
+  const source = await startMailsink({
+    apiKey: 'releasing-key',
+    accounts: `accounts:
+  - slug: qa
+    name: QA
+    apiKeys: [releasing-key]
+    relay: {host: 127.0.0.1, port: ${upstream.smtpPort}, tls: none, allowedRecipients: ['.*@review\\.test']}
+`,
+  });
+  try {
+    const src = new Mailsink({ baseUrl: source.baseUrl, apiKey: source.apiKey });
+    const up = new Mailsink({ baseUrl: upstream.baseUrl, apiKey: upstream.apiKey });
+    const raw = 'From: app@example.com\r\nSubject: Review me\r\n\r\n.Hello\r\n';
+    const [a] = await src.inbound(raw, { from: 'app@example.com', to: 'signup@js.test' });
+    const [b] = await src.inbound(raw, { from: 'app@example.com', to: 'signup@js.test' });
+
+    const reply = await src.release(a.id, 'boss@review.test');
+    assert.equal(reply.code, 250);
+    const [arrived] = await up.list({ recipient: 'boss@review.test' });
+    assert.equal(await up.raw(arrived.id), raw);
+    await assert.rejects(src.release(a.id, 'someone@example.com'), (e) => e.status === 400 && e.fieldErrors.to.length === 1);
+
+    const results = await src.releaseMany({ recipient: 'signup@js.test' }, ['team@review.test']);
+    assert.deepEqual(results.map((r) => [r.id, r.released, r.code]), [[b.id, true, 250], [a.id, true, 250]]);
+    assert.equal((await up.list({ recipient: 'team@review.test' })).length, 2);
+  } finally {
+    await source.stop();
+    await upstream.stop();
+  }
 });

@@ -2,7 +2,7 @@
 // with `go build` (or taken from MAILSINK_BIN), on free loopback ports, with
 // a temporary data directory and a known API key.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -33,20 +33,28 @@ function binary(dir) {
 }
 
 /**
- * Starts mailsink and resolves once /healthz answers.
+ * Starts mailsink and resolves once /healthz answers. With accounts (the
+ * text of an accounts file), its accounts replace the single account of
+ * apiKey, which must then be one of their keys.
+ * @param {{apiKey?: string, accounts?: string}} [options]
  * @returns {Promise<{baseUrl: string, smtpPort: number, apiKey: string, stop: () => Promise<void>}>}
  */
-export async function startMailsink() {
+export async function startMailsink({ apiKey = 'js-test-key', accounts } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'mailsink-js-'));
   const [httpPort, smtpPort] = [await freePort(), await freePort()];
-  const apiKey = 'js-test-key';
+  const keys = { MAILSINK_API_KEY: apiKey };
+  if (accounts) {
+    writeFileSync(join(dir, 'accounts.yaml'), accounts);
+    keys.MAILSINK_API_KEY = '';
+    keys.MAILSINK_ACCOUNTS_FILE = join(dir, 'accounts.yaml');
+  }
   const proc = spawn(binary(dir), ['serve'], {
     env: {
       ...process.env,
       MAILSINK_HTTP_ADDR: `127.0.0.1:${httpPort}`,
       MAILSINK_SMTP_ADDR: `127.0.0.1:${smtpPort}`,
       MAILSINK_DATA_DIR: join(dir, 'data'),
-      MAILSINK_API_KEY: apiKey,
+      ...keys,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

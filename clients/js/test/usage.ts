@@ -16,3 +16,18 @@ export async function example(): Promise<[EmailSummary, EmailLink[], string[], n
   }
   return [email, await ms.links(email.id), await ms.codes(email.id), await ms.count({ status: 'received' })];
 }
+
+export async function checks(ms: Mailsink, id: string): Promise<[string[], boolean, number | null]> {
+  const html = await ms.check(id, 'html');
+  const spam = await ms.check(id, 'spam', { refresh: true });
+  const links = await ms.check(id, 'links');
+  const auth = await ms.check(id, 'auth');
+  return [html.warnings.map((w) => w.feature), spam.isSpam && auth.dmarc.result === 'pass', links.items[0]?.status ?? null];
+}
+
+export async function release(ms: Mailsink, id: string): Promise<number> {
+  const reply = await ms.release(id, ['stakeholder@example.com']);
+  const results = await ms.releaseMany({ recipient: 'a@example.com', limit: 100 }, 'stakeholder@example.com');
+  const codes: (number | null)[] = results.filter((r) => r.released).map((r) => r.code);
+  return reply.code + codes.length;
+}

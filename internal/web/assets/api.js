@@ -100,8 +100,18 @@ export class Client {
     return this.request('DELETE', '/v1/emails', { query });
   }
 
+  /** Sends the email, as received, to the addresses of to through the account's relay. */
+  release(id, to) {
+    return this.request('POST', `/v1/emails/${encodeURIComponent(id)}/release`, { body: { to } });
+  }
+
   links(id) {
     return this.request('GET', `/v1/emails/${encodeURIComponent(id)}/links`);
+  }
+
+  /** A check of an email (html, links, spam, auth); refresh runs it again. */
+  check(id, name, refresh = false) {
+    return this.request('GET', `/v1/emails/${encodeURIComponent(id)}/checks/${name}`, { query: { refresh: refresh ? '1' : '' } });
   }
 
   /**

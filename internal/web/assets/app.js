@@ -7,6 +7,7 @@ import { showSignIn, refusedMessage } from './signin.js';
 import { Filters } from './filters.js';
 import { MessageList } from './message-list.js';
 import { MessageView } from './message-view.js';
+import { askRecipients, releaseEach } from './release.js';
 import { helpDialog, listen } from './shortcuts.js';
 
 const PAGE = 50;
@@ -107,6 +108,7 @@ class Dashboard {
       onLoadMore: () => this.loadMore(),
       onDelete: (ids) => this.removeMany(ids),
       onSetStatus: (ids, status) => this.setStatus(ids, status),
+      onRelease: (ids) => this.releaseMany(ids),
       onDeleteMatching: () => this.removeMatching(),
     });
     this.view = new MessageView(client, {
@@ -377,6 +379,17 @@ class Dashboard {
     else this.say(`${n} ${n === 1 ? 'message' : 'messages'} marked ${status}.`);
     this.list.toggleAll(false);
     this.countSoon();
+  }
+
+  /** Asks for recipients and releases the selected messages to them. */
+  async releaseMany(ids) {
+    const many = (n) => `${n} ${n === 1 ? 'message' : 'messages'}`;
+    const to = await askRecipients(`the ${many(ids.length)} selected`);
+    if (!to) return;
+    this.say(`Releasing ${many(ids.length)}…`);
+    const { released, error } = await releaseEach(this.client, ids, to);
+    if (error) this.failed(error, released ? `${many(released)} released, then stopped` : 'Not released');
+    else this.say(`${many(released)} released to ${to.join(', ')}.`);
   }
 
   async removeMatching() {

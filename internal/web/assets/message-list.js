@@ -14,7 +14,7 @@ function newerFirst(a, b) {
 export class MessageList {
   /**
    * actions: onLoadMore(), onDelete(ids), onSetStatus(ids, status),
-   * onDeleteMatching().
+   * onRelease(ids), onDeleteMatching().
    */
   constructor(actions) {
     this.actions = actions;
@@ -41,8 +41,12 @@ export class MessageList {
       type: 'button', id: 'delete-selected', class: 'danger',
       onclick: () => this.actions.onDelete([...this.selected]),
     }, 'Delete selected');
+    this.releaseSelected = h('button', {
+      type: 'button', id: 'release-selected',
+      onclick: () => this.actions.onRelease([...this.selected]),
+    }, 'Release…');
     this.bulk = h('div', { class: 'bulk', role: 'group', 'aria-label': 'Selected messages' },
-      this.deleteSelected, this.statusSelect);
+      this.deleteSelected, this.statusSelect, this.releaseSelected);
     this.deleteMatching = h('button', {
       type: 'button', id: 'delete-matching', class: 'link danger-text',
       onclick: () => this.actions.onDeleteMatching(),

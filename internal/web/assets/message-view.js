@@ -1,12 +1,15 @@
 // The message view beside the list: the message's details, editing of
 // status, labels and notes, and tabs for the HTML preview, text, headers,
-// raw source, attachments and links. Captured mail is hostile: its HTML is
+// raw source, attachments and links, and its checks (message-checks.js). Captured mail is hostile: its HTML is
 // only ever shown in the sandboxed preview frame, everything else as text.
 import { h, replace, formatBytes, formatDate } from './dom.js';
+import { CHECK_TABS, fillCheck } from './message-checks.js';
+import { askRecipients } from './release.js';
 
 const STATUSES = ['received', 'processed', 'archived'];
 const TABS = [
   ['html', 'HTML'], ['text', 'Text'], ['headers', 'Headers'], ['raw', 'Raw'], ['attachments', 'Attachments'], ['links', 'Links'],
+  ...CHECK_TABS.map(([name, label]) => [name, label]),
 ];
 const WIDTHS = [['phone', 'Phone', '375px'], ['tablet', 'Tablet', '768px'], ['desktop', 'Desktop', '100%']];
 const RAW_SHOWN = 512 * 1024;
@@ -129,6 +132,7 @@ export class MessageView {
           h('label', { for: 'label-input', class: 'visually-hidden' }, 'Add a label'), labelInput),
         h('div', { class: 'actions' },
           h('button', { type: 'button', id: 'copy-link', title: 'A link to this message, for a bug report', onclick: () => this.copyLink() }, 'Copy link'),
+          h('button', { type: 'button', id: 'release-message', title: 'Send this message, as received, to a real inbox', onclick: () => this.release() }, 'Release…'),
           h('button', { type: 'button', class: 'danger', id: 'delete-message', onclick: () => this.actions.onDelete(e.id) }, 'Delete'))),
       h('details', { class: 'notes', open: !!e.notes },
         h('summary', {}, 'Notes'),
@@ -163,6 +167,21 @@ export class MessageView {
       this.notice.textContent = 'Link copied.';
     } catch {
       this.notice.textContent = `Link: ${url}`;
+    }
+  }
+
+  /** Asks for recipients and releases the open email to them. */
+  async release() {
+    const id = this.email.id;
+    const to = await askRecipients('this message');
+    if (!to) return;
+    this.notice.textContent = 'Releasing…';
+    try {
+      const { item } = await this.client.release(id, to);
+      if (this.id === id) this.notice.textContent = `Released to ${to.join(', ')}. The mail server answered: ${item.code} ${item.text}`;
+    } catch (err) {
+      if (err.status === 401) this.actions.onUnauthorized();
+      else if (this.id === id) this.notice.textContent = `Not released: ${err.message}`;
     }
   }
 
@@ -257,6 +276,8 @@ export class MessageView {
       case 'links':
         this.fillLinks(panel);
         break;
+      default:
+        fillCheck(this.client, panel, name, e.id, () => this.id === e.id);
     }
   }
 

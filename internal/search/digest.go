@@ -1,0 +1,135 @@
+package search
+
+import (
+	"net/mail"
+	"strings"
+	"unicode"
+
+	"github.com/mailsink/mailsink/internal/htmltext"
+	"github.com/mailsink/mailsink/internal/runecut"
+)
+
+// Bounds of a Digest, so that what search keeps of a message does not grow
+// with it: the words of its text's first MaxTextBytes, a snippet of
+// SnippetRunes characters, and MaxAddresses addresses and names of each
+// header.
+const (
+	MaxTextBytes = 32 << 10
+	SnippetRunes = 160
+	MaxAddresses = 50
+)
+
+// Digest is what reading an email's body adds to it for search and for the
+// message list: the header's addresses and display names, a snippet of
+// its text, how many attachments it has, and the words of its text.
+type Digest struct {
+	FromAddresses []string `json:"fa,omitempty"`
+	FromNames     []string `json:"fn,omitempty"`
+	// ToAddresses and ToNames are those of the To and Cc headers.
+	ToAddresses []string `json:"ta,omitempty"`
+	ToNames     []string `json:"tn,omitempty"`
+	Snippet     string   `json:"s,omitempty"`
+	Attachments int      `json:"a,omitempty"`
+	// Text is the words of the body text (the text part, else the HTML
+	// part read as text), lower-cased, separated by single spaces.
+	Text string `json:"t,omitempty"`
+}
+
+// Content is what a Digest is made from: a parsed body's decoded header
+// values (lower-case names), its text and HTML parts, and its attachments'
+// count.
+type Content struct {
+	Headers     map[string]string
+	Text, HTML  *string
+	Attachments int
+}
+
+// MakeDigest returns the digest of c. Its cost is linear in the size of
+// the text, of which it reads at most a few times MaxTextBytes.
+func MakeDigest(c Content) *Digest {
+	d := &Digest{Attachments: c.Attachments}
+	d.FromAddresses, d.FromNames = addressesAndNames(c.Headers["from"])
+	ta, tn := addressesAndNames(c.Headers["to"])
+	ca, cn := addressesAndNames(c.Headers["cc"])
+	d.ToAddresses, d.ToNames = bound(append(ta, ca...)), bound(append(tn, cn...))
+	var text string
+	switch {
+	case c.Text != nil && strings.TrimSpace(*c.Text) != "":
+		text = runecut.Prefix(*c.Text, 4*MaxTextBytes)
+	case c.HTML != nil:
+		text = htmltext.Text(runecut.Prefix(*c.HTML, 16*MaxTextBytes))
+	}
+	d.Snippet = snippet(text)
+	d.Text = runecut.Prefix(strings.Join(Tokens(text), " "), MaxTextBytes)
+	if i := strings.LastIndexByte(d.Text, ' '); len(d.Text) == MaxTextBytes && i > 0 {
+		d.Text = d.Text[:i] // no word cut in half
+	}
+	return d
+}
+
+// addressesAndNames reads an address list header value (decoded), as
+// leniently as it can: what net/mail cannot read is split at commas.
+func addressesAndNames(v string) (addrs, names []string) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	if list, err := mail.ParseAddressList(v); err == nil {
+		for _, a := range list {
+			addrs = append(addrs, a.Address)
+			if a.Name != "" {
+				names = append(names, a.Name)
+			}
+		}
+		return bound(addrs), bound(names)
+	}
+	for _, box := range strings.Split(v, ",") {
+		name, addr, ok := strings.Cut(box, "<")
+		if ok {
+			addr, _, _ = strings.Cut(addr, ">")
+			if n := strings.Trim(strings.TrimSpace(name), `"`); n != "" {
+				names = append(names, n)
+			}
+		} else {
+			addr = box
+		}
+		if addr = strings.TrimSpace(addr); addr != "" {
+			addrs = append(addrs, addr)
+		}
+	}
+	return bound(addrs), bound(names)
+}
+
+func bound(list []string) []string {
+	if len(list) > MaxAddresses {
+		list = list[:MaxAddresses]
+	}
+	for i, s := range list {
+		list[i] = runecut.Prefix(s, 256)
+	}
+	return list
+}
+
+// snippet is the start of text, white space collapsed, at most
+// SnippetRunes characters.
+func snippet(text string) string {
+	var b strings.Builder
+	n := 0
+	space := false
+	for _, r := range runecut.Prefix(text, 8*SnippetRunes) {
+		if unicode.IsSpace(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			n++
+			space = false
+		}
+		if n >= SnippetRunes {
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}

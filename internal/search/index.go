@@ -1,0 +1,449 @@
+package search
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// Index answers queries over the emails of every account, in memory: each
+// email's fields as a Doc, with a Bloom filter of its body's words in place
+// of the words themselves. A query with words that the filter cannot rule
+// out reads those emails' digests (Texts) to be sure. It is safe for
+// concurrent use.
+type Index struct {
+	seed maphash.Seed
+
+	mu       sync.RWMutex
+	accounts map[string]*accountIndex
+}
+
+// Texts returns the digest texts (Digest.Text) of the account's emails
+// ids; an email without a digest is left out.
+type Texts func(ctx context.Context, accountID string, ids []string) (map[string]string, error)
+
+type accountIndex struct {
+	entries []*entry          // by ReceivedAt, then ID, ascending; nil where deleted
+	byID    map[string]*entry // the live entries
+	dead    int
+}
+
+type entry struct {
+	id    string
+	pos   int // in entries
+	doc   Doc
+	bloom []uint64 // nil without a digest
+}
+
+// NewIndex returns an empty Index.
+func NewIndex() *Index {
+	return &Index{seed: maphash.MakeSeed(), accounts: map[string]*accountIndex{}}
+}
+
+// Put adds e, or updates it when the index has it (keeping its digest).
+func (x *Index) Put(e *store.Email) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a := x.account(e.AccountID)
+	if old, ok := a.byID[e.ID]; ok && old.doc.ReceivedAt.Equal(e.ReceivedAt) {
+		old.doc = docOf(e, old.doc.Digest)
+		return
+	} else if ok {
+		a.remove(old)
+	}
+	n := &entry{id: e.ID, doc: docOf(e, nil)}
+	i, _ := slices.BinarySearchFunc(a.entries, n, func(have, want *entry) int {
+		if have == nil {
+			return -1 // deleted: their place does not matter
+		}
+		return compareOrder(have, want)
+	})
+	for i < len(a.entries) && a.entries[i] == nil {
+		i++
+	}
+	a.entries = slices.Insert(a.entries, i, n)
+	for j := i; j < len(a.entries); j++ {
+		if a.entries[j] != nil {
+			a.entries[j].pos = j
+		}
+	}
+	a.byID[e.ID] = n
+}
+
+// SetDigest gives the account's email id its digest; an email the index
+// does not have is not an error.
+func (x *Index) SetDigest(accountID, id string, d *Digest) {
+	bloom := x.bloomOf(d.Text)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a := x.accounts[accountID]
+	if a == nil {
+		return
+	}
+	if e, ok := a.byID[id]; ok {
+		digest := *d
+		digest.Text = "" // read from the store when needed
+		e.doc.Digest, e.bloom = &digest, bloom
+	}
+}
+
+// Delete removes the account's email id.
+func (x *Index) Delete(accountID, id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if a := x.accounts[accountID]; a != nil {
+		if e, ok := a.byID[id]; ok {
+			a.remove(e)
+		}
+	}
+}
+
+// Has reports whether the index has the email, and whether it has its
+// digest.
+func (x *Index) Has(accountID, id string) (has, digested bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if a := x.accounts[accountID]; a != nil {
+		if e, ok := a.byID[id]; ok {
+			return true, e.doc.Digest != nil
+		}
+	}
+	return false, false
+}
+
+// Undigested returns at most limit ids of the account's emails without a
+// digest, newest first.
+func (x *Index) Undigested(accountID string, limit int) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	a := x.accounts[accountID]
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for i := len(a.entries) - 1; i >= 0 && len(out) < limit; i-- {
+		if e := a.entries[i]; e != nil && e.doc.Digest == nil {
+			out = append(out, e.id)
+		}
+	}
+	return out
+}
+
+// Digest returns the digest the index holds of an email (without its
+// Text), or nil.
+func (x *Index) Digest(accountID, id string) *Digest {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if a := x.accounts[accountID]; a != nil {
+		if e, ok := a.byID[id]; ok {
+			return e.doc.Digest
+		}
+	}
+	return nil
+}
+
+func (x *Index) account(id string) *accountIndex {
+	a := x.accounts[id]
+	if a == nil {
+		a = &accountIndex{byID: map[string]*entry{}}
+		x.accounts[id] = a
+	}
+	return a
+}
+
+func (a *accountIndex) remove(e *entry) {
+	delete(a.byID, e.id)
+	a.entries[e.pos] = nil
+	a.dead++
+	if a.dead > 64 && a.dead > len(a.entries)/4 {
+		live := a.entries[:0]
+		for _, e := range a.entries {
+			if e != nil {
+				e.pos = len(live)
+				live = append(live, e)
+			}
+		}
+		clear(a.entries[len(live):])
+		a.entries, a.dead = live, 0
+	}
+}
+
+func compareOrder(a, b *entry) int {
+	if c := a.doc.ReceivedAt.Compare(b.doc.ReceivedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+func docOf(e *store.Email, d *Digest) Doc {
+	doc := Doc{Sender: e.Sender, Recipient: e.Recipient, Labels: slices.Clone(e.Labels), Status: e.Status, Read: e.Read,
+		RawSize: e.RawSize, ReceivedAt: e.ReceivedAt, Digest: d}
+	if e.Subject != nil {
+		doc.Subject = *e.Subject
+	}
+	if e.MessageID != nil {
+		doc.MessageID = *e.MessageID
+	}
+	return doc
+}
+
+// Search returns the ids of at most f.Limit emails of f.AccountID that
+// match f's filters and q, newest first, after f.Offset of them and after
+// the email f.Before. It returns NotFound when f.Before names no email of
+// the account, and texts' errors.
+func (x *Index) Search(ctx context.Context, f store.ListQuery, q Query, texts Texts) ([]string, error) {
+	var out []string
+	err := x.scan(ctx, f, q, texts, func(id string) bool {
+		if f.Offset > 0 {
+			f.Offset--
+			return true
+		}
+		out = append(out, id)
+		return len(out) < f.Limit
+	})
+	return out, err
+}
+
+// Count returns how many of the account's emails match f's filters and q
+// (Limit and Offset ignored).
+func (x *Index) Count(ctx context.Context, f store.ListQuery, q Query, texts Texts) (int64, error) {
+	var n int64
+	err := x.scan(ctx, f, q, texts, func(string) bool { n++; return true })
+	return n, err
+}
+
+// batch is how many emails whose body the filters cannot rule out are read
+// at once.
+const batch = 64
+
+// scan calls yield with the ids of the matching emails, newest first, until
+// it returns false.
+func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Texts, yield func(id string) bool) error {
+	type candidate struct {
+		id  string
+		doc Doc
+	}
+	// The matching ids are gathered under the lock, and the bodies read
+	// without it; order is kept by deciding candidates in the order met.
+	var (
+		pending []candidate
+		stopped bool
+	)
+	decide := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		ids := make([]string, len(pending))
+		for i, c := range pending {
+			ids[i] = c.id
+		}
+		got, err := texts(ctx, f.AccountID, ids)
+		if err != nil {
+			return err
+		}
+		for _, c := range pending {
+			if stopped {
+				break
+			}
+			words := strings.Fields(got[c.id])
+			c.doc.Body = func(phrase []string) bool { return HasPhrase(words, phrase) }
+			if q.Match(&c.doc) && !yield(c.id) {
+				stopped = true
+			}
+		}
+		pending = pending[:0]
+		return nil
+	}
+	lower := strings.ToLower
+	sender, recipient, subject := lower(f.Sender), lower(f.Recipient), lower(f.Subject)
+	x.mu.RLock()
+	a := x.accounts[f.AccountID]
+	start := -1
+	if a != nil {
+		start = len(a.entries) - 1
+	}
+	if f.Before != "" {
+		e := (*entry)(nil)
+		if a != nil {
+			e = a.byID[store.NormalizeID(f.Before)]
+		}
+		if e == nil {
+			x.mu.RUnlock()
+			return store.ErrNotFound
+		}
+		start = e.pos - 1
+	}
+	for i := start; i >= 0 && !stopped; i-- {
+		if i%1024 == 0 && ctx.Err() != nil {
+			x.mu.RUnlock()
+			return store.Wrap(store.Unavailable, ctx.Err(), "the search took too long")
+		}
+		e := a.entries[i]
+		if e == nil {
+			continue
+		}
+		d := &e.doc
+		switch {
+		case !f.Since.IsZero() && !d.ReceivedAt.After(f.Since):
+			i = -1 // older than Since, as all after it
+			continue
+		case sender != "" && lower(d.Sender) != sender,
+			recipient != "" && lower(d.Recipient) != recipient,
+			f.Status != "" && d.Status != f.Status,
+			subject != "" && !strings.Contains(lower(d.Subject), subject),
+			f.Label != "" && !slices.Contains(d.Labels, f.Label),
+			!q.MatchMeta(d):
+			continue
+		}
+		if !q.NeedsBody() {
+			if !yield(e.id) {
+				stopped = true
+			}
+			continue
+		}
+		// Words: decided here when the Bloom filter rules the body out
+		// or the other fields settle it, else by reading the body.
+		sure := true
+		doc := *d
+		doc.Body = func(words []string) bool {
+			if e.bloom == nil || !x.mayHave(e.bloom, words) {
+				return false
+			}
+			sure = false
+			return true
+		}
+		match := q.Match(&doc)
+		if sure {
+			if match && len(pending) == 0 {
+				if !yield(e.id) {
+					stopped = true
+				}
+			} else if match {
+				pending = append(pending, candidate{id: e.id, doc: *d})
+				pending[len(pending)-1].doc.Body = nil
+			}
+			continue
+		}
+		pending = append(pending, candidate{id: e.id, doc: *d})
+		if len(pending) >= batch {
+			x.mu.RUnlock()
+			if err := decide(); err != nil {
+				return err
+			}
+			x.mu.RLock()
+			// Emails came and went meanwhile: go on from where this one is
+			// now, or would be.
+			a = x.accounts[f.AccountID]
+			if a == nil {
+				break
+			}
+			if e.pos < len(a.entries) && a.entries[e.pos] == e {
+				i = e.pos
+			} else {
+				i, _ = slices.BinarySearchFunc(a.entries, e, func(have, want *entry) int {
+					if have == nil {
+						return -1
+					}
+					return compareOrder(have, want)
+				})
+			}
+		}
+	}
+	x.mu.RUnlock()
+	if stopped {
+		return nil
+	}
+	return decide()
+}
+
+// Bloom filters: 10 bits for each distinct word and 4 hashes, about 1%
+// false positives, at least 64 bits.
+const (
+	bitsPerWord = 10
+	hashes      = 4
+)
+
+func (x *Index) bloomOf(text string) []uint64 {
+	if text == "" {
+		return []uint64{}
+	}
+	words := strings.Fields(text)
+	slices.Sort(words)
+	words = slices.Compact(words)
+	n := max(1, (len(words)*bitsPerWord+63)/64)
+	bloom := make([]uint64, n)
+	for _, w := range words {
+		h1, h2 := x.hash(w)
+		for k := range uint64(hashes) {
+			bit := (h1 + k*h2) % uint64(n*64)
+			bloom[bit/64] |= 1 << (bit % 64)
+		}
+	}
+	return bloom
+}
+
+// mayHave reports whether every word may be in the filter.
+func (x *Index) mayHave(bloom []uint64, words []string) bool {
+	if len(bloom) == 0 {
+		return false
+	}
+	for _, w := range words {
+		h1, h2 := x.hash(w)
+		for k := range uint64(hashes) {
+			bit := (h1 + k*h2) % uint64(len(bloom)*64)
+			if bloom[bit/64]&(1<<(bit%64)) == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (x *Index) hash(w string) (uint64, uint64) {
+	h := maphash.String(x.seed, w)
+	return h, h>>32 | h<<32 | 1
+}
+
+// Stats is what the account holds: every email, those unread, and the
+// same by status and by label.
+type Stats struct {
+	Total, Unread int64
+	Statuses      map[store.Status]int64
+	Labels        map[string]LabelStats
+}
+
+// LabelStats counts the emails carrying a label.
+type LabelStats struct {
+	Total, Unread int64
+}
+
+// Stats counts the account's emails. Its cost grows with the account.
+func (x *Index) Stats(accountID string) Stats {
+	s := Stats{Statuses: map[store.Status]int64{}, Labels: map[string]LabelStats{}}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	a := x.accounts[accountID]
+	if a == nil {
+		return s
+	}
+	for _, e := range a.byID {
+		s.Total++
+		unread := int64(0)
+		if !e.doc.Read {
+			unread = 1
+		}
+		s.Unread += unread
+		s.Statuses[e.doc.Status]++
+		for _, l := range e.doc.Labels {
+			ls := s.Labels[l]
+			ls.Total++
+			ls.Unread += unread
+			s.Labels[l] = ls
+		}
+	}
+	return s
+}

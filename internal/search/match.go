@@ -1,0 +1,143 @@
+package search
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// Doc is what a query is matched against: an email's own fields, and what
+// the digest of its body adds once the body has been read (Digest nil
+// before: then only the envelope addresses answer from: and to:, and
+// words match the subject and the addresses only).
+type Doc struct {
+	Sender     string
+	Recipient  string
+	Subject    string
+	MessageID  string
+	Labels     []string
+	Status     store.Status
+	Read       bool
+	RawSize    int64
+	ReceivedAt time.Time
+	Digest     *Digest
+	// Body reports whether the body text holds words (lower-cased) in a
+	// row; nil when the body has no text or is not indexed yet. An index
+	// may answer it from a filter that can say yes wrongly, then check.
+	Body func(words []string) bool
+}
+
+// Match reports whether d matches every term of q.
+func (q Query) Match(d *Doc) bool {
+	for i := range q.Terms {
+		t := &q.Terms[i]
+		if t.match(d) == t.Not {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchMeta reports whether d may match q judging by everything but the
+// body text: false means it cannot match, true that it matches when the
+// words that are in no other field are in the body (Match tells). It lets
+// an index skip reading bodies for emails the rest of the query rules
+// out.
+func (q Query) MatchMeta(d *Doc) bool {
+	for i := range q.Terms {
+		t := &q.Terms[i]
+		if t.Kind == Words {
+			continue // decided by Match, which may read the body
+		}
+		if t.match(d) == t.Not {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Term) match(d *Doc) bool {
+	switch t.Kind {
+	case From:
+		if contains(d.Sender, t.Text) {
+			return true
+		}
+		return d.Digest != nil && (anyContains(d.Digest.FromAddresses, t.Text) || anyContains(d.Digest.FromNames, t.Text))
+	case To:
+		if contains(d.Recipient, t.Text) {
+			return true
+		}
+		return d.Digest != nil && (anyContains(d.Digest.ToAddresses, t.Text) || anyContains(d.Digest.ToNames, t.Text))
+	case Subject:
+		return contains(d.Subject, t.Text)
+	case Label:
+		return slices.Contains(d.Labels, t.Text)
+	case Status:
+		return d.Status == t.Status
+	case Read:
+		return d.Read
+	case Unread:
+		return !d.Read
+	case HasAttachment:
+		return d.Digest != nil && d.Digest.Attachments > 0
+	case Before:
+		return d.ReceivedAt.Before(t.Time)
+	case After:
+		return d.ReceivedAt.After(t.Time)
+	case Larger:
+		return d.RawSize > t.Size
+	case Smaller:
+		return d.RawSize < t.Size
+	case MessageID:
+		return strings.EqualFold(strings.Trim(d.MessageID, "<>"), t.Text)
+	case Words:
+		return t.matchWords(d)
+	}
+	return false
+}
+
+// matchWords: the words, in a row, in the subject, an address or a name
+// of the envelope or the header, or the body text.
+func (t *Term) matchWords(d *Doc) bool {
+	fields := []string{d.Subject, d.Sender, d.Recipient}
+	if g := d.Digest; g != nil {
+		fields = append(fields, g.FromAddresses...)
+		fields = append(fields, g.FromNames...)
+		fields = append(fields, g.ToAddresses...)
+		fields = append(fields, g.ToNames...)
+	}
+	for _, f := range fields {
+		if HasPhrase(Tokens(f), t.Words) {
+			return true
+		}
+	}
+	return d.Body != nil && d.Body(t.Words)
+}
+
+// HasPhrase reports whether words holds phrase in a row.
+func HasPhrase(words, phrase []string) bool {
+	if len(phrase) == 0 {
+		return true
+	}
+	for i := 0; i+len(phrase) <= len(words); i++ {
+		if words[i] == phrase[0] && slices.Equal(words[i:i+len(phrase)], phrase) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s, lowerSub string) bool {
+	return strings.Contains(strings.ToLower(s), lowerSub)
+}
+
+func anyContains(list []string, lowerSub string) bool {
+	for _, s := range list {
+		if contains(s, lowerSub) {
+			return true
+		}
+	}
+	return false
+}

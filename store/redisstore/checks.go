@@ -1,0 +1,59 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+var _ store.Checks = (*Store)(nil)
+
+// checks is the hash of an email's check results, by check name; the
+// delete script removes it with the email.
+func (k accountKeys) checks(id string) string { return k.base + "ck:" + id }
+
+// putCheckScript sets field ARGV[2] of the results hash KEYS[3] to ARGV[3]
+// when the email ARGV[1] exists: in the records hash KEYS[1], or under its
+// key of the older layout KEYS[2]. It returns 1 when set, 0 when there is
+// no such email, so that a check that ends after its email was deleted
+// leaves nothing behind.
+var putCheckScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+  return 0
+end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+return 1
+`)
+
+// PutCheck implements store.Checks.
+func (s *Store) PutCheck(ctx context.Context, accountID, id, name string, result []byte) error {
+	if len(result) > store.MaxCheckBytes {
+		return store.Errorf(store.TooLarge, "check result of %d bytes is over the limit of %d", len(result), store.MaxCheckBytes)
+	}
+	k, id := s.account(accountID), store.NormalizeID(id)
+	n, err := putCheckScript.Run(ctx, s.client, []string{k.records(), k.email(id), k.checks(id)}, id, name, result).Int()
+	if err != nil {
+		return classify(err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// GetCheck implements store.Checks. The results hash exists only while its
+// email does.
+func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {
+	k, id := s.account(accountID), store.NormalizeID(id)
+	v, err := s.client.HGet(ctx, k.checks(id), name).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return v, nil
+}
