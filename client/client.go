@@ -1,4 +1,4 @@
-// Package client is a Go client of the mailsink API (the README's API table;
+// Package client is a Go client of the mailsink API (docs/api.md;
 // the OpenAPI document at /v1/openapi.json): list, count, get, update and
 // delete captured emails, wait for one to arrive, download its raw source and
 // attachments, read its links and one-time codes, run its checks (HTML

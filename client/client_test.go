@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/smtp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/client"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
@@ -24,7 +26,16 @@ func start(t *testing.T) (*testenv.Env, *client.Client) {
 func startOn(t *testing.T, b testenv.Backend) (*testenv.Env, *client.Client) {
 	t.Helper()
 	e := testenv.Start(t, b, nil)
-	return e, client.New(e.BaseURL, testenv.AcmeKey)
+	return e, newClient(t, e.BaseURL, testenv.AcmeKey)
+}
+
+// newClient returns a client whose every request and answer is checked
+// against the API contract (api/openapi.yaml): each call must be a
+// documented operation, send a body its schema allows and get an answer the
+// document describes.
+func newClient(t *testing.T, baseURL, key string) *client.Client {
+	o := testenv.NewOpenAPI(t, api.OpenAPIJSON())
+	return client.New(baseURL, key, client.WithHTTPClient(&http.Client{Transport: o.Transport(t)}))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -117,7 +128,7 @@ func TestErrors(t *testing.T) {
 	if _, err := c.DeleteMatching(ctx, client.Filter{}); !errors.As(err, &apiErr) || apiErr.Status != 400 {
 		t.Errorf("DeleteMatching(no filter) error = %#v, want 400", err)
 	}
-	wrong := client.New(e.BaseURL, "wrong-key")
+	wrong := newClient(t, e.BaseURL, "wrong-key")
 	if _, err := wrong.List(ctx, client.ListOptions{}); !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Errorf("List with a wrong key: %#v, want 401", err)
 	}
@@ -126,7 +137,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	globex := client.New(e.BaseURL, testenv.GlobexKey)
+	globex := newClient(t, e.BaseURL, testenv.GlobexKey)
 	if _, err := globex.Codes(ctx, mine.ID); !client.IsNotFound(err) {
 		t.Errorf("Codes of another account's email: %v, want 404", err)
 	}
@@ -281,7 +292,7 @@ func TestReleaseToARealServer(t *testing.T) {
 	up := testenv.StartUpstream(t)
 	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt},
 		testenv.WithRelay(t, "acme", up.Relay(config.RelayStartTLS, `.*@acme\.test`)))
-	c := client.New(e.BaseURL, testenv.AcmeKey)
+	c := newClient(t, e.BaseURL, testenv.AcmeKey)
 	ctx := context.Background()
 	raw := "From: app@example.com\r\nSubject: Review me\r\n\r\n.Hello\r\n"
 	var ids []string
@@ -304,7 +315,7 @@ func TestReleaseToARealServer(t *testing.T) {
 	if _, err := c.Release(ctx, ids[0], "someone@example.com"); !errors.As(err, &apiErr) || apiErr.Status != 400 || len(apiErr.FieldErrors["to"]) != 1 {
 		t.Errorf("Release to a recipient the relay does not allow: %v, want 400 naming to", err)
 	}
-	if _, err := client.New(e.BaseURL, testenv.GlobexKey).Release(ctx, ids[0], "stakeholder@acme.test"); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+	if _, err := newClient(t, e.BaseURL, testenv.GlobexKey).Release(ctx, ids[0], "stakeholder@acme.test"); !errors.As(err, &apiErr) || apiErr.Status != 409 {
 		t.Errorf("Release from an account without a relay: %v, want 409", err)
 	}
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
@@ -130,6 +131,8 @@ type API struct {
 	waiting, streams atomic.Int64
 	// buffers holds *[]byte for the JSON answers written by hand (json.go).
 	buffers sync.Pool
+	// openAPIDocument is api/openapi.yaml as JSON, served at /v1/openapi.json.
+	openAPIDocument []byte
 }
 
 // StopHeld ends the requests held open (list with wait answers what it has,
@@ -140,7 +143,8 @@ func (a *API) StopHeld() { a.held.Stop() }
 // New returns the API over its dependencies. Every limit and timeout of cfg
 // must be set: their defaults live in package config.
 func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger, now func() time.Time) *API {
-	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now, held: cfg.Held}
+	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now, held: cfg.Held,
+		openAPIDocument: api.OpenAPIJSON()}
 	if a.held == nil {
 		a.held = held.NewLimiter(cfg.MaxHeldPerAccount)
 	}

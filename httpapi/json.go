@@ -11,7 +11,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// timeFormat is RFC 3339 in UTC with milliseconds (the README, "The API").
+// timeFormat is RFC 3339 in UTC with milliseconds (docs/api.md).
 const timeFormat = apijson.TimeFormat
 
 func formatTime(t time.Time) string { return apijson.Time(t) }

@@ -13,7 +13,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// Limits of the API (OpenAPI document and README).
+// Limits of the API (api/openapi.yaml and docs/operations.md, "Limits").
 const (
 	maxListLimit     = 100
 	defaultListLimit = 25

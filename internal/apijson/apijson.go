@@ -9,7 +9,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// TimeFormat is RFC 3339 in UTC with milliseconds (the README, "The API").
+// TimeFormat is RFC 3339 in UTC with milliseconds (docs/api.md).
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // Time formats t in UTC as TimeFormat.
