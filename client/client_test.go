@@ -331,3 +331,35 @@ func TestReleaseToARealServer(t *testing.T) {
 		t.Errorf("the upstream got %d emails for team@acme.test, want 2", len(got))
 	}
 }
+
+// Search, read state and the counts, as a test suite would use them.
+func TestSearchReadAndStats(t *testing.T) {
+	t.Parallel()
+	_, c := start(t)
+	ctx := context.Background()
+	invoice, err := c.Create(ctx, client.NewEmail{Recipient: "ada@acme.test", Sender: "shop@shop.example", Subject: ptr("Invoice 7"), Text: ptr("your order")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, client.NewEmail{Recipient: "bob@acme.test", Sender: "shop@shop.example", Subject: ptr("Hello")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Q: "subject:invoice is:unread"}})
+	if err != nil || len(got) != 1 || got[0].ID != invoice.ID || got[0].Read {
+		t.Fatalf("List(q) = %+v, %v; want the invoice, unread", got, err)
+	}
+	up, err := c.Update(ctx, invoice.ID, client.Update{Read: ptr(true)})
+	if err != nil || !up.Read {
+		t.Fatalf("Update(read) = %+v, %v", up, err)
+	}
+	if n, err := c.Count(ctx, client.Filter{Q: "is:unread"}, ""); err != nil || n != 1 {
+		t.Errorf("Count(is:unread) = %d, %v; want 1", n, err)
+	}
+	s, err := c.Stats(ctx)
+	if err != nil || s.Total != 2 || s.Unread != 1 || s.Statuses.Received != 2 {
+		t.Errorf("Stats = %+v, %v", s, err)
+	}
+	if _, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Q: "is:maybe"}}); err == nil {
+		t.Error("a query that does not parse was not refused")
+	}
+}

@@ -31,6 +31,7 @@ func TestTypesMatchTheContract(t *testing.T) {
 	}{
 		{client.Account{}, "Account"},
 		{client.Email{}, "EmailSummary"},
+		{client.Stats{}, "EmailStats"},
 		{client.EmailDetail{}, "EmailDetail"},
 		{client.Body{}, "StoredEmailBody"},
 		{client.Truncation{}, "Truncation"},

@@ -74,12 +74,21 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		o.check(t, "GET", count, do(http.MethodGet, count+"?label=", acme, nil))
 		o.check(t, "GET", count, do(http.MethodGet, count+"?before=0190b6d2-7c3e-7a1b-8c2d-1234567890ab", acme, nil))
 		o.check(t, "GET", count, do(http.MethodGet, count, "", nil))
+		o.check(t, "GET", count, do(http.MethodGet, count+"?q=is%3Aunread", acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?q=subject%3Aplain+-is%3Aread", acme, nil))
+		o.check(t, "GET", emails, do(http.MethodGet, emails+"?q=status%3Anew", acme, nil))
+
+		const stats = "/v1/emails/stats"
+		o.check(t, "GET", stats, do(http.MethodGet, stats, acme, nil))
+		o.check(t, "GET", stats, do(http.MethodGet, stats+"?x=1", acme, nil))
+		o.check(t, "GET", stats, do(http.MethodGet, stats, "", nil))
 
 		o.check(t, "GET", one, do(http.MethodGet, "/v1/emails/"+id, acme, nil))
 		o.check(t, "GET", one, do(http.MethodGet, "/v1/emails/xyz", acme, nil))
 		o.check(t, "GET", one, do(http.MethodGet, missing, acme, nil))
 		o.check(t, "PATCH", one, do(http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"labels": []string{"a"}, "notes": nil}))
 		o.check(t, "PATCH", one, do(http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"status": "gone"}))
+		o.check(t, "PATCH", one, do(http.MethodPatch, "/v1/emails/"+id, acme, map[string]any{"read": true}))
 		o.check(t, "PATCH", one, do(http.MethodPatch, missing, acme, map[string]any{}))
 
 		o.check(t, "GET", one+"/links", get(t, e, "/v1/emails/"+id+"/links", acme))

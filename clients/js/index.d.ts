@@ -1,7 +1,7 @@
 import type {
   EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, operations,
   HTMLCheckResponse, LinkCheckResponse, SpamCheckResponse, AuthCheckResponse,
-  ReleaseReply, ReleaseResult,
+  ReleaseReply, ReleaseResult, EmailStats,
 } from './types.js';
 
 // types.d.ts is generated from api/openapi.yaml by openapi-typescript (npm run gen).
@@ -45,6 +45,7 @@ export class Mailsink {
   /** Resolves with the newest matching email once one is stored; rejects with a TimeoutError after timeout ms (30000). */
   waitForEmail(filter?: Filter, options?: { timeout?: number; signal?: AbortSignal }): Promise<EmailSummary>;
   get(id: string): Promise<EmailDetail>;
+  stats(): Promise<EmailStats>;
   update(id: string, patch: UpdateEmailRequest): Promise<EmailSummary>;
   delete(id: string): Promise<void>;
   deleteMany(filter: Filter | { all: true }): Promise<number>;

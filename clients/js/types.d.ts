@@ -29,6 +29,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/emails/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's counts, for a mail client's sidebar.
+         * @description How many emails the account holds and how many are unread, by status and by label. It takes no parameters.
+         */
+        get: operations["getEmailStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/emails/count": {
         parameters: {
             query?: never;
@@ -681,6 +701,14 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+            /** @description An added field (SPEC.md's are unchanged): whether the email was read; false for new mail. PATCH sets it; no GET changes it. */
+            read: boolean;
+            /** @description An added field: the display name of the From header; null until the body is indexed (normally within a second of receipt), or when it has none. */
+            fromName: string | null;
+            /** @description An added field: the first 160 characters of the body text, white space collapsed; null until the body is indexed. */
+            snippet: string | null;
+            /** @description An added field: how many attachments the email has; null until the body is indexed. */
+            attachmentCount: number | null;
         };
         EmailDetail: components["schemas"]["EmailSummary"] & {
             body: components["schemas"]["StoredEmailBody"] | null;
@@ -919,6 +947,23 @@ export interface components {
             notes?: string | null;
             status?: components["schemas"]["Status"];
             subject?: string | null;
+            /** @description An added field: marks the email read (true) or unread (false). */
+            read?: boolean;
+        };
+        EmailStats: {
+            total: number;
+            unread: number;
+            statuses: {
+                received: number;
+                processed: number;
+                archived: number;
+            };
+            /** @description Every label the account's emails carry, sorted by name. */
+            labels: {
+                name: string;
+                total: number;
+                unread: number;
+            }[];
         };
         SMTPCommand: {
             /** @description The address as the client gave it. */
@@ -1257,6 +1302,7 @@ export type MessageResponse = components['schemas']['MessageResponse'];
 export type HealthResponse = components['schemas']['HealthResponse'];
 export type CreateEmailRequest = components['schemas']['CreateEmailRequest'];
 export type UpdateEmailRequest = components['schemas']['UpdateEmailRequest'];
+export type EmailStats = components['schemas']['EmailStats'];
 export type SMTPCommand = components['schemas']['SMTPCommand'];
 export type Transcript = components['schemas']['Transcript'];
 export type TranscriptResponse = components['schemas']['TranscriptResponse'];
@@ -1301,6 +1347,8 @@ export interface operations {
                 limit?: number;
                 /** @description Emails skipped. */
                 offset?: number;
+                /** @description The search language (docs/api.md, "Search"): from:, to:, subject:, label:, status:, is:read, is:unread, has:attachment, before:, after:, larger:, smaller:, message-id:, - to negate, "..." to group words, and plain words (whole words of the subject, the addresses and names, and the body text). Terms combine by AND, and with the other filters. An empty q is no filter; one that does not parse is 400, fieldErrors.q saying where. */
+                q?: string;
                 /** @description Exact recipient address, case-insensitive. */
                 recipient?: string;
                 /** @description Exact sender address, case-insensitive. */
@@ -1376,6 +1424,8 @@ export interface operations {
     deleteEmails: {
         parameters: {
             query?: {
+                /** @description The search language (docs/api.md, "Search"): from:, to:, subject:, label:, status:, is:read, is:unread, has:attachment, before:, after:, larger:, smaller:, message-id:, - to negate, "..." to group words, and plain words (whole words of the subject, the addresses and names, and the body text). Terms combine by AND, and with the other filters. An empty q is no filter; one that does not parse is 400, fieldErrors.q saying where. */
+                q?: string;
                 /** @description Exact recipient address, case-insensitive. */
                 recipient?: string;
                 /** @description Exact sender address, case-insensitive. */
@@ -1411,9 +1461,34 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getEmailStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmailStats"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     countEmails: {
         parameters: {
             query?: {
+                /** @description The search language (docs/api.md, "Search"): from:, to:, subject:, label:, status:, is:read, is:unread, has:attachment, before:, after:, larger:, smaller:, message-id:, - to negate, "..." to group words, and plain words (whole words of the subject, the addresses and names, and the body text). Terms combine by AND, and with the other filters. An empty q is no filter; one that does not parse is 400, fieldErrors.q saying where. */
+                q?: string;
                 /** @description Exact recipient address, case-insensitive. */
                 recipient?: string;
                 /** @description Exact sender address, case-insensitive. */
@@ -1579,6 +1654,8 @@ export interface operations {
                 limit?: number;
                 /** @description Emails skipped. */
                 offset?: number;
+                /** @description The search language (docs/api.md, "Search"): from:, to:, subject:, label:, status:, is:read, is:unread, has:attachment, before:, after:, larger:, smaller:, message-id:, - to negate, "..." to group words, and plain words (whole words of the subject, the addresses and names, and the body text). Terms combine by AND, and with the other filters. An empty q is no filter; one that does not parse is 400, fieldErrors.q saying where. */
+                q?: string;
                 /** @description Exact recipient address, case-insensitive. */
                 recipient?: string;
                 /** @description Exact sender address, case-insensitive. */
