@@ -24,7 +24,7 @@ func TestChecks(t *testing.T) {
 	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.Checks.DNSResolver = dns.Addr()
 	})
-	c := client.New(e.BaseURL, testenv.AcmeKey)
+	c := newClient(t, e.BaseURL, testenv.AcmeKey)
 	ctx := context.Background()
 	email, err := c.Create(ctx, client.NewEmail{Recipient: "checks@acme.test", Sender: "news@shop.example",
 		HTML: ptr(`<div style="display:flex"><a href="http://127.0.0.1:9/offer">offer</a></div>`)})

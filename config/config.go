@@ -1,5 +1,5 @@
 // Package config reads mailsink's settings from the environment (the names
-// the README documents) and the accounts file, and validates them once at
+// docs/configuration.md documents) and the accounts file, and validates them once at
 // start-up. A setting that does not parse is an error naming the variable; it
 // is never replaced by a default.
 package config
@@ -251,7 +251,7 @@ type Retention struct {
 	Interval time.Duration
 }
 
-// Webhooks configures outbound webhook deliveries (README, "Webhooks").
+// Webhooks configures outbound webhook deliveries (docs/webhooks.md).
 type Webhooks struct {
 	MaxPerAccount  int
 	MaxURLBytes    int
@@ -300,6 +300,10 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 		if err := s.set(c, v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Name, err))
 		}
+	}
+	if c.Store.RedisURL != "" && len(c.Store.RedisCluster) > 0 {
+		errs = append(errs, errors.New("MAILSINK_REDIS_URL and MAILSINK_REDIS_CLUSTER are both set, and mailsink uses one store: "+
+			"keep MAILSINK_REDIS_URL for a single Redis, or MAILSINK_REDIS_CLUSTER for a Redis Cluster"))
 	}
 	errs = append(errs, c.checkTLS()...)
 	if err := errors.Join(errs...); err != nil {

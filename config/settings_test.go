@@ -138,8 +138,18 @@ func TestAccountsFileIsStrict(t *testing.T) {
 			[]string{"line 5", "maxBytes"}},
 		{"negative quota", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxEmails: -1}\n",
 			[]string{"quota.maxEmails"}},
+		// Syntax errors name the line at fault, not where its block began.
+		{"key indented too little", "accounts:\n  - slug: a\n    name: A\n   apiKeys: [k]\n", []string{"not valid YAML", "line 4, column 4"}},
+		{"key of the list's parent", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n  domains: [x.test]\n", []string{"line 5, column 3"}},
+		{"list item out of line", "accounts:\n  - slug: a\n    name: A\n    apiKeys:\n      - k1\n     - k2\n", []string{"line 6, column 6"}},
+		{"unclosed list", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [secret-key\n    domains: [x.test]\n", []string{"line 5, column 5", "']'"}},
+		{"tab", "accounts:\n  - slug: a\n    name: A\n\tapiKeys: [k]\n", []string{"line 4, column 1"}},
+		{"unclosed quote", "accounts:\n  - slug: a\n    name: \"A\n    apiKeys: [k]\n", []string{"line 3, column 11"}},
 	} {
 		_, err := ParseAccounts([]byte(tt.file))
+		if err != nil && strings.Contains(err.Error(), "secret-key") {
+			t.Errorf("%s: the error repeats a key: %v", tt.name, err)
+		}
 		for _, w := range tt.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v, want it to contain %q", tt.name, err, w)
@@ -159,6 +169,37 @@ func TestAccountQuota(t *testing.T) {
 	}
 	if got := def.For(accs[1]); got != def {
 		t.Errorf("b's quota = %+v, want the default", got)
+	}
+}
+
+// TestUnknownVariablesAreReported: a MAILSINK_ variable that is no setting
+// is reported with the setting it likely means; settings and other
+// programs' variables are not.
+func TestUnknownVariablesAreReported(t *testing.T) {
+	got := UnknownVariables([]string{
+		"MAILSINK_SMTP_PORT=2525", "MAILSINK_HTTP_ADDR=:8025", "HOME=/root", "MAILSINK_TEST_REDIS_URL=redis://x",
+		"MAILSINK_URL=http://127.0.0.1:8025", "MAILSINK_LOG_LEVLE=debug", "MAILSINK_COLOUR=blue", "MAILSINK_DATA_DIR",
+	})
+	want := []struct{ name, hint string }{
+		{"MAILSINK_SMTP_PORT", "did you mean MAILSINK_SMTP_ADDR? it takes host:port (:1025 by default)"},
+		{"MAILSINK_LOG_LEVLE", "did you mean MAILSINK_LOG_LEVEL?"},
+		{"MAILSINK_COLOUR", "mailsink --help lists the settings"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("UnknownVariables = %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].Name != w.name || !strings.Contains(got[i].Hint, w.hint) {
+			t.Errorf("%d: %+v, want %s with %q", i, got[i], w.name, w.hint)
+		}
+	}
+}
+
+func TestRedisURLAndClusterTogetherAreRefused(t *testing.T) {
+	_, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_REDIS_URL": "redis://127.0.0.1:6379/0",
+		"MAILSINK_REDIS_CLUSTER": "127.0.0.1:7000"})
+	if err == nil || !strings.Contains(err.Error(), "MAILSINK_REDIS_URL and MAILSINK_REDIS_CLUSTER are both set") {
+		t.Errorf("both Redis settings: %v, want a refusal naming both", err)
 	}
 }
 

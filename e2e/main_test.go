@@ -1,5 +1,5 @@
 // Package e2e tests mailsink as a user runs it: the real binary, started the
-// way README says, driven over real SMTP and HTTP.
+// way the docs say, driven over real SMTP and HTTP.
 package e2e
 
 import (

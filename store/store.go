@@ -127,6 +127,7 @@ type Update struct {
 	Notes   *Nullable // Notes.Value nil sets notes to null
 	Status  *Status
 	Subject *Nullable // Subject.Value nil sets subject to null
+	Read    *bool
 	// UpdatedAt is the new value of Email.UpdatedAt; the caller owns the clock.
 	UpdatedAt time.Time
 }

@@ -25,14 +25,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/web"
+	"github.com/mailsink/mailsink/store/redisstore"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build, make release); unset, the version comes from the build information
+// Go records in the binary (versionOf).
+var version string
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -59,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "mcp":
 		return mcpStdio(args, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "mailsink", version)
+		fmt.Fprintln(stdout, "mailsink", versionOf(version, readBuildInfo()))
 		return 0
 	case "help", "--help", "-h":
 		usage(stdout)
@@ -73,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // mdLink is a Markdown link of a setting's help, [text](target).
 var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 
-// plainHelp is a setting's help (Markdown, for the README) as plain text:
+// plainHelp is a setting's help (Markdown, for docs/configuration.md) as plain text:
 // code spans lose their backticks, links keep their text.
 func plainHelp(s string) string {
 	return mdLink.ReplaceAllString(strings.ReplaceAll(s, "`", ""), "$1")
@@ -107,7 +112,7 @@ serve is configured by these environment variables (an empty one counts as unset
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. The README says more.\n")
+	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. docs/configuration.md says more.\n")
 }
 
 func serve(stdout, stderr io.Writer) int {
@@ -121,7 +126,7 @@ func serve(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mailsink: configuration:", err)
 		return 2
 	}
-	cfg.Version = version
+	cfg.Version = versionOf(version, readBuildInfo())
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit(cfg))
 	}
@@ -129,6 +134,13 @@ func serve(stdout, stderr io.Writer) int {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	log := newLogger(cfg.Log, stderr)
+	for _, u := range config.UnknownVariables(os.Environ()) {
+		log.Warn("not a setting, ignored", "variable", u.Name, "hint", u.Hint)
+	}
+	if cfg.Store.UsesRedis() {
+		// go-redis logs through one process-wide logger.
+		redis.SetLogger(redisstore.NewClientLogger(log.With("component", "redis"), time.Now))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -159,6 +171,8 @@ func serve(stdout, stderr io.Writer) int {
 // API key, where mailsink listens and how to call it, then "mailsink is
 // ready" once the store answers, saying meanwhile what it waits for.
 func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, generatedKey string, pprofAddr net.Addr) {
+	// The listeners are named as bound; the links use an address that
+	// reaches them from this host.
 	httpAddr := dialable(a.HTTPAddr())
 	// The start that makes the key up prints it anyway: its dashboard link
 	// signs in at once (the key is in the URL fragment, which a browser
@@ -167,12 +181,12 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if generatedKey != "" {
 		dashboard = web.SignInURL("http://"+httpAddr, generatedKey)
 	}
-	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard %s\n", version, dialable(a.SMTPAddr()), httpAddr, dashboard)
+	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  %s\n  Dashboard %s\n", cfg.Version, bound("", a.SMTPAddr()), bound("http://", a.HTTPAddr()), dashboard)
 	if addr := a.SMTPSAddr(); addr != nil {
-		fmt.Fprintf(w, "  SMTPS %s (implicit TLS)\n", dialable(addr))
+		fmt.Fprintf(w, "  SMTPS %s (implicit TLS)\n", bound("", addr))
 	}
 	if addr := a.HTTPSAddr(); addr != nil {
-		fmt.Fprintf(w, "  HTTPS https://%s\n", dialable(addr))
+		fmt.Fprintf(w, "  HTTPS %s\n", bound("https://", addr))
 	}
 	if cert := a.Certificate(); cert != nil {
 		where := cert.CertFile()
@@ -187,7 +201,7 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 			config.MemoryDataDir, cfg.Store.MemoryMaxBytes)
 	}
 	if pprofAddr != nil {
-		fmt.Fprintf(w, "  pprof http://%s\n", dialable(pprofAddr))
+		fmt.Fprintf(w, "  pprof %s\n", bound("http://", pprofAddr))
 	}
 	bearer := "<your key>"
 	if generatedKey != "" && cfg.KeyFile == "" {
@@ -295,8 +309,62 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// dialable returns addr as a client would dial it: a listener on all
-// interfaces is shown as 127.0.0.1.
+// bound names the address a listener is bound to: as a URL with scheme
+// (when not "") for one address, and as it is, "[::]:8025 (all
+// interfaces)", for a listener on every interface, where no URL would be
+// right for every client.
+func bound(scheme string, addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		return addr.String() + " (all interfaces)"
+	}
+	return scheme + addr.String()
+}
+
+// readBuildInfo returns the build information Go records in the binary, or
+// nil without it.
+func readBuildInfo() *debug.BuildInfo {
+	info, _ := debug.ReadBuildInfo()
+	return info
+}
+
+// versionOf returns the version mailsink reports: the one stamped at build
+// time; else the main module's version Go records (a release tag for
+// `go install ...@v1.2.3`, a pseudo-version with the commit for `go build`
+// in a git checkout); else the VCS revision (with -dirty for uncommitted
+// changes); else "devel" (go run, which records neither).
+func versionOf(stamped string, info *debug.BuildInfo) string {
+	if stamped != "" {
+		return stamped
+	}
+	if info == nil {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var revision, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if revision == "" {
+		return "devel"
+	}
+	if len(revision) > 12 {
+		revision = revision[:12]
+	}
+	if modified == "true" {
+		revision += "-dirty"
+	}
+	return revision
+}
+
+// dialable returns addr as a client on this host would dial it: a listener
+// on all interfaces is reached at 127.0.0.1.
 func dialable(addr net.Addr) string {
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok || !tcp.IP.IsUnspecified() {

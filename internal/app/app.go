@@ -38,6 +38,7 @@ import (
 	"github.com/mailsink/mailsink/internal/migrate"
 	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/smtpd"
@@ -79,6 +80,11 @@ type App struct {
 	// watchDone.
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// search keeps the search index; stopSearch ends it, whose end
+	// closes searchDone.
+	search     *search.Service
+	stopSearch context.CancelFunc
+	searchDone chan struct{}
 	// webhooks delivers outbound webhooks; stopWebhooks ends its worker,
 	// whose end closes webhooksDone.
 	webhooks     *webhooks.Service
@@ -143,6 +149,15 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Wait:        cfg.Reads.Wait,
 		ParsePanics: m.ParsePanics,
 		Log:         log.With("component", "bodies"),
+	})
+	// Search keeps an index of every account in memory, from the store and
+	// its events; the digests of bodies it needs are made in the
+	// background, under the read budget.
+	a.search = search.NewService(st, search.Config{
+		Accounts: reg.Accounts,
+		Bodies:   reads,
+		Timeout:  cfg.Store.Timeout,
+		Log:      log.With("component", "search"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
@@ -212,9 +227,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	// List waits, event streams and MCP's waits share one budget per
 	// account.
 	heldRequests := held.NewLimiter(cfg.HTTP.MaxHeldPerAccount)
-	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout, Account: reg.ByID}
+	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout, Account: reg.ByID,
+		Search: a.search}
 	api := httpapi.New(httpapi.Config{
 		Bodies:          reads,
+		Search:          a.search,
 		LargeGate:       a.large,
 		BodyBudget:      a.bodies,
 		MaxRecipients:   cfg.SMTP.MaxRecipients,
@@ -305,6 +322,7 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		}
 	}
 	a.startWebhooks(ctx)
+	a.startSearch(ctx)
 	log.Info("mailsink started", attrs...)
 	return a, nil
 }
@@ -368,6 +386,17 @@ func privateTargets(accs []config.Account) []string {
 		}
 	}
 	return ids
+}
+
+// startSearch runs the search index until Shutdown.
+func (a *App) startSearch(ctx context.Context) {
+	a.searchDone = make(chan struct{})
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopSearch = cancel
+	go func() {
+		defer close(a.searchDone)
+		a.search.Run(sctx)
+	}()
 }
 
 // startWebhooks runs the webhook worker until Shutdown.
@@ -505,6 +534,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
 	errWebhooks := a.shutdownWebhooks(ctx)
+	a.stopSearch()
+	<-a.searchDone
 	errStore := a.store.Close()
 	return errors.Join(errRetention, errSMTP, errHTTP, errWebhooks, errStore)
 }

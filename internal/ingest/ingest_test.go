@@ -97,13 +97,16 @@ func TestDeliverSender(t *testing.T) {
 		envelope string
 		from     string // the From header, "" for none
 		want     string // "" for an Invalid error
+		refusal  string // for an error: what its message must say
 	}{
-		{"envelope sender wins", "bounce@example.com", "Alice <alice@example.com>", "bounce@example.com"},
-		{"no envelope sender: From", "", "Alice <alice@example.com>", "alice@example.com"},
-		{"invalid envelope sender: From", "not an address", "alice@example.com", "alice@example.com"},
-		{"first valid From address", "", "nobody, x..y@example.com, Bob <bob@example.com>, carol@example.com", "bob@example.com"},
-		{"no valid sender anywhere", "", "not an address, x..y@example.com", ""},
-		{"no sender at all", "", "", ""},
+		{"envelope sender wins", "bounce@example.com", "Alice <alice@example.com>", "bounce@example.com", ""},
+		{"no envelope sender: From", "", "Alice <alice@example.com>", "alice@example.com", ""},
+		{"invalid envelope sender: From", "not an address", "alice@example.com", "alice@example.com", ""},
+		{"first valid From address", "", "nobody, x..y@example.com, Bob <bob@example.com>, carol@example.com", "bob@example.com", ""},
+		{"no valid sender anywhere", "", "not an address, x..y@example.com", "", "From header"},
+		{"a From at localhost", "", "App <app@localhost>", "", `Sender address <app@localhost> (the From header; the envelope sender is empty) is not accepted: the domain "localhost" has no dot`},
+		{"both at localhost", "bounce@localhost", "app@localhost", "", `Sender address <bounce@localhost> (the envelope sender) is not accepted: the domain "localhost" has no dot: it needs a top-level label, like example.com (IP literals are not accepted); and the From header's <app@localhost> is not accepted either`},
+		{"no sender at all", "", "", "", "No sender address: the envelope sender is empty and the message has no From header address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +120,9 @@ func TestDeliverSender(t *testing.T) {
 			got, err := svc.Deliver(context.Background(), raw, Envelope{Sender: tt.envelope, Recipients: []Recipient{rcpt("r@acme.test", acme)}})
 			if tt.want == "" {
 				wantCode(t, err, store.Invalid)
+				if err != nil && !strings.Contains(err.Error(), tt.refusal) {
+					t.Errorf("refusal %q does not say %q", err, tt.refusal)
+				}
 				if n := len(stored(t, st, acme)); n != 0 {
 					t.Errorf("stored %d emails after an error", n)
 				}

@@ -51,7 +51,7 @@ func writeOld(t *testing.T, path string) []string {
 		}
 	}
 	// A message over SMTP with its transcript; one created with given
-	// parts for two recipients (one body); one deleted.
+	// parts for two recipients (one body), one of them read; one deleted.
 	one := email(acctA, 1, "a@example.com")
 	must(s.CreateEmails(ctx, &store.Body{Raw: []byte("Subject: one\r\n\r\nbody one\r\n"), Transcript: &store.Transcript{
 		ClientAddress: "127.0.0.1:1", Helo: "client", Mail: store.TranscriptCommand{Address: "s@example.com", Params: []string{}, Reply: "250 ok"},
@@ -65,7 +65,7 @@ func writeOld(t *testing.T, path string) []string {
 	must(s.CreateEmails(ctx, &store.Body{Raw: []byte("gone")}, []*store.Email{gone}))
 	must(s.DeleteEmail(ctx, acctA, gone.ID))
 	_, err = s.UpdateEmail(ctx, acctA, two.ID, store.Update{Labels: &[]string{"l1", "l2"}, Notes: &store.Nullable{Value: ptr("a note")},
-		Status: ptr(store.StatusArchived), UpdatedAt: time.UnixMilli(1_767_225_700_000)})
+		Status: ptr(store.StatusArchived), Read: ptr(true), UpdatedAt: time.UnixMilli(1_767_225_700_000)})
 	must(err)
 	must(s.CreateEmails(ctx, &store.Body{Raw: []byte("other account")}, []*store.Email{email(acctB, 5, "z@example.com")}))
 	must(s.PutCheck(ctx, acctA, one.ID, "html", []byte(`{"warnings":[]}`)))

@@ -41,7 +41,7 @@ Content-Type: text/html; charset=utf-8
 
 // The dashboard reads well at phone width: the list, then the message in
 // its place with a way back; at desktop width side by side. With
-// MAILSINK_SCREENSHOTS set it writes the README's screenshots.
+// MAILSINK_SCREENSHOTS set it writes the screenshots of docs/dashboard.md.
 func TestLayoutAndScreenshots(t *testing.T) {
 	env := startMailsink(t)
 	mails := []struct {

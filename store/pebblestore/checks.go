@@ -1,7 +1,9 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
+	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -57,6 +59,32 @@ func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byt
 		return nil, store.ErrNotFound
 	}
 	return v, nil
+}
+
+// GetChecks implements store.Checks, from one view of the store.
+func (s *Store) GetChecks(ctx context.Context, accountID string, ids []string, name string) (map[string][]byte, error) {
+	if len(ids) > store.MaxCheckBatch {
+		return nil, store.Errorf(store.Invalid, "%d ids in one read of check results, over the limit of %d", len(ids), store.MaxCheckBatch)
+	}
+	if err := s.enter(ctx, "get checks"); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	out := make(map[string][]byte, len(ids))
+	for _, id := range ids {
+		v, closer, err := snap.Get(checkKey(accountID, id, name))
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, wrap(err, "get checks")
+		}
+		out[id] = bytes.Clone(v)
+		closer.Close()
+	}
+	return out, nil
 }
 
 // deleteChecks removes the check results of an email in the batch that

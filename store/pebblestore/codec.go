@@ -18,7 +18,8 @@ import (
 const (
 	// emailFormat: the body's id (empty when it is the email's own id),
 	// then the fields of store.Email but the id and account, which the key
-	// holds; CreatedAt and UpdatedAt as offsets from ReceivedAt.
+	// holds; CreatedAt and UpdatedAt as offsets from ReceivedAt; then, for
+	// a read email, a flags byte (emailRead).
 	emailFormat byte = 1
 	// bodyFormat: a flags byte (bodyUnparsed, bodyCompressed), the given
 	// parts only for a parsed body, the transcript, then the raw source,
@@ -202,8 +203,16 @@ func encodeEmail(r *emailRecord) []byte {
 	e.varint(received)
 	e.varint(r.CreatedAt.UnixMilli() - received)
 	e.varint(r.UpdatedAt.UnixMilli() - received)
+	if r.Read {
+		// A record without the flags byte is unread.
+		e.byte(emailRead)
+	}
 	return e.b
 }
+
+// emailRead is the flag of a read email, in the flags byte that may end an
+// email record.
+const emailRead byte = 1 << 0
 
 // decodeEmail decodes the record v stored under the email key k. The
 // record shares no memory with k or v.
@@ -253,6 +262,13 @@ func decodeEmailInto(r *emailRecord, k, v []byte) error {
 	r.ReceivedAt = time.UnixMilli(received).UTC()
 	r.CreatedAt = time.UnixMilli(received + d.varint()).UTC()
 	r.UpdatedAt = time.UnixMilli(received + d.varint()).UTC()
+	if d.err == nil && len(d.b) > 0 {
+		flags := d.byte()
+		if flags&^emailRead != 0 {
+			return errCorrupt
+		}
+		r.Read = flags&emailRead != 0
+	}
 	return d.done()
 }
 

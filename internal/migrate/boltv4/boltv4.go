@@ -847,6 +847,9 @@ func apply(e *store.Email, u store.Update) {
 	if u.Subject != nil {
 		e.Subject = cloneString(u.Subject.Value)
 	}
+	if u.Read != nil {
+		e.Read = *u.Read
+	}
 	if !u.UpdatedAt.IsZero() {
 		e.UpdatedAt = time.UnixMilli(u.UpdatedAt.UnixMilli()).UTC()
 	}

@@ -68,6 +68,30 @@ func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byt
 	return out, nil
 }
 
+// GetChecks implements store.Checks.
+func (s *Store) GetChecks(ctx context.Context, accountID string, ids []string, name string) (map[string][]byte, error) {
+	if len(ids) > store.MaxCheckBatch {
+		return nil, store.Errorf(store.Invalid, "%d ids in one read of check results, over the limit of %d", len(ids), store.MaxCheckBatch)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, wrap(err, "get checks")
+	}
+	out := make(map[string][]byte, len(ids))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketChecks)
+		for _, id := range ids {
+			if v := b.Get(checkKey(accountID, id, name)); v != nil {
+				out[id] = bytes.Clone(v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err, "get checks")
+	}
+	return out, nil
+}
+
 // deleteChecks removes the check results of an email, in the transaction
 // that deletes it.
 func deleteChecks(tx *bolt.Tx, accountID, id string) error {

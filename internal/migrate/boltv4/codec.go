@@ -214,8 +214,17 @@ func encodeEmail(r *emailRecord) []byte {
 	e.varint(received)
 	e.varint(r.CreatedAt.UnixMilli() - received)
 	e.varint(r.UpdatedAt.UnixMilli() - received)
+	if r.Read {
+		// Flags after the times: a record without them (every one
+		// written before read state) is unread.
+		e.byte(emailRead)
+	}
 	return e.b
 }
+
+// emailRead is the flag of a read email, in the flags byte that may end a
+// format 2 record.
+const emailRead byte = 1 << 0
 
 // decodeEmail decodes the record v stored under the email key k. The
 // record shares no memory with k or v: its strings are substrings of one
@@ -257,6 +266,13 @@ func decodeEmailInto(r *emailRecord, k, v []byte) error {
 	r.ReceivedAt = time.UnixMilli(received).UTC()
 	r.CreatedAt = time.UnixMilli(received + d.varint()).UTC()
 	r.UpdatedAt = time.UnixMilli(received + d.varint()).UTC()
+	if d.err == nil && len(d.b) > 0 {
+		flags := d.byte()
+		if flags&^emailRead != 0 {
+			return errCorrupt
+		}
+		r.Read = flags&emailRead != 0
+	}
 	return d.done()
 }
 

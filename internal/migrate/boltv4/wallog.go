@@ -9,7 +9,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -369,15 +368,6 @@ func (w *walLog) void(from, to uint64) {
 		w.voided = append(w.voided, [2]uint64{from, to})
 		w.owed.Store(true)
 		w.broken = false
-	}
-}
-
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			return err
-		}
 	}
 }
 

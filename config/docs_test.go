@@ -7,14 +7,14 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's table of settings from Settings")
+var update = flag.Bool("update", false, "rewrite the table of settings of docs/configuration.md from Settings")
 
 const (
-	tableBegin = "<!-- The table is made from config.Settings: go test ./config -run README -update -->\n"
+	tableBegin = "<!-- The table is made from config.Settings: go test ./config -run DocsSettingsTable -update -->\n"
 	tableEnd   = "<!-- end of the settings table -->\n"
 )
 
-// markdownTable renders Settings as the README's table.
+// markdownTable renders Settings as the table of docs/configuration.md.
 func markdownTable() string {
 	var b strings.Builder
 	b.WriteString("\n| variable | default | meaning |\n|---|---|---|\n")
@@ -29,10 +29,10 @@ func markdownTable() string {
 	return b.String()
 }
 
-// TestREADMESettingsTable fails when the README's configuration table
+// TestDocsSettingsTable fails when the table of docs/configuration.md
 // differs from Settings in any name, default or meaning; -update rewrites it.
-func TestREADMESettingsTable(t *testing.T) {
-	const path = "../README.md"
+func TestDocsSettingsTable(t *testing.T) {
+	const path = "../docs/configuration.md"
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestREADMESettingsTable(t *testing.T) {
 	before, rest, ok1 := strings.Cut(readme, tableBegin)
 	got, after, ok2 := strings.Cut(rest, tableEnd)
 	if !ok1 || !ok2 {
-		t.Fatalf("README.md has no %q ... %q section", tableBegin, tableEnd)
+		t.Fatalf("%s has no %q ... %q section", path, tableBegin, tableEnd)
 	}
 	want := markdownTable()
 	if got == want {
@@ -63,10 +63,10 @@ func TestREADMESettingsTable(t *testing.T) {
 			w = wantRows[i]
 		}
 		if g != w {
-			t.Errorf("README.md's settings table, row %d:\n got: %s\nwant: %s", i+1, g, w)
+			t.Errorf("%s's settings table, row %d:\n got: %s\nwant: %s", path, i+1, g, w)
 		}
 	}
-	t.Log("go test ./config -run README -update rewrites the table from config.Settings")
+	t.Log("go test ./config -run DocsSettingsTable -update rewrites the table from config.Settings")
 }
 
 // TestSettingsHaveDefaultsThatParse checks the table itself: one entry per
