@@ -17,7 +17,8 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # The version `mailsink version` and mailsink_build_info report; without it
-# the image would say "dev", so the build stops instead.
+# the image would say "devel" (the build context has no .git), so the build
+# stops instead.
 ARG VERSION
 RUN test -n "$VERSION" || { echo 'build with --build-arg VERSION=$(git describe --tags --always --dirty)' >&2; exit 1; }
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \

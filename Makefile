@@ -11,17 +11,25 @@ BENCH_FLAGS ?=
 # the newest release whose engines match this Node.js, not the newest)
 CANIEMAIL_VERSION ?= latest
 
-.PHONY: all build run test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
 ## build: the one binary, at bin/mailsink
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/mailsink
+	@echo "build: $(BIN), version $(VERSION) (the first build fetches the Go modules: a minute or two)"
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/mailsink
 
-## run: mailsink on the embedded store under ./data (SMTP :1025, HTTP :8025)
-run:
-	$(GO) run ./cmd/mailsink serve
+## run: build, then run mailsink on the embedded store under ./data (SMTP :1025, HTTP :8025); Ctrl-C stops it.
+## The binary runs as a job of its own (set -m), so that Ctrl-C reaches it and not make: it drains and exits 0.
+run: build
+	@echo "run: $(BIN) serve (MAILSINK_* variables configure it; $(BIN) --help lists them)"
+	@bash -c 'set -m; $(BIN) serve; exit $$?'
+
+## release: the binaries a user downloads, static and stamped with VERSION, for linux, darwin and windows on
+## amd64 and arm64, with their SHA256SUMS, in dist/ (PLATFORMS=linux/amd64 builds one)
+release:
+	@VERSION='$(VERSION)' OUT=dist $(if $(PLATFORMS),PLATFORMS='$(PLATFORMS)') scripts/release.sh
 
 ## test: the whole suite: Go with the race detector (Redis at 127.0.0.1:6379 adds the Redis variants; the
 ## dashboard's browser tests need Chromium and axe-core, see .ci/run), then the Node.js tests
@@ -34,14 +42,13 @@ test-go:
 ## and the Cloudflare Email Worker example, each against the binary built here (needs node and npm)
 test-node: build
 	cd e2e/node && npm ci --no-audit --no-fund --silent && MAILSINK_BIN="$(CURDIR)/$(BIN)" npm test
-	cd clients/js && npm ci --no-audit --no-fund --silent && npm run check-types && npm run typecheck && \
+	cd clients/js && npm ci --no-audit --no-fund --silent && npm run typecheck && \
 		MAILSINK_BIN="$(CURDIR)/$(BIN)" CHROMIUM_PATH="$$(command -v chromium)" npm test
 	cd examples/cloudflare-email-worker && node --test worker.test.js
 
-## openapi: regenerate httpapi/openapi.json from scripts/openapi_gen.py, and the JS client's types from it
+## openapi: regenerate the JS client's types (clients/js/types.d.ts) from the API contract, api/openapi.yaml
 openapi:
-	python3 scripts/openapi_gen.py > httpapi/openapi.json
-	cd clients/js && node scripts/gen-types.js ../../httpapi/openapi.json types.d.ts
+	cd clients/js && npm ci --no-audit --no-fund --silent && npm run gen
 
 ## caniemail: refresh the HTML check's data (internal/checks/htmlcompat/caniemail) from the npm package caniemail
 caniemail:

@@ -21,10 +21,10 @@ import (
 func TestChecks(t *testing.T) {
 	t.Parallel()
 	dns := dnstest.Start(t)
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.Checks.DNSResolver = dns.Addr()
 	})
-	c := client.New(e.BaseURL, testenv.AcmeKey)
+	c := newClient(t, e.BaseURL, testenv.AcmeKey)
 	ctx := context.Background()
 	email, err := c.Create(ctx, client.NewEmail{Recipient: "checks@acme.test", Sender: "news@shop.example",
 		HTML: ptr(`<div style="display:flex"><a href="http://127.0.0.1:9/offer">offer</a></div>`)})

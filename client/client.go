@@ -1,4 +1,4 @@
-// Package client is a Go client of the mailsink API (the README's API table;
+// Package client is a Go client of the mailsink API (docs/api.md;
 // the OpenAPI document at /v1/openapi.json): list, count, get, update and
 // delete captured emails, wait for one to arrive, download its raw source and
 // attachments, read its links and one-time codes, run its checks (HTML
@@ -99,6 +99,14 @@ type Email struct {
 	ReceivedAt time.Time `json:"receivedAt"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// Read is whether the email was read (Update sets it); new mail is
+	// unread.
+	Read bool `json:"read"`
+	// FromName, Snippet and AttachmentCount come from the email's body:
+	// nil until the server has read it (normally within a second).
+	FromName        *string `json:"fromName"`
+	Snippet         *string `json:"snippet"`
+	AttachmentCount *int    `json:"attachmentCount"`
 }
 
 // EmailDetail is an email with its stored body (nil when it has none).
@@ -144,6 +152,9 @@ type Link struct {
 // Filter selects emails; zero fields do not filter. All fields combine
 // with AND.
 type Filter struct {
+	// Q is a query of the search language ("from:shop is:unread
+	// invoice", docs/api.md); empty is no filter.
+	Q         string
 	Recipient string    // exact address, case-insensitive
 	Sender    string    // exact address, case-insensitive
 	Status    string    // received, processed or archived
@@ -158,6 +169,7 @@ func (f Filter) query(q url.Values) url.Values {
 			q.Set(k, v)
 		}
 	}
+	set("q", f.Q)
 	set("recipient", f.Recipient)
 	set("sender", f.Sender)
 	set("status", f.Status)
@@ -273,6 +285,7 @@ type Update struct {
 	ClearNotes   bool     // sets the notes to null
 	Subject      *string  // sets the subject
 	ClearSubject bool     // sets the subject to null
+	Read         *bool    // marks the email read (true) or unread (false)
 }
 
 // Update changes an email and returns it.
@@ -294,6 +307,9 @@ func (c *Client) Update(ctx context.Context, id string, u Update) (*Email, error
 	} else if u.ClearSubject {
 		body["subject"] = nil
 	}
+	if u.Read != nil {
+		body["read"] = *u.Read
+	}
 	var out struct {
 		Item Email `json:"item"`
 	}
@@ -301,6 +317,35 @@ func (c *Client) Update(ctx context.Context, id string, u Update) (*Email, error
 		return nil, err
 	}
 	return &out.Item, nil
+}
+
+// Stats is what the account holds: every email, those unread, by status,
+// and by label (sorted by name).
+type Stats struct {
+	Total    int64 `json:"total"`
+	Unread   int64 `json:"unread"`
+	Statuses struct {
+		Received  int64 `json:"received"`
+		Processed int64 `json:"processed"`
+		Archived  int64 `json:"archived"`
+	} `json:"statuses"`
+	Labels []LabelStats `json:"labels"`
+}
+
+// LabelStats counts the emails carrying a label.
+type LabelStats struct {
+	Name   string `json:"name"`
+	Total  int64  `json:"total"`
+	Unread int64  `json:"unread"`
+}
+
+// Stats returns the account's counts.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var out Stats
+	if err := c.do(ctx, http.MethodGet, "/v1/emails/stats", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Delete deletes an email and its body.

@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/smtp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/client"
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/testenv"
@@ -18,13 +20,22 @@ import (
 // acme account.
 func start(t *testing.T) (*testenv.Env, *client.Client) {
 	t.Helper()
-	return startOn(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt})
+	return startOn(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded})
 }
 
 func startOn(t *testing.T, b testenv.Backend) (*testenv.Env, *client.Client) {
 	t.Helper()
 	e := testenv.Start(t, b, nil)
-	return e, client.New(e.BaseURL, testenv.AcmeKey)
+	return e, newClient(t, e.BaseURL, testenv.AcmeKey)
+}
+
+// newClient returns a client whose every request and answer is checked
+// against the API contract (api/openapi.yaml): each call must be a
+// documented operation, send a body its schema allows and get an answer the
+// document describes.
+func newClient(t *testing.T, baseURL, key string) *client.Client {
+	o := testenv.NewOpenAPI(t, api.OpenAPIJSON())
+	return client.New(baseURL, key, client.WithHTTPClient(&http.Client{Transport: o.Transport(t)}))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -117,7 +128,7 @@ func TestErrors(t *testing.T) {
 	if _, err := c.DeleteMatching(ctx, client.Filter{}); !errors.As(err, &apiErr) || apiErr.Status != 400 {
 		t.Errorf("DeleteMatching(no filter) error = %#v, want 400", err)
 	}
-	wrong := client.New(e.BaseURL, "wrong-key")
+	wrong := newClient(t, e.BaseURL, "wrong-key")
 	if _, err := wrong.List(ctx, client.ListOptions{}); !errors.As(err, &apiErr) || apiErr.Status != 401 {
 		t.Errorf("List with a wrong key: %#v, want 401", err)
 	}
@@ -126,7 +137,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	globex := client.New(e.BaseURL, testenv.GlobexKey)
+	globex := newClient(t, e.BaseURL, testenv.GlobexKey)
 	if _, err := globex.Codes(ctx, mine.ID); !client.IsNotFound(err) {
 		t.Errorf("Codes of another account's email: %v, want 404", err)
 	}
@@ -279,9 +290,9 @@ func TestListWait(t *testing.T) {
 func TestReleaseToARealServer(t *testing.T) {
 	t.Parallel()
 	up := testenv.StartUpstream(t)
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt},
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded},
 		testenv.WithRelay(t, "acme", up.Relay(config.RelayStartTLS, `.*@acme\.test`)))
-	c := client.New(e.BaseURL, testenv.AcmeKey)
+	c := newClient(t, e.BaseURL, testenv.AcmeKey)
 	ctx := context.Background()
 	raw := "From: app@example.com\r\nSubject: Review me\r\n\r\n.Hello\r\n"
 	var ids []string
@@ -304,7 +315,7 @@ func TestReleaseToARealServer(t *testing.T) {
 	if _, err := c.Release(ctx, ids[0], "someone@example.com"); !errors.As(err, &apiErr) || apiErr.Status != 400 || len(apiErr.FieldErrors["to"]) != 1 {
 		t.Errorf("Release to a recipient the relay does not allow: %v, want 400 naming to", err)
 	}
-	if _, err := client.New(e.BaseURL, testenv.GlobexKey).Release(ctx, ids[0], "stakeholder@acme.test"); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+	if _, err := newClient(t, e.BaseURL, testenv.GlobexKey).Release(ctx, ids[0], "stakeholder@acme.test"); !errors.As(err, &apiErr) || apiErr.Status != 409 {
 		t.Errorf("Release from an account without a relay: %v, want 409", err)
 	}
 
@@ -318,5 +329,37 @@ func TestReleaseToARealServer(t *testing.T) {
 	}
 	if got := up.Raws(t, "team@acme.test"); len(got) != 2 {
 		t.Errorf("the upstream got %d emails for team@acme.test, want 2", len(got))
+	}
+}
+
+// Search, read state and the counts, as a test suite would use them.
+func TestSearchReadAndStats(t *testing.T) {
+	t.Parallel()
+	_, c := start(t)
+	ctx := context.Background()
+	invoice, err := c.Create(ctx, client.NewEmail{Recipient: "ada@acme.test", Sender: "shop@shop.example", Subject: ptr("Invoice 7"), Text: ptr("your order")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, client.NewEmail{Recipient: "bob@acme.test", Sender: "shop@shop.example", Subject: ptr("Hello")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Q: "subject:invoice is:unread"}})
+	if err != nil || len(got) != 1 || got[0].ID != invoice.ID || got[0].Read {
+		t.Fatalf("List(q) = %+v, %v; want the invoice, unread", got, err)
+	}
+	up, err := c.Update(ctx, invoice.ID, client.Update{Read: ptr(true)})
+	if err != nil || !up.Read {
+		t.Fatalf("Update(read) = %+v, %v", up, err)
+	}
+	if n, err := c.Count(ctx, client.Filter{Q: "is:unread"}, ""); err != nil || n != 1 {
+		t.Errorf("Count(is:unread) = %d, %v; want 1", n, err)
+	}
+	s, err := c.Stats(ctx)
+	if err != nil || s.Total != 2 || s.Unread != 1 || s.Statuses.Received != 2 {
+		t.Errorf("Stats = %+v, %v", s, err)
+	}
+	if _, err := c.List(ctx, client.ListOptions{Filter: client.Filter{Q: "is:maybe"}}); err == nil {
+		t.Error("a query that does not parse was not refused")
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/mailsink/mailsink/client"
 )
 
-// The README's "Writing tests": wait for the mail to an address, then read
+// The example of docs/clients.md: wait for the mail to an address, then read
 // its links and codes.
 func Example() {
 	c := client.New("http://127.0.0.1:8025", os.Getenv("MAILSINK_API_KEY"))

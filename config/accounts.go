@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	goccy "github.com/goccy/go-yaml"
+	goccyparser "github.com/goccy/go-yaml/parser"
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
 )
@@ -225,7 +227,7 @@ func ParseAccountsWith(data []byte, getenv func(string) string, readFile func(st
 func decodeStrict(data []byte, f *accountsFile) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return fmt.Errorf("not valid YAML or JSON: %w", err)
+		return fmt.Errorf("not valid YAML or JSON: %s", syntaxError(data, err))
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -242,6 +244,23 @@ func decodeStrict(data []byte, f *accountsFile) error {
 		msgs = append(msgs, explain(&root, e))
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// syntaxError says where the YAML of data breaks. yaml.v3's syntax errors
+// often name the line where the enclosing block began (line 1 for a bad
+// indent anywhere in the accounts list), so the position comes from
+// goccy/go-yaml's parser, which names the line and column of the token
+// at fault; err, yaml.v3's error, is the fallback.
+func syntaxError(data []byte, err error) string {
+	_, perr := goccyparser.ParseBytes(data, 0)
+	var located goccy.Error
+	if !errors.As(perr, &located) || located.GetToken() == nil {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	// The line itself is not repeated: it may hold an API key.
+	pos := located.GetToken().Position
+	return fmt.Sprintf("line %d, column %d: %s (look at the indentation, quotes and brackets there and just before)",
+		pos.Line, pos.Column, located.GetMessage())
 }
 
 var (

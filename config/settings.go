@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,8 +14,8 @@ import (
 // A Setting is one environment variable: its name, its default (as a user
 // would write it; empty means unset), what it means, and how its value is
 // parsed into a Config. The table below is the one home of every setting:
-// Load parses it, `mailsink --help` prints it and the README's
-// configuration table is generated from it (a test compares the two).
+// Load parses it, `mailsink --help` prints it and the table of
+// docs/configuration.md is generated from it (a test compares the two).
 type Setting struct {
 	Name    string
 	Default string
@@ -23,7 +24,7 @@ type Setting struct {
 	set  func(c *Config, v string) error
 }
 
-// Settings returns every setting, in the order of the README's table.
+// Settings returns every setting, in the order of the docs' table.
 func Settings() []Setting { return append([]Setting(nil), settings...) }
 
 // Value returns the value Load would use for the setting name: its
@@ -45,15 +46,17 @@ var settings = []Setting{
 		addr(func(c *Config) *string { return &c.HTTP.Addr })},
 	{"MAILSINK_SMTP_ADDR", ":1025", "SMTP listener",
 		addr(func(c *Config) *string { return &c.SMTP.Addr })},
-	{"MAILSINK_DATA_DIR", "./data", "directory of the embedded store's file (`mailsink.db` and its write-ahead log `mailsink.db.wal.*`, used when no Redis is set) and of the generated API key (`api-key`); created when missing",
+	{"MAILSINK_DATA_DIR", "./data", "directory of the embedded store (`store/`, used when no Redis is set; a previous release's `mailsink.db` there is migrated into it at the first start), of the generated API key (`api-key`) and of the `MAILSINK_SMTP_TLS_AUTO` certificate; created when missing. `:memory:` keeps the store in memory and writes nothing to disk: nothing survives a restart, the generated key is only printed and the certificate is made anew at each start",
 		text(func(c *Config) *string { return &c.Store.DataDir })},
+	{"MAILSINK_MEMORY_MAX_BYTES", "1073741824", "with `MAILSINK_DATA_DIR=:memory:`, the most bytes the store may hold in memory; past it, SMTP answers `452 4.3.1` and the API `507`, as on a full disk, until deletes or retention make room",
+		integer(16<<20, 1<<44, func(c *Config) *int64 { return &c.Store.MemoryMaxBytes })},
 	{"MAILSINK_REDIS_URL", "", "`redis://[user:pass@]host:port/db` (or `rediss://`): use Redis as the store",
 		redisURL},
 	{"MAILSINK_REDIS_CLUSTER", "", "comma-separated `host:port` seeds of a Redis Cluster: use it as the store",
 		redisCluster},
 	{"MAILSINK_REDIS_PREFIX", "mailsink:", "prefix of every Redis key, so deployments can share a Redis",
 		text(func(c *Config) *string { return &c.Store.RedisPrefix })},
-	{"MAILSINK_REDIS_ACK_REPLICAS", "0", "before answering `250`/`201`, wait until this many replicas of the account's Redis master have the write (`WAIT`); `0` does not wait, so a failover may lose acknowledged mail (see [Running on Redis](#running-on-redis-several-replicas))",
+	{"MAILSINK_REDIS_ACK_REPLICAS", "0", "before answering `250`/`201`, wait until this many replicas of the account's Redis master have the write (`WAIT`); `0` does not wait, so a failover may lose acknowledged mail (see [Redis](redis.md))",
 		integer(0, 100, func(c *Config) *int { return &c.Store.RedisAckReplicas })},
 	{"MAILSINK_REDIS_ACK_TIMEOUT", "1s", "how long to wait for those replicas; past it the message is answered `451` (API: `503`) and stores nothing, even if the write lands later (keep it under the Redis client's 3s read timeout)",
 		duration(time.Millisecond, func(c *Config) *time.Duration { return &c.Store.RedisAckTimeout })},
@@ -357,4 +360,84 @@ func redisCluster(c *Config, v string) error {
 func apiKey(c *Config, v string) error {
 	c.Accounts = DefaultAccounts(v)
 	return nil
+}
+
+// Unknown is a MAILSINK_ variable of the environment that is no setting: a
+// misspelt name would otherwise be ignored in silence.
+type Unknown struct {
+	Name string
+	// Hint names the setting meant, when one is close, or says where the
+	// settings are listed.
+	Hint string
+}
+
+// otherPrograms are MAILSINK_ variables that other programs read, which
+// mailsink leaves alone: clients (MAILSINK_URL), compose's image tag
+// (MAILSINK_VERSION), and this repository's tests and tools.
+var otherPrograms = []string{"MAILSINK_URL", "MAILSINK_VERSION", "MAILSINK_BIN", "MAILSINK_AXE_JS", "MAILSINK_CHROMIUM",
+	"MAILSINK_SCREENSHOTS", "MAILSINK_E2E_FIGURES", "MAILSINK_BENCH_INBUCKET"}
+
+// UnknownVariables returns the MAILSINK_ variables of environ (os.Environ's
+// "NAME=value" form) that are neither a setting nor another program's
+// (otherPrograms, MAILSINK_TEST_*), in the order given.
+func UnknownVariables(environ []string) []Unknown {
+	var out []Unknown
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "MAILSINK_") || strings.HasPrefix(name, "MAILSINK_TEST_") || slices.Contains(otherPrograms, name) {
+			continue
+		}
+		if slices.ContainsFunc(settings, func(s Setting) bool { return s.Name == name }) {
+			continue
+		}
+		out = append(out, Unknown{Name: name, Hint: hint(name)})
+	}
+	return out
+}
+
+// hint names the setting a misspelt name likely means: the listener's
+// _ADDR for a _PORT or _HOST, else the setting fewest edits away (at most
+// three), else none.
+func hint(name string) string {
+	const listing = "mailsink --help lists the settings"
+	for _, suffix := range []string{"_PORT", "_HOST", "_LISTEN", "_BIND"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			for _, s := range settings {
+				if s.Name == base+"_ADDR" {
+					return fmt.Sprintf("did you mean %s? it takes host:port (%s by default); %s", s.Name, s.Default, listing)
+				}
+			}
+		}
+	}
+	best, bestDist := "", 4
+	for _, s := range settings {
+		if d := editDistance(name, s.Name); d < bestDist {
+			best, bestDist = s.Name, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %s? %s", best, listing)
+	}
+	return listing
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -138,8 +138,18 @@ func TestAccountsFileIsStrict(t *testing.T) {
 			[]string{"line 5", "maxBytes"}},
 		{"negative quota", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n    quota: {maxEmails: -1}\n",
 			[]string{"quota.maxEmails"}},
+		// Syntax errors name the line at fault, not where its block began.
+		{"key indented too little", "accounts:\n  - slug: a\n    name: A\n   apiKeys: [k]\n", []string{"not valid YAML", "line 4, column 4"}},
+		{"key of the list's parent", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [k]\n  domains: [x.test]\n", []string{"line 5, column 3"}},
+		{"list item out of line", "accounts:\n  - slug: a\n    name: A\n    apiKeys:\n      - k1\n     - k2\n", []string{"line 6, column 6"}},
+		{"unclosed list", "accounts:\n  - slug: a\n    name: A\n    apiKeys: [secret-key\n    domains: [x.test]\n", []string{"line 5, column 5", "']'"}},
+		{"tab", "accounts:\n  - slug: a\n    name: A\n\tapiKeys: [k]\n", []string{"line 4, column 1"}},
+		{"unclosed quote", "accounts:\n  - slug: a\n    name: \"A\n    apiKeys: [k]\n", []string{"line 3, column 11"}},
 	} {
 		_, err := ParseAccounts([]byte(tt.file))
+		if err != nil && strings.Contains(err.Error(), "secret-key") {
+			t.Errorf("%s: the error repeats a key: %v", tt.name, err)
+		}
 		for _, w := range tt.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v, want it to contain %q", tt.name, err, w)
@@ -162,6 +172,37 @@ func TestAccountQuota(t *testing.T) {
 	}
 }
 
+// TestUnknownVariablesAreReported: a MAILSINK_ variable that is no setting
+// is reported with the setting it likely means; settings and other
+// programs' variables are not.
+func TestUnknownVariablesAreReported(t *testing.T) {
+	got := UnknownVariables([]string{
+		"MAILSINK_SMTP_PORT=2525", "MAILSINK_HTTP_ADDR=:8025", "HOME=/root", "MAILSINK_TEST_REDIS_URL=redis://x",
+		"MAILSINK_URL=http://127.0.0.1:8025", "MAILSINK_LOG_LEVLE=debug", "MAILSINK_COLOUR=blue", "MAILSINK_DATA_DIR",
+	})
+	want := []struct{ name, hint string }{
+		{"MAILSINK_SMTP_PORT", "did you mean MAILSINK_SMTP_ADDR? it takes host:port (:1025 by default)"},
+		{"MAILSINK_LOG_LEVLE", "did you mean MAILSINK_LOG_LEVEL?"},
+		{"MAILSINK_COLOUR", "mailsink --help lists the settings"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("UnknownVariables = %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].Name != w.name || !strings.Contains(got[i].Hint, w.hint) {
+			t.Errorf("%d: %+v, want %s with %q", i, got[i], w.name, w.hint)
+		}
+	}
+}
+
+func TestRedisURLAndClusterTogetherAreRefused(t *testing.T) {
+	_, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_REDIS_URL": "redis://127.0.0.1:6379/0",
+		"MAILSINK_REDIS_CLUSTER": "127.0.0.1:7000"})
+	if err == nil || !strings.Contains(err.Error(), "MAILSINK_REDIS_URL and MAILSINK_REDIS_CLUSTER are both set") {
+		t.Errorf("both Redis settings: %v, want a refusal naming both", err)
+	}
+}
+
 // The checks' servers are host:port with a name or an address.
 func TestCheckServers(t *testing.T) {
 	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SPAMD_ADDR": "spamd:783", "MAILSINK_DNS_RESOLVER": "[::1]:5353"})
@@ -175,5 +216,34 @@ func TestCheckServers(t *testing.T) {
 		if _, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SPAMD_ADDR": bad}); err == nil {
 			t.Errorf("MAILSINK_SPAMD_ADDR=%q was accepted", bad)
 		}
+	}
+}
+
+// TestKeyInMemory: with MAILSINK_DATA_DIR=:memory: the default account's
+// key is made for the run and kept nowhere, a new one at each start.
+func TestKeyInMemory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	c, err := load(t, map[string]string{"MAILSINK_DATA_DIR": ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Store.InMemory() || c.KeyFile != "" || c.Store.MemoryMaxBytes != 1<<30 {
+		t.Fatalf("in memory: InMemory %v, KeyFile %q, MemoryMaxBytes %d; want true, none, 1 GiB",
+			c.Store.InMemory(), c.KeyFile, c.Store.MemoryMaxBytes)
+	}
+	key, err := c.UseKeyFile()
+	if err != nil || !strings.HasPrefix(key, "msk_") || len(c.Accounts) != 1 || c.Accounts[0].KeyDigests[0] != Digest(key) {
+		t.Fatalf("UseKeyFile = %q, %v, accounts %+v; want a new key for the default account", key, err, c.Accounts)
+	}
+	again, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": ":memory:"})
+	if k, _ := again.UseKeyFile(); k == "" || k == key {
+		t.Errorf("second start's key %q; want a new one", k)
+	}
+	if entries, err := os.ReadDir("."); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v); want nothing written", entries, err)
+	}
+	withKey, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": ":memory:", "MAILSINK_API_KEY": "k"})
+	if k, err := withKey.UseKeyFile(); k != "" || err != nil {
+		t.Errorf("with MAILSINK_API_KEY: %q, %v; want the given key used", k, err)
 	}
 }

@@ -37,7 +37,7 @@ func sendOne(addr, from, to, raw string) error {
 	return c.Quit()
 }
 
-// TestAutomationPattern follows README's walkthrough against the binary on
+// TestAutomationPattern follows the docs' automation pattern against the binary on
 // the embedded store with the generated key, with the Go client: send over
 // SMTP, wait for the email to the address, read its code, get the detail,
 // patch, delete.
@@ -88,13 +88,26 @@ func TestBadSettingsStopStartup(t *testing.T) {
 		{"MAILSINK_MAX_MESSAGE_BYTES=-5", "MAILSINK_MAX_MESSAGE_BYTES"},
 		{"MAILSINK_ACCOUNTS_FILE=/nonexistent/accounts.yaml", "MAILSINK_ACCOUNTS_FILE"},
 		{"MAILSINK_SMTP_AUTH_ALLOW_INSECURE=maybe", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE"},
+		{"MAILSINK_REDIS_URL=redis://127.0.0.1:6379/0 MAILSINK_REDIS_CLUSTER=127.0.0.1:7000", "MAILSINK_REDIS_URL and MAILSINK_REDIS_CLUSTER are both set"},
 	}
 	for _, tt := range tests {
-		cmd := execMailsink(t, "MAILSINK_DATA_DIR="+t.TempDir(), tt.env)
+		cmd := execMailsink(t, append([]string{"MAILSINK_DATA_DIR=" + t.TempDir()}, strings.Fields(tt.env)...)...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tt.name) {
 			t.Errorf("%s: err %v, output %q; want a failure naming %s", tt.env, err, out, tt.name)
 		}
+	}
+}
+
+// TestUnknownVariableIsReported: a MAILSINK_ variable that is no setting
+// does not pass in silence; mailsink starts, and says what was likely meant.
+func TestUnknownVariableIsReported(t *testing.T) {
+	t.Parallel()
+	p := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "MAILSINK_API_KEY=k", "MAILSINK_SMTP_PORT=2525")
+	p.kill()
+	out := p.Output()
+	if !strings.Contains(out, `level=WARN msg="not a setting, ignored" variable=MAILSINK_SMTP_PORT hint="did you mean MAILSINK_SMTP_ADDR?`) {
+		t.Errorf("no warning about MAILSINK_SMTP_PORT:\n%s", out)
 	}
 }
 
@@ -230,6 +243,40 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 	}
 	t.Logf("crash test: sent %d, acknowledged %d, stored after restart %d, lost %d", sent.Load(), len(acked), len(stored), lost)
 	figures("crash test (SIGKILL, embedded store): sent %d, acknowledged %d, stored %d, lost %d", sent.Load(), len(acked), len(stored), lost)
+}
+
+// TestMemoryKeepsNothing runs mailsink with MAILSINK_DATA_DIR=:memory:
+// twice in one working directory: the first keeps a message until it is
+// killed, the second starts empty with another key, and neither writes a
+// file.
+func TestMemoryKeepsNothing(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	count := func(p *process) float64 {
+		t.Helper()
+		return p.env().Do(t, http.MethodGet, "/v1/emails/count", p.APIKey, nil).JSON(t)["count"].(float64)
+	}
+	first := startProcessIn(t, wd, "MAILSINK_DATA_DIR=:memory:", "MAILSINK_API_KEY=")
+	if first.APIKey == "" || !strings.Contains(first.Output(), "nothing survives a restart") {
+		t.Fatalf("the banner does not print a key or say nothing survives:\n%s", first.Output())
+	}
+	if err := sendOne(first.SMTP, "app@example.com", "r@example.com", "Subject: kept in memory\r\n\r\nbody\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(first); n != 1 {
+		t.Fatalf("count after one message: %v, want 1", n)
+	}
+	first.kill()
+	second := startProcessIn(t, wd, "MAILSINK_DATA_DIR=:memory:", "MAILSINK_API_KEY=")
+	if second.APIKey == "" || second.APIKey == first.APIKey {
+		t.Errorf("the second start's key %q; want a new one", second.APIKey)
+	}
+	if n := count(second); n != 0 {
+		t.Errorf("count after a restart: %v, want 0", n)
+	}
+	if entries, err := os.ReadDir(wd); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v); want nothing written", entries, err)
+	}
 }
 
 // TestHealthcheckCommand checks `mailsink healthcheck`, which the compose

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +140,38 @@ func wantErrorEnvelope(t *testing.T, what string, resp *testenv.Response, status
 	}
 	if msg, ok := resp.JSON(t)["error"].(string); !ok || msg == "" {
 		t.Errorf("%s: body %s, want {\"error\": \"...\"}", what, resp.Body)
+	}
+}
+
+// TestRedisClientLogsAreStructured: while Redis is down, go-redis's own log
+// lines come through the structured logger, at most one a second, instead
+// of several raw "redis: ..." lines a second on stderr.
+func TestRedisClientLogsAreStructured(t *testing.T) {
+	t.Parallel()
+	cmd := execMailsink(t, "MAILSINK_DATA_DIR="+t.TempDir(), "MAILSINK_API_KEY=k",
+		"MAILSINK_REDIS_URL=redis://127.0.0.1:"+freePort(t)+"/0")
+	var out testenv.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "three lines of the Redis client, the later ones counting dropped lines", func() bool {
+		return strings.Count(out.String(), `msg="redis client"`) >= 3 && strings.Contains(out.String(), " dropped=")
+	})
+	cmd.Process.Kill()
+	cmd.Wait()
+	elapsed := time.Since(start)
+	structured := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "redis: ") {
+			t.Errorf("a raw go-redis line: %s", line)
+		}
+		if strings.Contains(line, `level=WARN msg="redis client" component=redis detail=`) {
+			structured++
+		}
+	}
+	if structured == 0 || structured > int(elapsed.Seconds())+1 {
+		t.Errorf("%d structured redis client lines in %s, want 1 to one a second:\n%s", structured, elapsed, out.String())
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/mailsink/mailsink/api"
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/authlimit"
 	"github.com/mailsink/mailsink/internal/bodies"
@@ -32,6 +33,7 @@ import (
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/internal/relay"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/store"
 )
@@ -41,6 +43,9 @@ type Config struct {
 	// Bodies reads emails' content for the detail and the other readers
 	// of one email, under the read budget.
 	Bodies *bodies.Service
+	// Search answers the list, count and bulk requests that have a q, and
+	// the stats; nil refuses q with 409 (tests that need no search).
+	Search *search.Service
 	// MaxRecipients bounds the envelope recipients a provider webhook may
 	// name (ingest bounds every delivery too; this refuses before the
 	// lookups).
@@ -130,6 +135,8 @@ type API struct {
 	waiting, streams atomic.Int64
 	// buffers holds *[]byte for the JSON answers written by hand (json.go).
 	buffers sync.Pool
+	// openAPIDocument is api/openapi.yaml as JSON, served at /v1/openapi.json.
+	openAPIDocument []byte
 }
 
 // StopHeld ends the requests held open (list with wait answers what it has,
@@ -140,7 +147,8 @@ func (a *API) StopHeld() { a.held.Stop() }
 // New returns the API over its dependencies. Every limit and timeout of cfg
 // must be set: their defaults live in package config.
 func New(cfg Config, s store.Store, reg *accounts.Registry, ing *ingest.Service, log *slog.Logger, now func() time.Time) *API {
-	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now, held: cfg.Held}
+	a := &API{cfg: cfg, store: s, accounts: reg, ingest: ing, log: log, now: now, held: cfg.Held,
+		openAPIDocument: api.OpenAPIJSON()}
 	if a.held == nil {
 		a.held = held.NewLimiter(cfg.MaxHeldPerAccount)
 	}
@@ -190,6 +198,7 @@ func (a *API) routes() http.Handler {
 	// Before /emails/{emailId}, which would take "count" and "release"
 	// as ids.
 	v1("/emails/count", http.MethodGet, a.countEmails)
+	v1("/emails/stats", http.MethodGet, a.emailStats)
 	a.releaseRoutes(v1)
 	v1("/emails/{emailId}", http.MethodGet, a.getEmail)
 	v1("/emails/{emailId}", http.MethodPatch, a.updateEmail)
@@ -387,6 +396,7 @@ func (a *API) writesReady(w http.ResponseWriter, _ *http.Request) {
 func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
 	q, wait := parseListQuery(r.URL.Query(), v)
+	sq := parseSearch(r.URL.Query(), v)
 	if !v.empty() {
 		writeValidation(w, v)
 		return
@@ -395,9 +405,9 @@ func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	var emails []*store.Email
 	var ok bool
 	if wait > 0 {
-		emails, ok = a.waitForEmails(w, r, q, wait)
+		emails, ok = a.waitForEmails(w, r, q, sq, wait)
 	} else {
-		emails, ok = a.list(w, r, q)
+		emails, ok = a.list(w, r, q, sq)
 	}
 	if !ok {
 		return
@@ -406,11 +416,12 @@ func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 }
 
 // countEmails answers {"count": N}, the number of the account's emails the
-// list filters select; limit, offset and wait are refused.
+// list filters and q select; limit, offset and wait are refused.
 func (a *API) countEmails(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
 	query := r.URL.Query()
 	q, _ := parseListQuery(query, v)
+	sq := parseSearch(query, v)
 	for _, name := range []string{"limit", "offset", "wait"} {
 		if query.Has(name) {
 			v.field(name, "is not a filter of count")
@@ -423,12 +434,72 @@ func (a *API) countEmails(w http.ResponseWriter, r *http.Request) {
 	q.AccountID = accountOf(r).ID
 	ctx, cancel := a.storeContext(r)
 	defer cancel()
-	n, err := a.store.CountEmails(ctx, q)
+	var n int64
+	var err error
+	if sq.Empty() {
+		n, err = a.store.CountEmails(ctx, q)
+	} else if err = a.searching(); err == nil {
+		n, err = a.cfg.Search.Count(ctx, q, sq)
+	}
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"count": n})
+}
+
+// searching returns nil when the API has a search index, else the 409 of
+// a deployment without one.
+func (a *API) searching() error {
+	if a.cfg.Search == nil {
+		return store.Errorf(store.Conflict, "search (q) is not available in this deployment")
+	}
+	return nil
+}
+
+// statsJSON is the answer of GET /v1/emails/stats.
+type statsJSON struct {
+	Total    int64            `json:"total"`
+	Unread   int64            `json:"unread"`
+	Statuses map[string]int64 `json:"statuses"`
+	Labels   []labelStatsJSON `json:"labels"`
+}
+
+type labelStatsJSON struct {
+	Name   string `json:"name"`
+	Total  int64  `json:"total"`
+	Unread int64  `json:"unread"`
+}
+
+// emailStats answers the account's counts: all, unread, by status and by
+// label (labels sorted by name), for the dashboard's sidebar and anyone.
+func (a *API) emailStats(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Query()) > 0 {
+		v := newValidationError()
+		v.form("stats takes no parameters")
+		writeValidation(w, v)
+		return
+	}
+	if err := a.searching(); err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	ctx, cancel := a.storeContext(r)
+	defer cancel()
+	s, err := a.cfg.Search.Stats(ctx, accountOf(r).ID)
+	if err != nil {
+		writeError(w, r, a.log, err)
+		return
+	}
+	out := statsJSON{Total: s.Total, Unread: s.Unread, Statuses: map[string]int64{}, Labels: []labelStatsJSON{}}
+	for _, st := range []store.Status{store.StatusReceived, store.StatusProcessed, store.StatusArchived} {
+		out.Statuses[string(st)] = s.Statuses[st]
+	}
+	for name, l := range s.Labels {
+		out.Labels = append(out.Labels, labelStatsJSON{Name: name, Total: l.Total, Unread: l.Unread})
+	}
+	slices.SortFunc(out.Labels, func(x, y labelStatsJSON) int { return strings.Compare(x.Name, y.Name) })
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) createEmail(w http.ResponseWriter, r *http.Request) {
@@ -535,6 +606,9 @@ func (a *API) updateEmail(w http.ResponseWriter, r *http.Request) {
 		if st := checkStatus(*s, "status", v); st != "" {
 			u.Status = &st
 		}
+	}
+	if read, ok := obj.boolean("read"); ok {
+		u.Read = &read
 	}
 	if !v.empty() {
 		writeValidation(w, v)

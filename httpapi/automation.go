@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/held"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -27,7 +28,15 @@ const (
 // the wait is over, then answers the page (empty on time-out, from one last
 // query at the deadline). It reports false when it has already answered
 // with an error, or the client is gone.
-func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.ListQuery, wait time.Duration) ([]*store.Email, bool) {
+func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.ListQuery, sq search.Query, wait time.Duration) ([]*store.Email, bool) {
+	var from held.Store = a.store
+	if !sq.Empty() {
+		if err := a.searching(); err != nil {
+			writeError(w, r, a.log, err)
+			return nil, false
+		}
+		from = a.cfg.Search.Lister(sq)
+	}
 	a.waiting.Add(1)
 	defer a.waiting.Add(-1)
 	release, ok := a.held.Acquire(q.AccountID)
@@ -36,7 +45,7 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 		return nil, false
 	}
 	defer release()
-	emails, err := held.Wait(r.Context(), a.store, q, wait, a.cfg.StoreTimeout, a.held.Stopped())
+	emails, err := held.Wait(r.Context(), from, q, wait, a.cfg.StoreTimeout, a.held.Stopped())
 	switch {
 	case r.Context().Err() != nil:
 		return nil, false // the client is gone: nothing to answer
@@ -49,8 +58,8 @@ func (a *API) waitForEmails(w http.ResponseWriter, r *http.Request, q store.List
 
 // list runs one list query; it reports false when it has answered with an
 // error.
-func (a *API) list(w http.ResponseWriter, r *http.Request, q store.ListQuery) ([]*store.Email, bool) {
-	emails, err := a.query(r, q)
+func (a *API) list(w http.ResponseWriter, r *http.Request, q store.ListQuery, sq search.Query) ([]*store.Email, bool) {
+	emails, err := a.query(r, q, sq)
 	if err != nil {
 		writeError(w, r, a.log, err)
 		return nil, false
@@ -58,11 +67,18 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, q store.ListQuery) ([
 	return emails, true
 }
 
-// query runs q against the store within the store timeout.
-func (a *API) query(r *http.Request, q store.ListQuery) ([]*store.Email, error) {
+// query runs q against the store, or with sq against the search index,
+// within the store timeout.
+func (a *API) query(r *http.Request, q store.ListQuery, sq search.Query) ([]*store.Email, error) {
 	ctx, cancel := a.storeContext(r)
 	defer cancel()
-	return a.store.ListEmails(ctx, q)
+	if sq.Empty() {
+		return a.store.ListEmails(ctx, q)
+	}
+	if err := a.searching(); err != nil {
+		return nil, err
+	}
+	return a.cfg.Search.List(ctx, q, sq)
 }
 
 // events streams the account's events as Server-Sent Events: each has the
@@ -199,6 +215,7 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
 	query := r.URL.Query()
 	q, _ := parseListQuery(query, v)
+	sq := parseSearch(query, v)
 	for _, name := range []string{"limit", "offset", "wait", "before"} {
 		if query.Has(name) {
 			v.field(name, "is not a filter of bulk delete")
@@ -214,9 +231,9 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) {
 			v.field("all", "must be true or false")
 		}
 	}
-	filtered := q.Recipient != "" || q.Sender != "" || q.Status != "" || q.Subject != "" || q.Label != "" || !q.Since.IsZero()
+	filtered := q.Recipient != "" || q.Sender != "" || q.Status != "" || q.Subject != "" || q.Label != "" || !q.Since.IsZero() || !sq.Empty()
 	if v.empty() && !filtered && !all {
-		v.form("give at least one filter (recipient, sender, status, subject, label, since) or all=true")
+		v.form("give at least one filter (q, recipient, sender, status, subject, label, since) or all=true")
 	}
 	if !v.empty() {
 		writeValidation(w, v)
@@ -224,7 +241,13 @@ func (a *API) bulkDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	q.AccountID = accountOf(r).ID
 	q.Limit, q.Offset = bulkDeletePage, 0
-	deleted, err := a.deleteMatching(r.Context(), q)
+	var deleted int64
+	var err error
+	if sq.Empty() {
+		deleted, err = a.deleteMatching(r.Context(), q)
+	} else if err = a.searching(); err == nil {
+		deleted, err = a.deleteSearched(r.Context(), q, sq)
+	}
 	if err != nil {
 		// What was deleted stays deleted; the client retries the rest.
 		a.log.Warn("bulk delete stopped early", "deleted", deleted, "err", err)
@@ -257,6 +280,31 @@ func (a *API) deleteMatching(ctx context.Context, q store.ListQuery) (int64, err
 			return deleted, err
 		}
 	}
+}
+
+// deleteSearched deletes the emails that q's filters and sq select, as the
+// index finds them at the start. An email deleted meanwhile by someone
+// else is not counted.
+func (a *API) deleteSearched(ctx context.Context, q store.ListQuery, sq search.Query) (int64, error) {
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.StoreTimeout)
+	ids, err := a.cfg.Search.IDs(sctx, q, sq)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	var deleted int64
+	for _, id := range ids {
+		dctx, cancel := context.WithTimeout(ctx, a.cfg.StoreTimeout)
+		err := a.store.DeleteEmail(dctx, q.AccountID, id)
+		cancel()
+		switch {
+		case err == nil:
+			deleted++
+		case !store.IsCode(err, store.NotFound):
+			return deleted, err
+		}
+	}
+	return deleted, nil
 }
 
 // HeldRequests returns how many requests are held open now, in all the

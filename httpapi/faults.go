@@ -14,7 +14,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// The fault injection API (the README, "Fault injection"): POST, GET and
+// The fault injection API (docs/smtp.md, "Fault injection"): POST, GET and
 // DELETE /v1/faults, DELETE /v1/faults/{faultId}. The rules belong to the
 // key's account and live in the store (package faults).
 

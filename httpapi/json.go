@@ -8,10 +8,11 @@ import (
 
 	"github.com/mailsink/mailsink/internal/apijson"
 	"github.com/mailsink/mailsink/internal/jsonenc"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/store"
 )
 
-// timeFormat is RFC 3339 in UTC with milliseconds (the README, "The API").
+// timeFormat is RFC 3339 in UTC with milliseconds (docs/api.md).
 const timeFormat = apijson.TimeFormat
 
 func formatTime(t time.Time) string { return apijson.Time(t) }
@@ -23,7 +24,7 @@ type (
 )
 
 func (a *API) emailJSON(e *store.Email) emailJSON {
-	return apijson.NewEmail(e, a.accounts.ByID(e.AccountID))
+	return apijson.NewEmail(e, a.accounts.ByID(e.AccountID)).WithDigest(a.digest(e))
 }
 
 // The email summaries of list, create, update and inbound answers are
@@ -135,7 +136,33 @@ func (a *API) appendEmail(b []byte, e *store.Email) []byte {
 	b = appendTime(b, e.CreatedAt)
 	b = append(b, `,"updatedAt":`...)
 	b = appendTime(b, e.UpdatedAt)
+	b = append(b, `,"read":`...)
+	b = strconv.AppendBool(b, e.Read)
+	d := a.digest(e)
+	b = append(b, `,"fromName":`...)
+	switch {
+	case d != nil && len(d.FromNames) > 0:
+		b = jsonenc.AppendString(b, d.FromNames[0])
+	default:
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"snippet":`...)
+	if d != nil {
+		b = jsonenc.AppendString(b, d.Snippet)
+		b = append(b, `,"attachmentCount":`...)
+		b = strconv.AppendInt(b, int64(d.Attachments), 10)
+	} else {
+		b = append(b, `null,"attachmentCount":null`...)
+	}
 	return append(b, '}')
+}
+
+// digest returns what the search index holds of e's body, or nil.
+func (a *API) digest(e *store.Email) *search.Digest {
+	if a.cfg.Search == nil {
+		return nil
+	}
+	return a.cfg.Search.Digest(e.AccountID, e.ID)
 }
 
 func appendOptString(b []byte, s *string) []byte {

@@ -236,7 +236,8 @@ func TestListAnswerBytes(t *testing.T) {
 	a.writeList(w, http.StatusOK, []*store.Email{e, &unknown})
 	summary := `"messageId":"<a&b@example.com>","sender":"shop@example.com","recipient":"user@example.com",` +
 		`"subject":"Order \"1234\" <ok> ünï \u2028\u0001","status":"processed","notes":null,`
-	times := `"rawSize":2048,"receivedAt":"2023-11-14T22:13:20.123Z","createdAt":"2023-11-14T22:13:20.124Z","updatedAt":"2023-11-14T22:13:22.123Z"}`
+	times := `"rawSize":2048,"receivedAt":"2023-11-14T22:13:20.123Z","createdAt":"2023-11-14T22:13:20.124Z","updatedAt":"2023-11-14T22:13:22.123Z",` +
+		`"read":false,"fromName":null,"snippet":null,"attachmentCount":null}`
 	want := `{"items":[{"id":"0b6f7a52-4c1e-4f1a-9d7e-2f0c8a1b3c4d","account":{"id":"acc-2","slug":"glo\"bex","name":"Globex <&> \u2028\u0001 ünï"},` +
 		summary + `"labels":["a/b","<&>"],` + times +
 		`,{"id":"0b6f7a52-4c1e-4f1a-9d7e-2f0c8a1b3c4d","account":null,` + summary + `"labels":[],` + times + "]}\n"

@@ -1,20 +1,15 @@
 package httpapi
 
 import (
-	_ "embed"
 	"net/http"
 	"strconv"
 )
 
-// openAPIDocument describes every endpoint (scripts/openapi_gen.py writes
-// it); the tests validate real responses against it so that it cannot drift.
-//
-//go:embed openapi.json
-var openAPIDocument []byte
-
+// openAPI serves the API contract (api/openapi.yaml) as JSON; the tests
+// validate real answers against it so that it cannot drift.
 func (a *API) openAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(openAPIDocument)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(a.openAPIDocument)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(openAPIDocument)
+	_, _ = w.Write(a.openAPIDocument)
 }

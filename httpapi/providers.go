@@ -37,7 +37,7 @@ func (a *API) inboundLimits() inbound.Limits {
 	return inbound.Limits{MaxMessageBytes: a.cfg.MaxMessageBytes}
 }
 
-// inboundMailgun serves a Mailgun route's forward() (README, "Mailgun").
+// inboundMailgun serves a Mailgun route's forward() (docs/providers.md, "Mailgun").
 func (a *API) inboundMailgun(w http.ResponseWriter, r *http.Request) {
 	a.serveProvider(w, r, mailgun, func(body []byte) (*inbound.Delivery, error) {
 		acc := accountOf(r)
@@ -70,7 +70,7 @@ func (a *API) guardToken(r *http.Request, acc *store.Account, d *inbound.Deliver
 	return nil
 }
 
-// inboundSendGrid serves SendGrid's Inbound Parse (README, "SendGrid").
+// inboundSendGrid serves SendGrid's Inbound Parse (docs/providers.md, "SendGrid").
 func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
 	a.serveProvider(w, r, sendgrid, func(body []byte) (*inbound.Delivery, error) {
 		sig := inbound.SendGridSignature{
@@ -84,7 +84,7 @@ func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// inboundPostmark serves Postmark's inbound webhook (README, "Postmark").
+// inboundPostmark serves Postmark's inbound webhook (docs/providers.md, "Postmark").
 func (a *API) inboundPostmark(w http.ResponseWriter, r *http.Request) {
 	a.serveProvider(w, r, postmark, func(body []byte) (*inbound.Delivery, error) {
 		return inbound.Postmark(body, a.inboundLimits())
@@ -109,7 +109,7 @@ func (a *API) serveProvider(w http.ResponseWriter, r *http.Request, p provider, 
 }
 
 // inboundSES serves SNS messages of an SES receipt rule's SNS action
-// (README, "Amazon SES").
+// (docs/providers.md, "Amazon SES").
 func (a *API) inboundSES(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body, release, ok := a.readProviderBody(w, r, ses)

@@ -22,9 +22,9 @@ const maxReleaseRecipients = 50
 
 // releaseFilters are the query parameters of a bulk release: the list's
 // filters and page. Any other parameter is refused rather than ignored, so
-// that a filter this list does not know (a search, say) can never widen a
-// release to every email; a filter joins here when parseListQuery reads it.
-var releaseFilters = []string{"recipient", "sender", "status", "subject", "label", "since", "before", "limit", "offset"}
+// that a filter this list does not know can never widen a release to every
+// email; a filter joins here when parseListQuery or parseSearch reads it.
+var releaseFilters = []string{"q", "recipient", "sender", "status", "subject", "label", "since", "before", "limit", "offset"}
 
 // releaseRoutes adds the release routes with v1 when the API has a release
 // service.
@@ -64,6 +64,7 @@ func (a *API) releaseMatching(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
 	query := r.URL.Query()
 	q, _ := parseListQuery(query, v)
+	sq := parseSearch(query, v)
 	for name := range query {
 		if !slices.Contains(releaseFilters, name) {
 			v.field(name, "is not a filter of release: the filters are "+strings.Join(releaseFilters, ", "))
@@ -85,7 +86,7 @@ func (a *API) releaseMatching(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.AccountID = acc.ID
-	emails, ok := a.list(w, r, q)
+	emails, ok := a.list(w, r, q, sq)
 	if !ok {
 		return
 	}

@@ -219,7 +219,7 @@ func TestBulkRelease(t *testing.T) {
 			status int
 			field  string
 		}{
-			{"a search the release does not know", bulk(acme, "q=from:app", "team@acme.test"), 400, "q"},
+			{"a search mailsink cannot read", bulk(acme, "q=from:", "team@acme.test"), 400, "q"},
 			{"wait", bulk(acme, "wait=1", "team@acme.test"), 400, "wait"},
 			{"a limit over 100", bulk(acme, "limit=101", "team@acme.test"), 400, "limit"},
 			{"a recipient outside allowedRecipients", bulk(acme, "recipient=bulk%40acme.test", "boss@example.com"), 400, "to"},

@@ -10,10 +10,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/store"
 )
 
-// Limits of the API (OpenAPI document and README).
+// Limits of the API (api/openapi.yaml and docs/operations.md, "Limits").
 const (
 	maxListLimit     = 100
 	defaultListLimit = 25
@@ -32,6 +33,22 @@ var statusList = "received, processed, archived"
 // label (exact), before (an email id: only emails after it in list order)
 // and wait (seconds to hold an empty answer, 1 to 60), which it returns
 // apart. Count and bulk delete take the same filters.
+// parseSearch returns the parsed q of a list, count or bulk request (the
+// zero Query without one); a q that does not parse is refused, saying
+// where.
+func parseSearch(q url.Values, v *validationError) search.Query {
+	s, ok := first(q, "q")
+	if !ok {
+		return search.Query{}
+	}
+	parsed, err := search.Parse(s)
+	if err != nil {
+		v.field("q", err.Error())
+		return search.Query{}
+	}
+	return parsed
+}
+
 func parseListQuery(q url.Values, v *validationError) (store.ListQuery, time.Duration) {
 	lq := store.ListQuery{Limit: defaultListLimit}
 	var wait time.Duration
@@ -238,6 +255,20 @@ func (o *object) str(name string, required, nullable bool, maxLen int) (*string,
 		return nil, false
 	}
 	return &s, true
+}
+
+// boolean reads an optional boolean field; null is refused.
+func (o *object) boolean(name string) (bool, bool) {
+	raw, ok := o.fields[name]
+	if !ok {
+		return false, false
+	}
+	var b bool
+	if isNull(raw) || json.Unmarshal(raw, &b) != nil {
+		o.v.field(name, "must be true or false")
+		return false, false
+	}
+	return b, true
 }
 
 // address reads a required address field.

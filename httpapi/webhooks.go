@@ -11,7 +11,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// The outbound webhook endpoints (README, "Webhooks"): subscriptions of the
+// The outbound webhook endpoints (docs/webhooks.md): subscriptions of the
 // key's account and their delivery logs.
 
 const (

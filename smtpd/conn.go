@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -345,10 +344,8 @@ func (c *conn) quiet() bool {
 		return false
 	}
 	quiet := false
-	var b [1]byte
 	raw.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		quiet = err == syscall.EAGAIN
+		quiet = socketEmpty(fd)
 		return true // look once, never wait
 	})
 	return quiet

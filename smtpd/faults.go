@@ -15,7 +15,7 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// Fault injection (the README, "Fault injection"): at each stage where the
+// Fault injection (docs/smtp.md, "Fault injection"): at each stage where the
 // transaction's account is known, the session asks Config.Faults whether a
 // rule applies, and if so waits, answers or hangs up as the rule says. A
 // command hit by a reply or a disconnect has no effect: a refused MAIL

@@ -424,7 +424,7 @@ func (s *session) Rcpt(to string, opts *smtp.RcptOptions) (err error) {
 		if acc, ok = s.srv.accounts.ForRecipient(to); !ok {
 			s.srv.cfg.Metrics.SMTPRejection("no_account")
 			return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
-				Message: "No account receives mail for <" + quoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
+				Message: "No account receives mail for <" + store.QuoteAddress(to) + ">: authenticate with an API key or use a domain of the accounts file"}
 		}
 	}
 	s.mu.Lock()

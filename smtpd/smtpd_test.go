@@ -227,9 +227,15 @@ func TestSenderAndRecipientRules(t *testing.T) {
 				t.Errorf("%s: %v, want sender app@example.com from the header", q, got)
 			}
 		}
-		// Neither is an address: refused.
+		// Neither is an address: refused, naming the address and the rule.
 		noFrom := "From: nobody\r\nTo: qa@acme.test\r\n\r\nx\r\n"
 		wantCode(t, send(t, e.SMTP, nil, "", []string{"qa@acme.test"}, noFrom), 550, smtp.EnhancedCode{5, 1, 7})
+		localFrom := "From: App <app@localhost>\r\nTo: qa@acme.test\r\n\r\nx\r\n"
+		err := send(t, e.SMTP, nil, "", []string{"qa@acme.test"}, localFrom)
+		wantCode(t, err, 550, smtp.EnhancedCode{5, 1, 7})
+		if want := `Sender address <app@localhost> (the From header; the envelope sender is empty) is not accepted: the domain "localhost" has no dot`; !strings.Contains(err.Error(), want) {
+			t.Errorf("DATA refusal: %v, want %q", err, want)
+		}
 		// A recipient that breaks the address rule is refused at RCPT.
 		for _, bad := range []string{"user@localhost", "a..b@acme.test", ".a@acme.test"} {
 			wantCode(t, send(t, e.SMTP, nil, "app@example.com", []string{bad}, message), 550, smtp.EnhancedCode{5, 1, 3})
@@ -365,7 +371,7 @@ func TestLongLinesAreKept(t *testing.T) {
 // non-ASCII addresses get RFC 6531's 553 5.6.7 with or without SMTPUTF8.
 func TestAddressRefusalsOverSMTP(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	c, err := smtp.Dial(e.SMTP)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 )
 
 // FaultStage is the point of an SMTP transaction where a fault rule acts
-// (the README, "Fault injection").
+// (docs/smtp.md, "Fault injection").
 type FaultStage string
 
 // The stages a fault rule can name.

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// ValidID reports whether s matches the UUID pattern of the API (README, OpenAPI document):
+// ValidID reports whether s matches the UUID pattern of the API (api/openapi.yaml):
 // hyphenated hex, case-insensitive, version 1 to 8 and variant 8, 9, a or b;
 // the all-zero and all-f UUIDs are accepted too.
 func ValidID(s string) bool {

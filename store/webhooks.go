@@ -6,8 +6,7 @@ import (
 )
 
 // Webhook is one account's subscription to its email events: every event
-// of a listed type that passes the filter is delivered to URL (README,
-// "Webhooks").
+// of a listed type that passes the filter is delivered to URL (docs/webhooks.md).
 type Webhook struct {
 	ID        string // UUID, lower case
 	AccountID string

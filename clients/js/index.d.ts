@@ -1,16 +1,20 @@
 import type {
-  EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, OperationQueries,
+  EmailSummary, EmailDetail, EmailLink, Status, CreateEmailRequest, UpdateEmailRequest, operations,
   HTMLCheckResponse, LinkCheckResponse, SpamCheckResponse, AuthCheckResponse,
-  ReleaseReply, ReleaseResult,
+  ReleaseReply, ReleaseResult, EmailStats,
 } from './types.js';
 
+// types.d.ts is generated from api/openapi.yaml by openapi-typescript (npm run gen).
 export type * from './types.js';
 
+/** The query parameters of an operation of the API, by operationId. */
+export type Query<Op extends keyof operations> = NonNullable<operations[Op]['parameters']['query']>;
+
 /** Filters of list, count, delete and waitForEmail; since may be a Date. */
-export type Filter = Omit<OperationQueries['deleteEmails'], 'all' | 'since'> & { since?: string | Date };
-export type ListParams = Omit<OperationQueries['listEmails'], 'wait' | 'since'> & { since?: string | Date };
-export type CountParams = Omit<OperationQueries['countEmails'], 'since'> & { since?: string | Date };
-export type ReleaseParams = Omit<OperationQueries['releaseEmails'], 'since'> & { since?: string | Date };
+export type Filter = Omit<Query<'deleteEmails'>, 'all' | 'since'> & { since?: string | Date };
+export type ListParams = Omit<Query<'listEmails'>, 'wait' | 'since'> & { since?: string | Date };
+export type CountParams = Omit<Query<'countEmails'>, 'since'> & { since?: string | Date };
+export type ReleaseParams = Omit<Query<'releaseEmails'>, 'since'> & { since?: string | Date };
 
 /** An error answer of the API. */
 export class MailsinkError extends Error {
@@ -41,6 +45,7 @@ export class Mailsink {
   /** Resolves with the newest matching email once one is stored; rejects with a TimeoutError after timeout ms (30000). */
   waitForEmail(filter?: Filter, options?: { timeout?: number; signal?: AbortSignal }): Promise<EmailSummary>;
   get(id: string): Promise<EmailDetail>;
+  stats(): Promise<EmailStats>;
   update(id: string, patch: UpdateEmailRequest): Promise<EmailSummary>;
   delete(id: string): Promise<void>;
   deleteMany(filter: Filter | { all: true }): Promise<number>;

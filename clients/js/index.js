@@ -12,7 +12,7 @@ export class MailsinkError extends Error {
   }
 }
 
-const FILTERS = ['recipient', 'sender', 'status', 'subject', 'label', 'since'];
+const FILTERS = ['q', 'recipient', 'sender', 'status', 'subject', 'label', 'since'];
 const MAX_WAIT_SECONDS = 60;
 
 function query(params, names) {
@@ -80,7 +80,12 @@ export class Mailsink {
     return (await this.#json('GET', `/v1/emails/${encodeURIComponent(id)}`)).item;
   }
 
-  /** Changes labels, notes, status or subject; returns the email. */
+  /** The account's counts: total, unread, by status and by label. */
+  async stats() {
+    return this.#json('GET', '/v1/emails/stats');
+  }
+
+  /** Changes labels, notes, status, subject or read; returns the email. */
   async update(id, patch) {
     return (await this.#json('PATCH', `/v1/emails/${encodeURIComponent(id)}`, { body: patch })).item;
   }

@@ -25,15 +25,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/web"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/redisstore"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build, make release); unset, the version comes from the build information
+// Go records in the binary (versionOf).
+var version string
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -57,12 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(stdout, stderr)
 	case "healthcheck":
 		return healthcheck(stderr)
-	case "compact":
-		return compact(stdout, stderr)
 	case "mcp":
 		return mcpStdio(args, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "mailsink", version)
+		fmt.Fprintln(stdout, "mailsink", versionOf(version, readBuildInfo()))
 		return 0
 	case "help", "--help", "-h":
 		usage(stdout)
@@ -76,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // mdLink is a Markdown link of a setting's help, [text](target).
 var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 
-// plainHelp is a setting's help (Markdown, for the README) as plain text:
+// plainHelp is a setting's help (Markdown, for docs/configuration.md) as plain text:
 // code spans lose their backticks, links keep their text.
 func plainHelp(s string) string {
 	return mdLink.ReplaceAllString(strings.ReplaceAll(s, "`", ""), "$1")
@@ -84,13 +86,12 @@ func plainHelp(s string) string {
 
 // usage prints the commands and every setting of config.Settings.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|compact|mcp|version|help]
+	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|mcp|version|help]
 
   serve        run the service (the default command)
   healthcheck  exit 0 when the local mailsink is ready (for container health checks)
   mcp --url URL  serve the MCP tools for AI agents over stdio, talking to the mailsink at URL
                (key: MAILSINK_API_KEY; docs/agents.md)
-  compact      give the embedded store's free space back to the disk (with mailsink stopped)
   version      print the version
 
 serve is configured by these environment variables (an empty one counts as unset):
@@ -111,7 +112,7 @@ serve is configured by these environment variables (an empty one counts as unset
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. The README says more.\n")
+	fmt.Fprint(w, "\nSIGHUP reloads the accounts file. docs/configuration.md says more.\n")
 }
 
 func serve(stdout, stderr io.Writer) int {
@@ -125,7 +126,7 @@ func serve(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mailsink: configuration:", err)
 		return 2
 	}
-	cfg.Version = version
+	cfg.Version = versionOf(version, readBuildInfo())
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit(cfg))
 	}
@@ -133,6 +134,13 @@ func serve(stdout, stderr io.Writer) int {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	log := newLogger(cfg.Log, stderr)
+	for _, u := range config.UnknownVariables(os.Environ()) {
+		log.Warn("not a setting, ignored", "variable", u.Name, "hint", u.Hint)
+	}
+	if cfg.Store.UsesRedis() {
+		// go-redis logs through one process-wide logger.
+		redis.SetLogger(redisstore.NewClientLogger(log.With("component", "redis"), time.Now))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -163,6 +171,8 @@ func serve(stdout, stderr io.Writer) int {
 // API key, where mailsink listens and how to call it, then "mailsink is
 // ready" once the store answers, saying meanwhile what it waits for.
 func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, generatedKey string, pprofAddr net.Addr) {
+	// The listeners are named as bound; the links use an address that
+	// reaches them from this host.
 	httpAddr := dialable(a.HTTPAddr())
 	// The start that makes the key up prints it anyway: its dashboard link
 	// signs in at once (the key is in the URL fragment, which a browser
@@ -171,21 +181,34 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if generatedKey != "" {
 		dashboard = web.SignInURL("http://"+httpAddr, generatedKey)
 	}
-	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  http://%s\n  Dashboard %s\n", version, dialable(a.SMTPAddr()), httpAddr, dashboard)
+	fmt.Fprintf(w, "mailsink %s\n  SMTP  %s\n  HTTP  %s\n  Dashboard %s\n", cfg.Version, bound("", a.SMTPAddr()), bound("http://", a.HTTPAddr()), dashboard)
 	if addr := a.SMTPSAddr(); addr != nil {
-		fmt.Fprintf(w, "  SMTPS %s (implicit TLS)\n", dialable(addr))
+		fmt.Fprintf(w, "  SMTPS %s (implicit TLS)\n", bound("", addr))
 	}
 	if addr := a.HTTPSAddr(); addr != nil {
-		fmt.Fprintf(w, "  HTTPS https://%s\n", dialable(addr))
+		fmt.Fprintf(w, "  HTTPS %s\n", bound("https://", addr))
 	}
 	if cert := a.Certificate(); cert != nil {
+		where := cert.CertFile()
+		if where == "" {
+			where = "made for this run, kept in memory"
+		}
 		fmt.Fprintf(w, "  TLS certificate %s (STARTTLS offered), SHA-256 fingerprint:\n    %s\n  Trust it: curl -o mailsink.pem http://%s/tls/certificate.pem\n",
-			cert.CertFile(), certs.Fingerprint(cert.Leaf()), httpAddr)
+			where, certs.Fingerprint(cert.Leaf()), httpAddr)
+	}
+	if cfg.Store.InMemory() && !cfg.Store.UsesRedis() {
+		fmt.Fprintf(w, "  Store in memory (MAILSINK_DATA_DIR=%s, at most %d bytes): nothing survives a restart\n",
+			config.MemoryDataDir, cfg.Store.MemoryMaxBytes)
 	}
 	if pprofAddr != nil {
-		fmt.Fprintf(w, "  pprof http://%s\n", dialable(pprofAddr))
+		fmt.Fprintf(w, "  pprof %s\n", bound("http://", pprofAddr))
 	}
 	bearer := "<your key>"
+	if generatedKey != "" && cfg.KeyFile == "" {
+		bearer = generatedKey
+		fmt.Fprintf(w, "  API key of the default account (set MAILSINK_API_KEY to choose one): %s\n", generatedKey)
+		fmt.Fprintln(w, "  (made for this run and kept nowhere: the next start makes another)")
+	}
 	if cfg.KeyFile != "" {
 		path, err := filepath.Abs(cfg.KeyFile)
 		if err != nil {
@@ -207,20 +230,6 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if err == nil {
 		fmt.Fprintln(w, "mailsink is ready")
 	}
-}
-
-// compact rewrites the embedded store's file (MAILSINK_DATA_DIR/mailsink.db)
-// without the space deleted emails left: bbolt reuses that space for new
-// mail but never shrinks its file. The file must not be in use.
-func compact(stdout, stderr io.Writer) int {
-	path := filepath.Join(config.Value(os.Getenv, "MAILSINK_DATA_DIR"), "mailsink.db")
-	before, after, err := boltstore.Compact(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "mailsink compact: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: %d bytes before, %d after\n", path, before, after)
-	return 0
 }
 
 // healthcheck asks the mailsink on this host (at MAILSINK_HTTP_ADDR's port)
@@ -253,12 +262,17 @@ func healthcheck(stderr io.Writer) int {
 // collector unless GOMEMLIMIT sets one: 256 MiB for everything but large
 // messages, plus three times the largest message for each large transfer
 // under way (the message, the store's record of it, the store's write
-// buffer), plus the read budget (MAILSINK_READ_BUDGET_BYTES). Without a limit the collector lets the heap grow to twice what is
-// live, which after a burst of 25 MB messages is most of a gigabyte; with
-// it, it collects sooner (docs/benchmarks.md). It is soft: past it the
+// buffer), plus the read budget (MAILSINK_READ_BUDGET_BYTES), plus the
+// store's bound when it is in memory (MAILSINK_MEMORY_MAX_BYTES). Without a
+// limit the collector lets the heap grow to twice what is live, which after
+// a burst of 25 MB messages is most of a gigabyte; with it, it collects sooner (docs/benchmarks.md). It is soft: past it the
 // collector works harder, nothing fails.
 func memoryLimit(cfg *config.Config) int64 {
-	return 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes + cfg.Reads.Budget
+	limit := 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes + cfg.Reads.Budget
+	if cfg.Store.InMemory() && !cfg.Store.UsesRedis() {
+		limit += cfg.Store.MemoryMaxBytes
+	}
+	return limit
 }
 
 // defaultGCPercent is the collector's GOGC unless the environment sets one.
@@ -295,8 +309,62 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// dialable returns addr as a client would dial it: a listener on all
-// interfaces is shown as 127.0.0.1.
+// bound names the address a listener is bound to: as a URL with scheme
+// (when not "") for one address, and as it is, "[::]:8025 (all
+// interfaces)", for a listener on every interface, where no URL would be
+// right for every client.
+func bound(scheme string, addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		return addr.String() + " (all interfaces)"
+	}
+	return scheme + addr.String()
+}
+
+// readBuildInfo returns the build information Go records in the binary, or
+// nil without it.
+func readBuildInfo() *debug.BuildInfo {
+	info, _ := debug.ReadBuildInfo()
+	return info
+}
+
+// versionOf returns the version mailsink reports: the one stamped at build
+// time; else the main module's version Go records (a release tag for
+// `go install ...@v1.2.3`, a pseudo-version with the commit for `go build`
+// in a git checkout); else the VCS revision (with -dirty for uncommitted
+// changes); else "devel" (go run, which records neither).
+func versionOf(stamped string, info *debug.BuildInfo) string {
+	if stamped != "" {
+		return stamped
+	}
+	if info == nil {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var revision, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if revision == "" {
+		return "devel"
+	}
+	if len(revision) > 12 {
+		revision = revision[:12]
+	}
+	if modified == "true" {
+		revision += "-dirty"
+	}
+	return revision
+}
+
+// dialable returns addr as a client on this host would dial it: a listener
+// on all interfaces is reached at 127.0.0.1.
 func dialable(addr net.Addr) string {
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok || !tcp.IP.IsUnspecified() {

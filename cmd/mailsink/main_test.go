@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +20,6 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/store/boltstore"
 )
 
 // TestHelpListsEverySetting checks that --help, help and serve --help print
@@ -37,11 +39,11 @@ func TestHelpListsEverySetting(t *testing.T) {
 				t.Errorf("%v does not list %s (default: %s)", args, s.Name, def)
 			}
 		}
-		// The help is plain text: no Markdown of the README's table.
+		// The help is plain text: no Markdown of the docs' table.
 		if help := out.String(); strings.ContainsAny(help, "`") || strings.Contains(help, "](") {
 			t.Errorf("%v prints Markdown: %s", args, help)
 		}
-		for _, cmd := range []string{"serve", "healthcheck", "compact", "version"} {
+		for _, cmd := range []string{"serve", "healthcheck", "mcp", "version"} {
 			if !strings.Contains(strings.SplitN(out.String(), "\n", 2)[0], cmd) {
 				t.Errorf("%v: the usage line does not name %s", args, cmd)
 			}
@@ -159,22 +161,106 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 }
 
-// TestCompactCommand runs `mailsink compact` on a store file, and refuses
-// while another process (here, an open store) holds it.
-func TestCompactCommand(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("MAILSINK_DATA_DIR", dir)
-	st, err := boltstore.Open(filepath.Join(dir, "mailsink.db"))
+// TestBannerInMemory starts mailsink twice with MAILSINK_DATA_DIR=:memory:
+// and a TLS_AUTO certificate: each banner says nothing survives a restart,
+// prints a key made for the run (another at each start) and a certificate
+// kept in memory, and nothing is written to the working directory.
+func TestBannerInMemory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	env := map[string]string{"MAILSINK_DATA_DIR": ":memory:", "MAILSINK_HTTP_ADDR": "127.0.0.1:0", "MAILSINK_SMTP_ADDR": "127.0.0.1:0",
+		"MAILSINK_SMTP_TLS_AUTO": "mailsink.test"}
+	keyLine := regexp.MustCompile(`(?m)API key of the default account.*: (\S+)$`)
+	fingerprint := regexp.MustCompile(`SHA-256 fingerprint:\n\s+(\S+)`)
+	seen := map[string]bool{}
+	for i := range 2 {
+		cfg, err := config.Load(func(k string) string { return env[k] }, os.ReadFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		generated, err := cfg.UseKeyFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		banner(context.Background(), &out, a, cfg, generated, nil)
+		a.Shutdown(context.Background())
+		text := out.String()
+		key, fp := keyLine.FindStringSubmatch(text), fingerprint.FindStringSubmatch(text)
+		if key == nil || fp == nil || !strings.Contains(text, "nothing survives a restart") ||
+			!strings.Contains(text, "kept nowhere") || !strings.Contains(text, "TLS certificate made for this run, kept in memory") {
+			t.Fatalf("start %d: the banner does not say what is kept:\n%s", i+1, text)
+		}
+		if seen[key[1]] || seen[fp[1]] {
+			t.Errorf("start %d has the first start's key or certificate:\n%s", i+1, text)
+		}
+		seen[key[1]], seen[fp[1]] = true, true
+	}
+	if entries, err := os.ReadDir("."); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v); want nothing written", entries, err)
+	}
+}
+
+// TestVersion: `mailsink version` reports the stamped version, else what Go
+// recorded of the build: the module version (go install of a tag, go build
+// in a checkout) or the commit, never a made-up "dev".
+func TestVersion(t *testing.T) {
+	info := func(version string, settings ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/mailsink/mailsink", Version: version}}
+		for i := 0; i+1 < len(settings); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
+		}
+		return bi
+	}
+	for _, tc := range []struct {
+		stamped string
+		info    *debug.BuildInfo
+		want    string
+	}{
+		{"v1.4.0", info("(devel)"), "v1.4.0"},
+		{"", info("v1.4.0"), "v1.4.0"},
+		{"", info("v0.0.0-20261127170717-ba2469bbd112+dirty", "vcs.revision", "ba2469bbd1124d6e93926c56add29130e112822f"), "v0.0.0-20261127170717-ba2469bbd112+dirty"},
+		{"", info("(devel)", "vcs.revision", "ba2469bbd1124d6e93926c56add29130e112822f", "vcs.modified", "true"), "ba2469bbd112-dirty"},
+		{"", info("(devel)", "vcs.revision", "ba2469bbd1124d6e93926c56add29130e112822f", "vcs.modified", "false"), "ba2469bbd112"},
+		{"", info("(devel)"), "devel"},
+		{"", nil, "devel"},
+	} {
+		if got := versionOf(tc.stamped, tc.info); got != tc.want {
+			t.Errorf("versionOf(%q, %+v) = %q, want %q", tc.stamped, tc.info, got, tc.want)
+		}
+	}
+	var out bytes.Buffer
+	if code := run([]string{"version"}, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "mailsink ") || strings.Contains(out.String(), " dev\n") {
+		t.Errorf("mailsink version: exit %d, %q", code, out.String())
+	}
+}
+
+// TestBannerNamesTheBoundAddresses: a listener on every interface is named
+// as bound, not as 127.0.0.1; the links still reach it from this host.
+func TestBannerNamesTheBoundAddresses(t *testing.T) {
+	env := map[string]string{"MAILSINK_DATA_DIR": t.TempDir(), "MAILSINK_HTTP_ADDR": ":0", "MAILSINK_SMTP_ADDR": "127.0.0.1:0", "MAILSINK_API_KEY": "k"}
+	cfg, err := config.Load(func(k string) string { return env[k] }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
-	if code := run([]string{"compact"}, &out, &errOut); code == 0 {
-		t.Errorf("compact of a file in use exited 0: %s", out.String())
+	a, err := app.Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	st.Close()
-	out.Reset()
-	if code := run([]string{"compact"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "bytes before") {
-		t.Errorf("compact: exit %d, %q %q", code, out.String(), errOut.String())
+	defer a.Shutdown(context.Background())
+	var out bytes.Buffer
+	banner(context.Background(), &out, a, cfg, "", nil)
+	port := a.HTTPAddr().(*net.TCPAddr).Port
+	for _, want := range []string{
+		"  SMTP  " + a.SMTPAddr().String() + "\n",
+		fmt.Sprintf("  HTTP  %s (all interfaces)\n", a.HTTPAddr()),
+		fmt.Sprintf("  Dashboard http://127.0.0.1:%d/\n", port),
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the banner has no %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -6,10 +6,11 @@ package apijson
 import (
 	"time"
 
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/store"
 )
 
-// TimeFormat is RFC 3339 in UTC with milliseconds (the README, "The API").
+// TimeFormat is RFC 3339 in UTC with milliseconds (docs/api.md).
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // Time formats t in UTC as TimeFormat.
@@ -67,6 +68,27 @@ type Email struct {
 	ReceivedAt string       `json:"receivedAt"`
 	CreatedAt  string       `json:"createdAt"`
 	UpdatedAt  string       `json:"updatedAt"`
+	// Added fields (SPEC.md's are unchanged): the read state, and what
+	// reading the body adds (package search; null until it is read).
+	Read            bool    `json:"read"`
+	FromName        *string `json:"fromName"`
+	Snippet         *string `json:"snippet"`
+	AttachmentCount *int    `json:"attachmentCount"`
+}
+
+// WithDigest sets the summary's fields that come from the email's digest:
+// the From header's first display name, the snippet and the attachments'
+// count. A nil d leaves them null.
+func (e Email) WithDigest(d *search.Digest) Email {
+	if d == nil {
+		return e
+	}
+	if len(d.FromNames) > 0 {
+		e.FromName = &d.FromNames[0]
+	}
+	snippet, n := d.Snippet, d.Attachments
+	e.Snippet, e.AttachmentCount = &snippet, &n
+	return e
 }
 
 // NewEmail returns e's summary, with acc as its account (nil when the
@@ -86,6 +108,7 @@ func NewEmail(e *store.Email, acc *store.Account) Email {
 		ReceivedAt: Time(e.ReceivedAt),
 		CreatedAt:  Time(e.CreatedAt),
 		UpdatedAt:  Time(e.UpdatedAt),
+		Read:       e.Read,
 	}
 	if out.Labels == nil {
 		out.Labels = []string{}

@@ -35,13 +35,15 @@ import (
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/migrate"
 	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/smtpd"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
 
@@ -78,6 +80,11 @@ type App struct {
 	// watchDone.
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// search keeps the search index; stopSearch ends it, whose end
+	// closes searchDone.
+	search     *search.Service
+	stopSearch context.CancelFunc
+	searchDone chan struct{}
 	// webhooks delivers outbound webhooks; stopWebhooks ends its worker,
 	// whose end closes webhooksDone.
 	webhooks     *webhooks.Service
@@ -88,7 +95,7 @@ type App struct {
 // Start opens the store and starts both listeners. On error nothing is left
 // running.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	st, name, err := openStore(cfg.Store)
+	st, name, err := openStore(ctx, cfg.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +149,15 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		Wait:        cfg.Reads.Wait,
 		ParsePanics: m.ParsePanics,
 		Log:         log.With("component", "bodies"),
+	})
+	// Search keeps an index of every account in memory, from the store and
+	// its events; the digests of bodies it needs are made in the
+	// background, under the read budget.
+	a.search = search.NewService(st, search.Config{
+		Accounts: reg.Accounts,
+		Bodies:   reads,
+		Timeout:  cfg.Store.Timeout,
+		Log:      log.With("component", "search"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
@@ -211,9 +227,11 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	// List waits, event streams and MCP's waits share one budget per
 	// account.
 	heldRequests := held.NewLimiter(cfg.HTTP.MaxHeldPerAccount)
-	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout, Account: reg.ByID}
+	mailboxes := &mcpserver.LocalConfig{Store: st, Bodies: reads, Held: heldRequests, StoreTimeout: cfg.Store.Timeout, Account: reg.ByID,
+		Search: a.search}
 	api := httpapi.New(httpapi.Config{
 		Bodies:          reads,
+		Search:          a.search,
 		LargeGate:       a.large,
 		BodyBudget:      a.bodies,
 		MaxRecipients:   cfg.SMTP.MaxRecipients,
@@ -298,9 +316,13 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		attrs = append(attrs, "https", addr.String())
 	}
 	if cert != nil {
-		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()), "tls_cert", cert.CertFile())
+		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()))
+		if cert.CertFile() != "" {
+			attrs = append(attrs, "tls_cert", cert.CertFile())
+		}
 	}
 	a.startWebhooks(ctx)
+	a.startSearch(ctx)
 	log.Info("mailsink started", attrs...)
 	return a, nil
 }
@@ -315,6 +337,13 @@ func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error
 		if err != nil {
 			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_CERT, MAILSINK_SMTP_TLS_KEY: %w", err)
 		}
+		return s, nil
+	case len(t.AutoHosts) > 0 && cfg.Store.InMemory():
+		s, err := certs.Ephemeral(t.AutoHosts, log)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_AUTO: %w", err)
+		}
+		log.Info("made a self-signed TLS certificate for this run, kept in memory", "names", strings.Join(t.AutoHosts, ","))
 		return s, nil
 	case len(t.AutoHosts) > 0:
 		s, made, err := certs.Auto(cfg.Store.DataDir, t.AutoHosts, log)
@@ -359,6 +388,17 @@ func privateTargets(accs []config.Account) []string {
 	return ids
 }
 
+// startSearch runs the search index until Shutdown.
+func (a *App) startSearch(ctx context.Context) {
+	a.searchDone = make(chan struct{})
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopSearch = cancel
+	go func() {
+		defer close(a.searchDone)
+		a.search.Run(sctx)
+	}()
+}
+
 // startWebhooks runs the webhook worker until Shutdown.
 func (a *App) startWebhooks(ctx context.Context) {
 	a.webhooksDone = make(chan struct{})
@@ -394,7 +434,7 @@ func retentionConfig(cfg *config.Config, accs []config.Account, m *metrics.Metri
 	return rc
 }
 
-func openStore(cfg config.Store) (store.Store, string, error) {
+func openStore(ctx context.Context, cfg config.Store, log *slog.Logger) (store.Store, string, error) {
 	if cfg.UsesRedis() {
 		client, err := redisstore.NewClient(cfg.RedisURL, cfg.RedisCluster)
 		if err != nil {
@@ -406,16 +446,30 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 		}
 		return redisstore.New(client, opts), "Redis at " + redisHost(cfg.RedisURL), nil
 	}
+	log = log.With("component", "store")
+	if cfg.InMemory() {
+		st, err := pebblestore.OpenInMemory(cfg.MemoryMaxBytes, pebblestore.WithLogger(log))
+		if err != nil {
+			return nil, "", fmt.Errorf("MAILSINK_DATA_DIR=%s: %w", config.MemoryDataDir, err)
+		}
+		return st, "the embedded store in memory", nil
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
 	}
-	path := filepath.Join(cfg.DataDir, "mailsink.db")
-	st, err := boltstore.Open(path)
+	if err := migrate.Run(ctx, cfg.DataDir, StoreDir, log); err != nil {
+		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, StoreDir)
+	st, err := pebblestore.Open(path, pebblestore.WithLogger(log))
 	if err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: open %s: %w", path, err)
 	}
 	return st, "the embedded store at " + path, nil
 }
+
+// StoreDir is the embedded store's directory in MAILSINK_DATA_DIR.
+const StoreDir = "store"
 
 // redisHost is the host:port of a Redis URL, without the password.
 func redisHost(rawURL string) string {
@@ -480,6 +534,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
 	errWebhooks := a.shutdownWebhooks(ctx)
+	a.stopSearch()
+	<-a.searchDone
 	errStore := a.store.Close()
 	return errors.Join(errRetention, errSMTP, errHTTP, errWebhooks, errStore)
 }

@@ -5,7 +5,7 @@
 // time (readers of one email wait for the same parse), keeps what parsing
 // adds in a cache bounded in bytes, and holds every read to a share of one
 // process-wide memory budget, so that no stored message, however hostile,
-// can make reads exhaust memory (README, "Limits").
+// can make reads exhaust memory (docs/operations.md, "Limits").
 //
 // A reader opens a Read, uses it, and closes it; the budget it holds is
 // given back at Close.

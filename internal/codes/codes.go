@@ -2,7 +2,7 @@
 // sign-in and confirmation codes) in its subject, text part and HTML part.
 // It is pure: no I/O, and any input, however broken, gives an answer.
 //
-// The rules (the README's API table; the OpenAPI document, getEmailCodes):
+// The rules (docs/api.md; the OpenAPI document, getEmailCodes):
 //
 //   - The subject, the text part and the HTML part (converted to text: one
 //     line per block, table cells of a row on one line, script and style

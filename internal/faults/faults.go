@@ -1,7 +1,7 @@
 // Package faults applies the fault rules of /v1/faults: it keeps them in a
 // store.Faults, the one source of truth that every mailsink process
 // sharing the store reads, and decides which rule, if any, an SMTP
-// transaction meets at each stage (the README, "Fault injection").
+// transaction meets at each stage (docs/smtp.md, "Fault injection").
 //
 // The SMTP server reads an account's rules once per transaction (Rules)
 // and checks each stage against them (Match), with no cache beyond the
@@ -139,7 +139,7 @@ func (in *Injector) readsOf(accountID string) *batch.Batcher[*rulesRead] {
 // readRules reads the rules of a batch of Rules calls for one account once.
 // Every call of a batch arrived before the batch started (package batch), so
 // each transaction still gets the rules as they were after it began: what
-// the README promises (a rule created before a MAIL applies to its
+// docs/smtp.md promises (a rule created before a MAIL applies to its
 // transaction, on every replica). The read uses the first call's context.
 func (in *Injector) readRules(reads []*rulesRead) {
 	rules, err := in.store.Faults(reads[0].ctx, reads[0].accountID)

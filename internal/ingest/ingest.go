@@ -6,6 +6,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -136,7 +137,7 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 	}
 	sender, ok := pickSender(env.Sender, msg.From)
 	if !ok {
-		return nil, store.Errorf(store.Invalid, "no valid sender address: the envelope sender and the From header are empty or invalid")
+		return nil, senderRefusal(env.Sender, msg.From)
 	}
 	now := s.timestamp()
 	body := &store.Body{Raw: raw}
@@ -277,6 +278,25 @@ func pickSender(envelope string, from []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// senderRefusal says why neither the envelope sender nor a From address can
+// be the sender: which address, and which part of the address rule it breaks
+// (as the refusal of a recipient does).
+func senderRefusal(envelope string, from []string) error {
+	switch {
+	case envelope != "":
+		also := "and the message has no From header address"
+		if len(from) > 0 {
+			also = fmt.Sprintf("and the From header's <%s> is not accepted either: %s", store.QuoteAddress(from[0]), store.AddressProblem(from[0]))
+		}
+		return store.Errorf(store.Invalid, "Sender address <%s> (the envelope sender) is not accepted: %s; %s",
+			store.QuoteAddress(envelope), store.AddressProblem(envelope), also)
+	case len(from) > 0:
+		return store.Errorf(store.Invalid, "Sender address <%s> (the From header; the envelope sender is empty) is not accepted: %s",
+			store.QuoteAddress(from[0]), store.AddressProblem(from[0]))
+	}
+	return store.Errorf(store.Invalid, "No sender address: the envelope sender is empty and the message has no From header address")
 }
 
 // timestamp returns now in UTC, cut to the millisecond precision that the API

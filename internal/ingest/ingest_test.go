@@ -19,7 +19,7 @@ import (
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/mailparse"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 var (
@@ -33,7 +33,7 @@ var (
 // now, and the store as readers see it (through package bodies).
 func newService(t *testing.T, cfg Config) (*Service, parsedStore) {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +97,16 @@ func TestDeliverSender(t *testing.T) {
 		envelope string
 		from     string // the From header, "" for none
 		want     string // "" for an Invalid error
+		refusal  string // for an error: what its message must say
 	}{
-		{"envelope sender wins", "bounce@example.com", "Alice <alice@example.com>", "bounce@example.com"},
-		{"no envelope sender: From", "", "Alice <alice@example.com>", "alice@example.com"},
-		{"invalid envelope sender: From", "not an address", "alice@example.com", "alice@example.com"},
-		{"first valid From address", "", "nobody, x..y@example.com, Bob <bob@example.com>, carol@example.com", "bob@example.com"},
-		{"no valid sender anywhere", "", "not an address, x..y@example.com", ""},
-		{"no sender at all", "", "", ""},
+		{"envelope sender wins", "bounce@example.com", "Alice <alice@example.com>", "bounce@example.com", ""},
+		{"no envelope sender: From", "", "Alice <alice@example.com>", "alice@example.com", ""},
+		{"invalid envelope sender: From", "not an address", "alice@example.com", "alice@example.com", ""},
+		{"first valid From address", "", "nobody, x..y@example.com, Bob <bob@example.com>, carol@example.com", "bob@example.com", ""},
+		{"no valid sender anywhere", "", "not an address, x..y@example.com", "", "From header"},
+		{"a From at localhost", "", "App <app@localhost>", "", `Sender address <app@localhost> (the From header; the envelope sender is empty) is not accepted: the domain "localhost" has no dot`},
+		{"both at localhost", "bounce@localhost", "app@localhost", "", `Sender address <bounce@localhost> (the envelope sender) is not accepted: the domain "localhost" has no dot: it needs a top-level label, like example.com (IP literals are not accepted); and the From header's <app@localhost> is not accepted either`},
+		{"no sender at all", "", "", "", "No sender address: the envelope sender is empty and the message has no From header address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +120,9 @@ func TestDeliverSender(t *testing.T) {
 			got, err := svc.Deliver(context.Background(), raw, Envelope{Sender: tt.envelope, Recipients: []Recipient{rcpt("r@acme.test", acme)}})
 			if tt.want == "" {
 				wantCode(t, err, store.Invalid)
+				if err != nil && !strings.Contains(err.Error(), tt.refusal) {
+					t.Errorf("refusal %q does not say %q", err, tt.refusal)
+				}
 				if n := len(stored(t, st, acme)); n != 0 {
 					t.Errorf("stored %d emails after an error", n)
 				}

@@ -2,7 +2,7 @@
 // URLs a reader could follow, from its HTML part and its text part. It is
 // pure: no I/O, and any input, however broken, gives an answer.
 //
-// The rules (the README's API table; the OpenAPI document, getEmailLinks):
+// The rules (docs/api.md; the OpenAPI document, getEmailLinks):
 //
 //   - HTML links come first, in document order: the href of every a and area
 //     element, with HTML entities decoded (by the tokenizer of
@@ -23,7 +23,7 @@
 //     address, are kept: relative, javascript:, data: and other URLs are
 //     left out. Tabs and newlines inside a URL and spaces around it are
 //     removed, as browsers do; otherwise the URL is given as written.
-//   - Bounds (README, "Limits"): the first MaxScan bytes of each part are
+//   - Bounds (docs/operations.md, "Limits"): the first MaxScan bytes of each part are
 //     read, a URL longer than MaxURLBytes is left out, a link's text is cut
 //     to MaxTextBytes, and at most MaxLinks links are listed. Its time is
 //     linear in the parts' length.

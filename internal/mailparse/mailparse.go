@@ -25,7 +25,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 )
 
-// The limits of Parse (README, "Limits"). A message past one is still
+// The limits of Parse (docs/operations.md, "Limits"). A message past one is still
 // parsed: Body.Cut says what was left out.
 const (
 	// MaxDepth is how deep multiparts nest before their content is ignored.

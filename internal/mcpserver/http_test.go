@@ -130,6 +130,7 @@ type summary struct {
 	Status     string   `json:"status"`
 	Labels     []string `json:"labels"`
 	Notes      *string  `json:"notes"`
+	Read       bool     `json:"read"`
 	ReceivedAt string   `json:"receivedAt"`
 	Account    struct {
 		Slug string `json:"slug"`
@@ -359,6 +360,13 @@ func TestSearchMarkAndDelete(t *testing.T) {
 		if got := ok[list](t, cs, "search_emails", map[string]any{"label": "seen"}); len(got.Items) != 1 || got.Items[0].ID != ids[0] {
 			t.Errorf("search_emails(label) = %+v", got)
 		}
+		// The search language and the read state.
+		if m := ok[marked](t, cs, "mark_email", map[string]any{"id": ids[1], "read": true}); !m.Email.Read {
+			t.Errorf("mark_email(read) = %+v", m)
+		}
+		if got := ok[list](t, cs, "search_emails", map[string]any{"q": "subject:receipt is:unread -label:seen"}); len(got.Items) != 1 || got.Items[0].ID != ids[2] {
+			t.Errorf("search_emails(q) = %+v, want receipt 2 alone", got)
+		}
 
 		type deleted struct {
 			Deleted int      `json:"deleted"`
@@ -405,14 +413,14 @@ func TestBadInputIsAToolError(t *testing.T) {
 			{"search_emails", map[string]any{"limit": 500}, "invalid arguments: limit: maximum: 500 is greater than 100"},
 			{"search_emails", map[string]any{"status": "lost"}, "status"},
 			{"search_emails", map[string]any{"before": unknown}, "no email with id " + unknown},
-			{"search_emails", map[string]any{"q": "from:app"}, "q: "},
+			{"search_emails", map[string]any{"q": "status:lost"}, "q: at character 8: status:"},
 			{"search_emails", map[string]any{"colour": "red"}, "colour"},
 			{"wait_for_code", map[string]any{"recipient": "a@acme.test", "timeoutSeconds": 120}, "invalid arguments: timeoutSeconds: maximum: 120 is greater than 60"},
 			{"wait_for_email", map[string]any{"recipient": "a@acme.test", "timeoutSeconds": 0}, "timeoutSeconds"},
 			{"mark_email", map[string]any{"id": unknown, "status": "processed"}, "no email with id"},
 			{"mark_email", map[string]any{"id": unknown}, "give at least one"},
 			{"mark_email", map[string]any{"id": unknown, "labels": []string{strings.Repeat("x", 65)}}, "labels"},
-			{"mark_email", map[string]any{"id": unknown, "read": true}, "read: "},
+			{"mark_email", map[string]any{"id": unknown, "read": true}, "no email with id"},
 			{"delete_emails", map[string]any{"ids": []string{"nope"}}, "id must be an email id"},
 		} {
 			if msg := fails(t, cs, tc.tool, tc.args); !strings.Contains(msg, tc.want) {
@@ -478,7 +486,7 @@ func TestAccountsAreIsolated(t *testing.T) {
 // stream to GET.
 func TestHTTPEdges(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	post := func(edit func(*http.Request)) *testenv.Response {
 		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/mcp", strings.NewReader(initialize))
@@ -548,7 +556,7 @@ func TestCancellingFreesTheHeldWait(t *testing.T) {
 // write timeout still gets its answer.
 func TestHeldCallOutlivesTheWriteTimeout(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.HTTP.WriteTimeout = time.Second })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.HTTP.WriteTimeout = time.Second })
 	cs := connect(t, e.BaseURL, acme)
 	got := make(chan string, 1)
 	go func() {
@@ -569,7 +577,7 @@ func TestHeldCallOutlivesTheWriteTimeout(t *testing.T) {
 // refused (another account's are not), and an idle session is closed.
 func TestSessionsAreCappedAndExpire(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.HTTP.MCPMaxSessionsPerAccount = 2
 		c.HTTP.MCPSessionIdleTimeout = time.Second
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/mailsink/mailsink/internal/held"
 	"github.com/mailsink/mailsink/internal/links"
 	"github.com/mailsink/mailsink/internal/mailparse"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -37,6 +38,9 @@ type LocalConfig struct {
 	Account func(id string) *store.Account
 	// Now is the clock of updates; nil is time.Now.
 	Now func() time.Time
+	// Search answers the lists that have a query (q), and gives the
+	// summaries what reading the bodies adds.
+	Search *search.Service
 }
 
 // Local is one account's Mailbox inside mailsink.
@@ -60,28 +64,43 @@ func (m *Local) summary(e *store.Email) Email {
 	if m.cfg.Account != nil {
 		acc = m.cfg.Account(e.AccountID)
 	}
-	return apijson.NewEmail(e, acc)
+	out := apijson.NewEmail(e, acc)
+	if m.cfg.Search != nil {
+		out = out.WithDigest(m.cfg.Search.Digest(e.AccountID, e.ID))
+	}
+	return out
 }
 
 var _ Mailbox = (*Local)(nil)
 
-// listQuery is q as the store's query of the account.
-func (m *Local) listQuery(q Query) (store.ListQuery, error) {
+// listQuery is q as the store's query of the account, and its search.
+func (m *Local) listQuery(q Query) (store.ListQuery, search.Query, error) {
+	var sq search.Query
 	if q.Search != "" {
-		return store.ListQuery{}, store.Errorf(store.Invalid, "q: this mailsink's store cannot search yet; use the filters (recipient, sender, subject, status, label, since)")
+		var err error
+		if sq, err = search.Parse(q.Search); err != nil {
+			return store.ListQuery{}, sq, store.Errorf(store.Invalid, "q: %v", err)
+		}
+		if m.cfg.Search == nil {
+			return store.ListQuery{}, sq, store.Errorf(store.Invalid, "q: this mailsink has no search index")
+		}
 	}
 	return store.ListQuery{
 		AccountID: m.account.ID, Recipient: q.Recipient, Sender: q.Sender, Subject: q.Subject,
 		Status: store.Status(q.Status), Label: q.Label, Since: q.Since, Before: q.Before, Limit: q.Limit,
-	}, nil
+	}, sq, nil
 }
 
 // List implements Mailbox. A held list takes a place of the account's
 // held requests for its wait, and answers QuotaExceeded when none is free.
 func (m *Local) List(ctx context.Context, q Query) ([]Email, error) {
-	lq, err := m.listQuery(q)
+	lq, sq, err := m.listQuery(q)
 	if err != nil {
 		return nil, err
+	}
+	var from held.Store = m.cfg.Store
+	if !sq.Empty() {
+		from = m.cfg.Search.Lister(sq)
 	}
 	var emails []*store.Email
 	if q.Wait > 0 {
@@ -90,11 +109,11 @@ func (m *Local) List(ctx context.Context, q Query) ([]Email, error) {
 			return nil, store.Errorf(store.QuotaExceeded, "too many waits are held for this account (at most %d, with the API's list waits and event streams): try again when one has ended", m.cfg.Held.Max())
 		}
 		defer release()
-		emails, err = held.Wait(ctx, m.cfg.Store, lq, q.Wait, m.cfg.StoreTimeout, m.cfg.Held.Stopped())
+		emails, err = held.Wait(ctx, from, lq, q.Wait, m.cfg.StoreTimeout, m.cfg.Held.Stopped())
 	} else {
 		sctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
 		defer cancel()
-		emails, err = m.cfg.Store.ListEmails(sctx, lq)
+		emails, err = from.ListEmails(sctx, lq)
 	}
 	if err != nil {
 		return nil, err
@@ -213,10 +232,7 @@ func deref(s *string) string {
 
 // update is c as the store's update.
 func (m *Local) update(c Change) (store.Update, error) {
-	u := store.Update{Labels: c.Labels, UpdatedAt: m.cfg.Now().UTC().Truncate(time.Millisecond)}
-	if c.Read != nil {
-		return u, store.Errorf(store.Invalid, "read: this mailsink's store has no read state yet")
-	}
+	u := store.Update{Labels: c.Labels, Read: c.Read, UpdatedAt: m.cfg.Now().UTC().Truncate(time.Millisecond)}
 	if c.Status != nil {
 		st := store.Status(*c.Status)
 		u.Status = &st

@@ -55,11 +55,8 @@ func remoteError(err error) error {
 
 // listOptions is q as the client's list options.
 func listOptions(q Query) (client.ListOptions, error) {
-	if q.Search != "" {
-		return client.ListOptions{}, store.Errorf(store.Invalid, "q: this mailsink client cannot search yet; use the filters (recipient, sender, subject, status, label, since)")
-	}
 	return client.ListOptions{
-		Filter: client.Filter{Recipient: q.Recipient, Sender: q.Sender, Status: q.Status, Subject: q.Subject, Label: q.Label, Since: q.Since},
+		Filter: client.Filter{Q: q.Search, Recipient: q.Recipient, Sender: q.Sender, Status: q.Status, Subject: q.Subject, Label: q.Label, Since: q.Since},
 		Limit:  q.Limit, Before: q.Before, Wait: q.Wait,
 	}, nil
 }
@@ -85,7 +82,8 @@ func (m *Remote) List(ctx context.Context, q Query) ([]Email, error) {
 func summary(e *client.Email) Email {
 	out := Email{ID: e.ID, MessageID: e.MessageID, Sender: e.Sender, Recipient: e.Recipient, Subject: e.Subject,
 		Status: store.Status(e.Status), Notes: e.Notes, Labels: e.Labels, RawSize: e.RawSize,
-		ReceivedAt: apijson.Time(e.ReceivedAt), CreatedAt: apijson.Time(e.CreatedAt), UpdatedAt: apijson.Time(e.UpdatedAt)}
+		ReceivedAt: apijson.Time(e.ReceivedAt), CreatedAt: apijson.Time(e.CreatedAt), UpdatedAt: apijson.Time(e.UpdatedAt),
+		Read: e.Read, FromName: e.FromName, Snippet: e.Snippet, AttachmentCount: e.AttachmentCount}
 	if e.Account != nil {
 		out.Account = &apijson.Account{ID: e.Account.ID, Slug: e.Account.Slug, Name: e.Account.Name}
 	}
@@ -148,10 +146,7 @@ func (m *Remote) Links(ctx context.Context, id string) ([]Link, error) {
 
 // clientUpdate is c as the client's update.
 func clientUpdate(c Change) (client.Update, error) {
-	var u client.Update
-	if c.Read != nil {
-		return u, store.Errorf(store.Invalid, "read: this mailsink client has no read state yet")
-	}
+	u := client.Update{Read: c.Read}
 	if c.Status != nil {
 		u.Status = *c.Status
 	}

@@ -98,7 +98,7 @@ func (p *page) noSideScroll(where string, width int64) {
 // dark: mailboxes, list and message side by side; then the mailboxes in a
 // drawer; then the list and the message in turn, with a way back. Rows
 // take two lines at most. With MAILSINK_SCREENSHOTS set it writes the
-// screenshots of docs/screenshots.
+// screenshots of docs/dashboard.md.
 func TestLayoutAndScreenshots(t *testing.T) {
 	env := startMailsink(t)
 	screenshotMails(t, env)

@@ -18,7 +18,7 @@ import (
 // Dialer below, with net.Dialer.Control as a second look at the socket's
 // own address), and redirects are never followed. Link-local and cloud
 // metadata addresses are always refused; private and loopback ones only for
-// accounts that opt in (README, "Webhooks").
+// accounts that opt in (docs/webhooks.md).
 
 // alwaysRefused are refused for every account.
 var alwaysRefused = []netip.Prefix{

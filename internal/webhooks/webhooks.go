@@ -1,5 +1,5 @@
 // Package webhooks delivers an account's email events to the URLs it
-// subscribes (README, "Webhooks"): it manages the subscriptions, turns the
+// subscribes (docs/webhooks.md): it manages the subscriptions, turns the
 // store's events into a durable queue of deliveries, and runs the worker
 // that posts them, signed the Standard Webhooks way, retried with
 // exponential backoff, each target checked against the SSRF rules on every
@@ -358,7 +358,7 @@ func wants(h *store.Webhook, e store.Event) bool {
 	return true
 }
 
-// payload is a delivery's body (README, "Webhooks").
+// payload is a delivery's body (docs/webhooks.md).
 type payload struct {
 	Type      store.EventType `json:"type"`
 	Timestamp string          `json:"timestamp"`

@@ -58,7 +58,7 @@ const (
 	// connection), while the cluster map is reloaded.
 	routeRetryWait = 100 * time.Millisecond
 	// routeRetryFor bounds those attempts: about what a failover takes
-	// with cluster-node-timeout 2000-3000 (README).
+	// with cluster-node-timeout 2000-3000 (docs/redis.md).
 	routeRetryFor = 5 * time.Second
 	// publishTimeout bounds the publication of an acknowledged create's
 	// events.

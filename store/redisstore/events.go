@@ -465,6 +465,9 @@ func accountOf(payload string) (string, bool) {
 type wireEvent struct {
 	store.Event
 	Fields []any `json:"fields,omitempty"`
+	// Read is the read flag of an updated email, beside Fields (which
+	// older releases decode) rather than among them.
+	Read string `json:"read,omitempty"`
 }
 
 // decodeEvent decodes the event with stream id id; it reports false for a
@@ -486,6 +489,7 @@ func decodeEvent(id, payload string) (store.Event, bool) {
 		if r.AccountID == "" {
 			r.AccountID = w.AccountID
 		}
+		r.Read = w.Read == "1"
 		w.Email = r.email()
 	}
 	w.ID = id

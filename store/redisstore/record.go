@@ -23,6 +23,11 @@ const (
 	fieldNotes   = "notes"  // *string, JSON
 	fieldLabels  = "labels" // []string, JSON
 	fieldUpdated = "upd"    // UpdatedAt in Unix milliseconds, decimal
+	// fieldRead is "1" for a read email. It is not in fields: a record of
+	// the records hash holds it after the raw size (packRecord), where
+	// older releases, which read six parts, never look, and the older
+	// layout's hash holds it as a field of its own.
+	fieldRead = "rd"
 )
 
 // fields lists the hash fields in the order the scripts and GetEmail read
@@ -54,6 +59,7 @@ type record struct {
 	Notes     *string
 	Labels    []string
 	UpdatedAt int64
+	Read      bool
 }
 
 func newRecord(e *store.Email, id, bodyID string) *record {
@@ -102,6 +108,7 @@ func (r *record) fill(e *store.Email) {
 		Notes:      r.Notes,
 		Labels:     labels,
 		RawSize:    r.RawSize,
+		Read:       r.Read,
 		ReceivedAt: fromMillis(r.ReceivedAt),
 		CreatedAt:  fromMillis(r.CreatedAt),
 		UpdatedAt:  fromMillis(r.UpdatedAt),
@@ -135,7 +142,8 @@ func marshal(v any) string {
 // An email's record in the account's records hash (accountKeys.records) is
 // its field values joined by recordSep, in the order of fields, followed by
 // the raw size the email added to the account's stats ("sb" of the older
-// layout). None of the values can hold the separator: JSON as json.Marshal
+// layout) and, once the email was read or unread again, its read flag
+// (fieldRead: "1" or "0"). None of the values can hold the separator: JSON as json.Marshal
 // writes it escapes control characters, and the status and the integers
 // are plain. The scripts split and join records with plain string
 // functions, without decoding JSON.
@@ -178,6 +186,9 @@ func (r *record) decodePacked(v string) error {
 		}
 		parts[i], v = v[:j], v[j+len(recordSep):]
 	}
+	if _, read, ok := strings.Cut(v, recordSep); ok {
+		r.Read = read == "1"
+	}
 	return r.decodeStrings(parts[:])
 }
 
@@ -190,8 +201,19 @@ func decodeFields(v []any) (*record, error) {
 	return &r, nil
 }
 
-// decode sets r from the values of fields, as HMGET returns them.
+// decode sets r from the values of fields, as HMGET returns them, maybe
+// followed by the read flag (nil when the hash has none).
 func (r *record) decode(v []any) error {
+	if len(v) == len(fields)+1 {
+		switch v[len(fields)] {
+		case nil, "0":
+		case "1":
+			r.Read = true
+		default:
+			return store.Errorf(store.Internal, "email has a read flag of %v", v[len(fields)])
+		}
+		v = v[:len(fields)]
+	}
 	if len(v) != len(fields) {
 		return store.Errorf(store.Internal, "email has %d fields, want %d", len(v), len(fields))
 	}

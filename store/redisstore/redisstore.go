@@ -392,7 +392,7 @@ func (s *Store) GetEmail(ctx context.Context, accountID, id string) (*store.Emai
 	if !errors.Is(err, redis.Nil) {
 		return nil, classify(err)
 	}
-	v, err := s.client.HMGet(ctx, k.email(id), fields...).Result()
+	v, err := s.client.HMGet(ctx, k.email(id), append(fields, fieldRead)...).Result()
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -701,6 +701,13 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 	}
 	if u.Subject != nil {
 		args = append(args, fieldSubject, marshal(u.Subject.Value))
+	}
+	if u.Read != nil {
+		read := "0"
+		if *u.Read {
+			read = "1"
+		}
+		args = append(args, fieldRead, read)
 	}
 	if !u.UpdatedAt.IsZero() {
 		args = append(args, fieldUpdated, formatInt(u.UpdatedAt.UnixMilli()))

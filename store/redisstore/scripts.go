@@ -297,24 +297,29 @@ for i = 5, #ARGV, 2 do
     end
   end
 end
+local rd
 if f then
-  local pos = {st = 2, subj = 3, notes = 4, labels = 5, upd = 6}
+  local pos = {st = 2, subj = 3, notes = 4, labels = 5, upd = 6, rd = 8}
   for i = 5, #ARGV, 2 do
     f[pos[ARGV[i]]] = ARGV[i + 1]
   end
   if #ARGV > 4 then
     redis.call('HSET', KEYS[1], ARGV[1], table.concat(f, '\n'))
   end
+  rd = f[8] or '0'
   f = {f[1], f[2], f[3], f[4], f[5], f[6]}
 else
   if #ARGV > 4 then
     redis.call('HSET', KEYS[7], unpack(ARGV, 5))
   end
   f = redis.call('HMGET', KEYS[7], 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+  rd = redis.call('HGET', KEYS[7], 'rd') or '0'
 end
-local payload = cjson.encode({type = 'email.updated', accountId = ARGV[4], emailId = ARGV[1], fields = f})
+-- The read flag travels beside the six fields older releases decode.
+local payload = cjson.encode({type = 'email.updated', accountId = ARGV[4], emailId = ARGV[1], fields = f, read = rd})
 local id = redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'e', payload)
 publish(ARGV[3], id .. ' ' .. payload)
+f[7] = rd
 return f
 `)
 

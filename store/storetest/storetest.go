@@ -95,6 +95,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ConcurrentWebhookCap", testConcurrentWebhookCap},
 		{"DeliveryOfDeletedWebhook", testDeliveryOfDeletedWebhook},
 		{"Sessions", testSessions},
+		{"ReadState", testReadState},
 		{"Checks", testChecks},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/mailsink/mailsink/store"
 )
@@ -268,4 +269,55 @@ func testIsolation(t *testing.T, s Store) {
 		}
 	}
 	checkBodyCount(t, s, len(all), "after another account's delete attempts")
+}
+
+// testReadState: new mail is unread; an update sets and clears the read
+// flag, and every read of the email (get, list, the update's event) shows
+// it; other updates leave it as it is.
+func testReadState(t *testing.T, s Store) {
+	ctx := context.Background()
+	e := newEmail(acctA, 1)
+	create(t, s, e)
+	if mustGet(t, s, acctA, e.ID).Read {
+		t.Fatal("new mail is read")
+	}
+	sub := s.Subscribe(acctA)
+	defer sub.Close()
+	yes, no := true, false
+	got, err := s.UpdateEmail(ctx, acctA, e.ID, store.Update{Read: &yes, UpdatedAt: at(5000)})
+	if err != nil || !got.Read {
+		t.Fatalf("UpdateEmail(read) = %+v, %v; want read", got, err)
+	}
+	if !mustGet(t, s, acctA, e.ID).Read {
+		t.Error("GetEmail after marking read: unread")
+	}
+	if l := list(t, s, store.ListQuery{AccountID: acctA, Limit: 10}); len(l) != 1 || !l[0].Read {
+		t.Errorf("ListEmails after marking read: %+v", l)
+	}
+	timeout := time.After(10 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type != store.EmailUpdated {
+				continue // the create's, published after the subscription began
+			}
+			if ev.Email == nil || !ev.Email.Read {
+				t.Errorf("the update's event: %+v, want the email read", ev.Email)
+			}
+			waiting = false
+		case <-timeout:
+			t.Error("no event for the update")
+			waiting = false
+		}
+	}
+	labels := []string{"x"}
+	if got, err := s.UpdateEmail(ctx, acctA, e.ID, store.Update{Labels: &labels, UpdatedAt: at(6000)}); err != nil || !got.Read {
+		t.Errorf("another update cleared the read flag: %+v, %v", got, err)
+	}
+	if got, err := s.UpdateEmail(ctx, acctA, e.ID, store.Update{Read: &no, UpdatedAt: at(7000)}); err != nil || got.Read {
+		t.Errorf("UpdateEmail(unread) = %+v, %v; want unread", got, err)
+	}
+	if mustGet(t, s, acctA, e.ID).Read {
+		t.Error("GetEmail after marking unread: read")
+	}
 }

@@ -118,3 +118,15 @@ test('release sends a captured email to a real mail server, and releaseMany a pa
     await upstream.stop();
   }
 });
+
+test('search, read state and the counts', async () => {
+  const a = await ms.create({ recipient: 'search@js.test', sender: 'app@example.com', subject: 'Invoice 9', text: 'your order' });
+  await ms.create({ recipient: 'search@js.test', sender: 'app@example.com', subject: 'Hello' });
+  assert.deepEqual((await ms.list({ q: 'subject:invoice is:unread', recipient: 'search@js.test' })).map((e) => e.id), [a.id]);
+  const read = await ms.update(a.id, { read: true });
+  assert.equal(read.read, true);
+  assert.equal(await ms.count({ q: 'is:unread', recipient: 'search@js.test' }), 1);
+  const stats = await ms.stats();
+  assert.ok(stats.total >= 2 && typeof stats.unread === 'number' && Array.isArray(stats.labels));
+  await assert.rejects(ms.list({ q: 'is:maybe' }), (e) => e.status === 400 && e.fieldErrors.q.length > 0);
+});

@@ -1,4 +1,4 @@
-// The example of the README's "Writing tests": a person signs up on a tiny
+// The example of docs/clients.md: a person signs up on a tiny
 // page, the app sends a confirmation mail over SMTP, the test waits for it
 // with the client and follows the emailed link in a real browser.
 import { test, before, after } from 'node:test';

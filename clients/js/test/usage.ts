@@ -31,3 +31,10 @@ export async function release(ms: Mailsink, id: string): Promise<number> {
   const codes: (number | null)[] = results.filter((r) => r.released).map((r) => r.code);
   return reply.code + codes.length;
 }
+
+export async function search(ms: Mailsink): Promise<[number, boolean, number]> {
+  const unread = await ms.list({ q: 'from:shop is:unread "your order"', limit: 10 });
+  const marked = unread.length > 0 ? (await ms.update(unread[0].id, { read: true })).read : false;
+  const stats = await ms.stats();
+  return [unread.length, marked, stats.unread + stats.labels.length];
+}

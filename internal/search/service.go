@@ -1,0 +1,490 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mailsink/mailsink/internal/bodies"
+	"github.com/mailsink/mailsink/internal/eventhub"
+	"github.com/mailsink/mailsink/store"
+)
+
+// digestCheck is the name a digest is kept under, among the email's check
+// results (store.Checks): derived from the email, deleted with it.
+const digestCheck = "search-digest"
+
+// Store is what the search service reads and keeps: the accounts' emails
+// and their events, to fill and follow the index, and digests among the
+// emails' derived results.
+type Store interface {
+	ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error)
+	GetEmail(ctx context.Context, accountID, id string) (*store.Email, error)
+	store.Events
+	store.Checks
+}
+
+// Config holds the service's dependencies and bounds.
+type Config struct {
+	// Accounts lists the accounts whose mail is indexed; the service
+	// looks for new ones every AccountsEvery.
+	Accounts      func() []*store.Account
+	AccountsEvery time.Duration
+	// Bodies reads the bodies digests are made from.
+	Bodies *bodies.Service
+	// Timeout bounds each store call and each digest's read of a body.
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// Service keeps the index of every account up to date and answers
+// queries with it. Each process keeps its own index, filled from the store
+// at start and kept by the store's events, so that replicas sharing a
+// Redis each answer from memory; digests are made once (by whichever
+// replica gets there first) and kept in the store.
+type Service struct {
+	idx   *Index
+	store Store
+	cfg   Config
+
+	mu       sync.Mutex
+	accounts map[string]*accountState
+	// work has the emails whose digest is to be made.
+	work chan key
+	// subs are the subscribers to the index's changes, by account.
+	subs map[string]map[*subscription]bool
+}
+
+type key struct{ accountID, id string }
+
+// accountState is how far the index of an account is: loaded is closed
+// once its emails are in; last is the id of the last event applied, under
+// mu, which every application of an event holds.
+type accountState struct {
+	loaded chan struct{}
+	mu     sync.Mutex
+	last   eventhub.ID
+}
+
+// replaySlack is how far before the start of a load events are applied
+// again: replayed in order, they end in the state the load read, and they
+// cover the events the load may have missed (the store's clock and this
+// process's may differ a little).
+const replaySlack = 5 * time.Second
+
+// NewService returns a Service over st; Run fills and follows the index.
+func NewService(st Store, cfg Config) *Service {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.AccountsEvery <= 0 {
+		cfg.AccountsEvery = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{idx: NewIndex(), store: st, cfg: cfg, accounts: map[string]*accountState{},
+		work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{}}
+}
+
+// Run indexes every account, follows their changes and makes the digests
+// of their emails until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.digests(ctx) })
+	tick := time.NewTicker(s.cfg.AccountsEvery)
+	defer tick.Stop()
+	for {
+		for _, a := range s.cfg.Accounts() {
+			s.mu.Lock()
+			_, known := s.accounts[a.ID]
+			if !known {
+				s.accounts[a.ID] = &accountState{loaded: make(chan struct{})}
+			}
+			s.mu.Unlock()
+			if !known {
+				wg.Go(func() { s.follow(ctx, a.ID) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// follow loads the account's emails into the index, then applies its
+// events; when a subscription ends (events may have been missed), it
+// loads the account again.
+func (s *Service) follow(ctx context.Context, accountID string) {
+	s.mu.Lock()
+	state := s.accounts[accountID]
+	s.mu.Unlock()
+	for ctx.Err() == nil {
+		// Subscribe first: what changes while the account is read comes
+		// as events after it.
+		sub := s.store.Subscribe(accountID)
+		state.mu.Lock()
+		state.last = eventhub.ID{MS: time.Now().Add(-replaySlack).UnixMilli()}
+		state.mu.Unlock()
+		if err := s.load(ctx, accountID); err != nil {
+			sub.Close()
+			if ctx.Err() == nil {
+				s.cfg.Log.Warn("search: reading an account's emails failed; retrying", "account", accountID, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
+		select {
+		case <-state.loaded:
+		default:
+			close(state.loaded)
+		}
+		s.notify(accountID)
+		s.apply(ctx, state, accountID, sub)
+		sub.Close()
+	}
+}
+
+// load puts every email of the account into the index, with its digest
+// when the store has one, and queues the others' digests.
+func (s *Service) load(ctx context.Context, accountID string) error {
+	q := store.ListQuery{AccountID: accountID, Limit: 100}
+	for {
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		page, err := s.store.ListEmails(lctx, q)
+		var digests map[string][]byte
+		if err == nil && len(page) > 0 {
+			ids := make([]string, len(page))
+			for i, e := range page {
+				ids[i] = e.ID
+			}
+			digests, err = s.store.GetChecks(lctx, accountID, ids, digestCheck)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			s.idx.Put(e)
+			if _, digested := s.idx.Has(accountID, e.ID); digested {
+				continue
+			}
+			var d Digest
+			if v, ok := digests[e.ID]; ok && json.Unmarshal(v, &d) == nil {
+				s.idx.SetDigest(accountID, e.ID, &d)
+			} else {
+				s.queue(accountID, e.ID)
+			}
+		}
+		if len(page) < q.Limit {
+			return nil
+		}
+		q.Before = page[len(page)-1].ID
+	}
+}
+
+// apply applies the account's events to the index until the subscription
+// ends or ctx does.
+func (s *Service) apply(ctx context.Context, state *accountState, accountID string, sub store.Subscription) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, open := <-sub.Events():
+			if !open {
+				return
+			}
+			state.mu.Lock()
+			s.applyEvent(state, accountID, e)
+			state.mu.Unlock()
+		}
+	}
+}
+
+// applyEvent applies e unless an event after it was applied already;
+// state.mu is held.
+func (s *Service) applyEvent(state *accountState, accountID string, e store.Event) {
+	if id, err := eventhub.ParseID(e.ID); err == nil {
+		if !state.last.Less(id) {
+			return
+		}
+		state.last = id
+	}
+	switch {
+	case e.Type == store.EmailDeleted:
+		s.idx.Delete(accountID, e.EmailID)
+	case e.Email != nil:
+		s.idx.Put(e.Email)
+		if e.Type == store.EmailCreated {
+			s.queue(accountID, e.EmailID)
+		}
+	}
+	s.notify(accountID)
+}
+
+// catchUp applies the account's events that its subscription has not
+// delivered yet, so that a query sees every change answered before it
+// (the subscription's delivery is asynchronous). A history that no longer
+// reaches back is left to the subscription.
+func (s *Service) catchUp(ctx context.Context, accountID string) error {
+	s.mu.Lock()
+	state := s.accounts[accountID]
+	s.mu.Unlock()
+	if state == nil {
+		return nil
+	}
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	events, _, err := s.store.EventsAfter(ctx, accountID, state.last.String())
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		s.applyEvent(state, accountID, e)
+	}
+	return nil
+}
+
+// queue asks for the email's digest; when the queue is full the email is
+// left for the sweep of undigested emails.
+func (s *Service) queue(accountID, id string) {
+	select {
+	case s.work <- key{accountID, id}:
+	default:
+	}
+}
+
+// sweepEvery is how often the digest worker looks for emails without a
+// digest that no queue holds (the queue was full, or making it failed).
+const sweepEvery = 10 * time.Second
+
+// digests makes the digests of queued emails, one at a time, and sweeps
+// for those left out.
+func (s *Service) digests(ctx context.Context) {
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case k := <-s.work:
+			s.digest(ctx, k)
+		case <-sweep.C:
+			s.mu.Lock()
+			ids := make([]string, 0, len(s.accounts))
+			for id := range s.accounts {
+				ids = append(ids, id)
+			}
+			s.mu.Unlock()
+			for _, accountID := range ids {
+				for _, id := range s.idx.Undigested(accountID, 1000) {
+					s.queue(accountID, id)
+				}
+			}
+		}
+	}
+}
+
+// digest makes the email's digest, unless the store has it (another
+// replica made it), and keeps it in the store and the index.
+func (s *Service) digest(ctx context.Context, k key) {
+	if has, digested := s.idx.Has(k.accountID, k.id); !has || digested {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	if v, err := s.store.GetCheck(dctx, k.accountID, k.id, digestCheck); err == nil {
+		var d Digest
+		if json.Unmarshal(v, &d) == nil {
+			s.idx.SetDigest(k.accountID, k.id, &d)
+			s.notify(k.accountID)
+			return
+		}
+	}
+	read, err := s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
+	if err != nil {
+		if !store.IsCode(err, store.NotFound) && ctx.Err() == nil {
+			s.cfg.Log.Warn("search: reading an email to index it failed; it is tried again later", "account", k.accountID, "err", err)
+		}
+		return
+	}
+	b := read.Body
+	d := MakeDigest(Content{Headers: b.Headers, Text: b.Text, HTML: b.HTML, Attachments: len(b.Attachments)})
+	read.Close()
+	v, _ := json.Marshal(d)
+	if err := s.store.PutCheck(dctx, k.accountID, k.id, digestCheck, v); err != nil && !store.IsCode(err, store.NotFound) {
+		s.cfg.Log.Warn("search: keeping an email's digest failed", "account", k.accountID, "err", err)
+	}
+	s.idx.SetDigest(k.accountID, k.id, d)
+	s.notify(k.accountID)
+}
+
+// ready waits until the account's emails are in the index, and applies
+// the events not delivered yet. An account the service does not know yet
+// (added to the accounts file a moment ago) is taken as ready: it has no
+// mail the index missed.
+func (s *Service) ready(ctx context.Context, accountID string) error {
+	s.mu.Lock()
+	state := s.accounts[accountID]
+	s.mu.Unlock()
+	if state == nil {
+		return nil
+	}
+	select {
+	case <-state.loaded:
+	case <-ctx.Done():
+		return store.Wrap(store.Unavailable, ctx.Err(), "the search index of the account is still being built")
+	}
+	return s.catchUp(ctx, accountID)
+}
+
+// texts reads digest texts from the store, for the index's checks of body
+// words.
+func (s *Service) texts(ctx context.Context, accountID string, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), store.MaxCheckBatch)
+		got, err := s.store.GetChecks(ctx, accountID, ids[:n], digestCheck)
+		if err != nil {
+			return nil, err
+		}
+		for id, v := range got {
+			var d Digest
+			if json.Unmarshal(v, &d) == nil {
+				out[id] = d.Text
+			}
+		}
+		ids = ids[n:]
+	}
+	return out, nil
+}
+
+// List returns the page of f's account that f's filters and q select,
+// newest first. It returns NotFound when f.Before names no email of the
+// account, and the store's errors.
+func (s *Service) List(ctx context.Context, f store.ListQuery, q Query) ([]*store.Email, error) {
+	if err := s.ready(ctx, f.AccountID); err != nil {
+		return nil, err
+	}
+	ids, err := s.idx.Search(ctx, f, q, s.texts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.Email, 0, len(ids))
+	for _, id := range ids {
+		e, err := s.store.GetEmail(ctx, f.AccountID, id)
+		if store.IsCode(err, store.NotFound) {
+			continue // deleted since the index found it
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// IDs returns the ids of every email of the account that f's filters and q
+// select (f's Limit and Offset ignored), newest first: what a bulk request
+// acts on.
+func (s *Service) IDs(ctx context.Context, f store.ListQuery, q Query) ([]string, error) {
+	if err := s.ready(ctx, f.AccountID); err != nil {
+		return nil, err
+	}
+	f.Limit, f.Offset = 1<<31-1, 0
+	return s.idx.Search(ctx, f, q, s.texts)
+}
+
+// Count returns how many of the account's emails f's filters and q select.
+func (s *Service) Count(ctx context.Context, f store.ListQuery, q Query) (int64, error) {
+	if err := s.ready(ctx, f.AccountID); err != nil {
+		return 0, err
+	}
+	return s.idx.Count(ctx, f, q, s.texts)
+}
+
+// Stats returns the account's counts, by status and by label.
+func (s *Service) Stats(ctx context.Context, accountID string) (Stats, error) {
+	if err := s.ready(ctx, accountID); err != nil {
+		return Stats{}, err
+	}
+	return s.idx.Stats(accountID), nil
+}
+
+// Digest returns the digest the index holds of an email (without its
+// Text), nil before it is made.
+func (s *Service) Digest(accountID, id string) *Digest { return s.idx.Digest(accountID, id) }
+
+// Index gives the index, for tests.
+func (s *Service) Index() *Index { return s.idx }
+
+// Lister is what a held wait with a query reads: the page from the index,
+// and the index's changes of the account, which follow the store's events
+// once the index has applied them.
+type Lister struct {
+	s *Service
+	q Query
+}
+
+// Lister returns the Lister of q.
+func (s *Service) Lister(q Query) Lister { return Lister{s: s, q: q} }
+
+// ListEmails implements held.Store.
+func (l Lister) ListEmails(ctx context.Context, f store.ListQuery) ([]*store.Email, error) {
+	return l.s.List(ctx, f, l.q)
+}
+
+// Subscribe implements held.Store: an event (with no email) each time the
+// account's index changes.
+func (l Lister) Subscribe(accountID string) store.Subscription {
+	return l.s.subscribe(accountID)
+}
+
+type subscription struct {
+	s         *Service
+	accountID string
+	ch        chan store.Event
+	once      sync.Once
+}
+
+func (sub *subscription) Events() <-chan store.Event { return sub.ch }
+
+func (sub *subscription) Close() {
+	sub.once.Do(func() {
+		sub.s.mu.Lock()
+		delete(sub.s.subs[sub.accountID], sub)
+		sub.s.mu.Unlock()
+	})
+}
+
+func (s *Service) subscribe(accountID string) store.Subscription {
+	sub := &subscription{s: s, accountID: accountID, ch: make(chan store.Event, 1)}
+	s.mu.Lock()
+	if s.subs[accountID] == nil {
+		s.subs[accountID] = map[*subscription]bool{}
+	}
+	s.subs[accountID][sub] = true
+	s.mu.Unlock()
+	return sub
+}
+
+// notify tells the account's subscribers that its index changed; one who
+// has not taken the last signal yet loses nothing by missing this one.
+func (s *Service) notify(accountID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subs[accountID] {
+		select {
+		case sub.ch <- store.Event{AccountID: accountID}:
+		default:
+		}
+	}
+}
