@@ -101,16 +101,27 @@ func TestKeyboardShortcuts(t *testing.T) {
 	p.waitFor("the undo bar gone", `document.querySelector('#undo-bar').hidden`)
 }
 
-// mouseOver moves the mouse over the middle of the element.
+// mouseOver moves the mouse over the element, as a hand does: in a few
+// steps, ending in its middle.
 func (p *page) mouseOver(sel string) {
 	p.t.Helper()
-	at := eval[[]float64](p, `(r => [r.left + r.width / 2, r.top + r.height / 2])(document.querySelector(`+js(sel)+`).getBoundingClientRect())`)
 	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		if _, err := cdp.Call(ctx, t, cdppage.BringToFront, cdp.Empty{}); err != nil {
-			return err
-		}
-		_, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: at[0], Y: at[1]})
+		_, err := cdp.Call(ctx, t, cdppage.BringToFront, cdp.Empty{})
 		return err
+	}))
+	at := eval[[]float64](p, `new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => {
+		const r = document.querySelector(`+js(sel)+`).getBoundingClientRect();
+		done([r.left + r.width / 2, r.top + r.height / 2]);
+	})))`)
+	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, d := range []float64{6, 3, 0} {
+			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{
+				Type: input.DispatchMouseEventTypeMouseMoved, X: at[0] + d, Y: at[1] + d,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}))
 }
 
@@ -119,12 +130,17 @@ func (p *page) mouseOver(sel string) {
 // click goes by position.
 func (p *page) clickInPreview(x, y float64) {
 	p.t.Helper()
-	at := eval[[]float64](p, `(r => [r.left, r.top])(document.querySelector('#preview-frame').getBoundingClientRect())`)
+	// A tab a link opened may be in front: the person comes back first,
+	// and clicks once the frame is painted.
 	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		// A tab a link opened is in front: the person comes back first.
-		if _, err := cdp.Call(ctx, t, cdppage.BringToFront, cdp.Empty{}); err != nil {
-			return err
-		}
+		_, err := cdp.Call(ctx, t, cdppage.BringToFront, cdp.Empty{})
+		return err
+	}))
+	at := eval[[]float64](p, `new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => {
+		const r = document.querySelector('#preview-frame').getBoundingClientRect();
+		done([r.left, r.top]);
+	})))`)
+	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		for _, typ := range []input.DispatchMouseEventType{input.DispatchMouseEventTypeMouseMoved, input.DispatchMouseEventTypeMousePressed, input.DispatchMouseEventTypeMouseReleased} {
 			if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{
 				Type: typ, X: at[0] + x, Y: at[1] + y, Button: input.MouseButtonLeft, ClickCount: 1,

@@ -127,6 +127,9 @@ func TestOpenALinkFromThePreview(t *testing.T) {
 	if n := eval[int](p, "window.frameLoads"); n != 1 {
 		t.Errorf("the preview frame loaded %d pages, want 1 (it navigated)", n)
 	}
+	// Back on the list, the keys are the page's.
 	p.mouseOver("#message-list")
-	p.waitFor("the keyboard back on the page", `document.activeElement.id === 'message-view'`)
+	p.waitFor("the keyboard back on the page", `document.activeElement.id !== 'preview-frame'`)
+	p.shortcut("j")
+	p.waitFor("the cursor on the message", `document.activeElement.closest('.row')?.querySelector('.subject').textContent === 'Four links'`)
 }

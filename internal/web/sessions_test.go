@@ -178,8 +178,7 @@ func TestRestartWhileATabIsOpen(t *testing.T) {
 	p.waitFor("the thumbnail", `[...document.querySelectorAll('#panel-attachments img')].some(i => i.complete && i.naturalWidth === 1)`)
 
 	other := p.sameBrowser()
-	other.visit("/")
-	other.waitUntilLive()
+	other.signIn(testenv.AcmeKey)
 	other.click("#sign-out")
 	other.waitFor("the signed-out page", `document.querySelector('#signin-message')?.textContent === 'You are signed out.'`)
 	p.click("#message-list .row:nth-child(2) .row-link")

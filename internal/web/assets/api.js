@@ -68,7 +68,6 @@ export class Client {
   async signIn() {
     const data = await this.request('POST', '/ui/session');
     this.base = data.base;
-    this.sessionSeen = Date.now();
     return data.account;
   }
 
@@ -78,14 +77,12 @@ export class Client {
    * expiry, another tab signing out). Rejects when mailsink cannot be reached.
    */
   async ensureSession() {
-    if (Date.now() - (this.sessionSeen || 0) < 2000) return;
     const res = await fetch(`${this.base}session`, { cache: 'no-store' });
     if (res.status === 401) {
       await this.signIn();
       return;
     }
     if (res.status !== 204) throw new ApiError(res.status, `the dashboard session could not be checked (the server answered ${res.status})`, null);
-    this.sessionSeen = Date.now();
   }
 
   async signOut() {

@@ -203,7 +203,7 @@ class Dashboard {
     const giveBack = (ev) => {
       if (document.activeElement?.id === 'preview-frame' && ev.target?.id !== 'preview-frame') this.view.el.focus({ preventScroll: true });
     };
-    document.addEventListener('pointerover', giveBack, { signal: this.abort.signal });
+    document.addEventListener('pointermove', giveBack, { signal: this.abort.signal, passive: true });
     window.addEventListener('focus', giveBack, { signal: this.abort.signal });
     // A deletion waiting for its undo goes when the page does.
     window.addEventListener('pagehide', () => {
@@ -415,8 +415,6 @@ class Dashboard {
     // The first list may have been read before the stream opened: read it
     // again now that no change can fall between the two.
     if (on && !this.everLive) this.reload();
-    // mailsink may have restarted: the preview checks its session again.
-    if (on && this.everLive && !this.wasLive) this.client.sessionSeen = 0;
     this.everLive = this.everLive || on;
     this.wasLive = on;
   }
