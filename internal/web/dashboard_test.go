@@ -115,6 +115,8 @@ func TestSignInSeeNewMailLiveAndReadIt(t *testing.T) {
 	}
 	seeInlineImage(t, env, id)
 
+	p.click("#tab-source")
+	p.waitFor("the HTML source, as text", `document.querySelector('#panel-source pre')?.textContent.includes('<h1 id="greeting">Hello Ada</h1>')`)
 	p.click("#tab-text")
 	p.waitFor("the text", `document.querySelector('#panel-text').innerText.includes('Hello Ada, confirm your account')`)
 	p.click("#tab-headers")
@@ -171,7 +173,11 @@ func TestEditAndDeleteMessages(t *testing.T) {
 	p.waitFor("two messages", `document.querySelectorAll('#message-list .row').length === 2`)
 
 	p.click(`#message-list .row:nth-child(2) .row-link`)
-	p.waitFor("the message view", `document.querySelector('#message-subject')?.textContent === 'Your order shipped'`)
+	p.waitFor("the message view", `document.querySelector('#message-subject')?.textContent === 'Your order shipped' && document.querySelector('#older-message').disabled`)
+	p.click("#newer-message")
+	p.waitFor("the newer message", `document.querySelector('#message-subject')?.textContent === 'Password reset' && document.querySelector('#newer-message').disabled`)
+	p.click("#older-message")
+	p.waitFor("the older one again", `document.querySelector('#message-subject')?.textContent === 'Your order shipped'`)
 	id := eval[string](p, "location.hash.slice('#/emails/'.length)")
 
 	p.typeInto("#label-input", "checked"+kb.Enter)

@@ -171,4 +171,24 @@ func TestLayoutAndScreenshots(t *testing.T) {
 			p.waitFor("the message alone", `document.querySelector('#message-subject')`)
 		}
 	}
+
+	// A long subject takes two lines, and the preview stays in view; the
+	// whole subject is a click away.
+	long := strings.TrimSpace(strings.Repeat("Your account statement for the period ending in November is ready to download ", 6))
+	sendMail(t, env, "statements@bank.example", "ada@acme.test", "Subject: "+long+"\n\nHello.\n")
+	p.click("#message-view .back")
+	p.waitFor("the long subject", `document.querySelector('#message-list .subject')?.textContent === `+js(long))
+	p.click("#message-list .row-link")
+	p.waitFor("the subject clamped, the button to show it", `document.querySelector('#message-subject')?.textContent === `+js(long)+` && !document.querySelector('#expand-subject').hidden`)
+	lines := `(h => Math.round(h.getBoundingClientRect().height / parseFloat(getComputedStyle(h).lineHeight)))(document.querySelector('#message-subject'))`
+	if n := eval[int](p, lines); n != 2 {
+		t.Errorf("the long subject takes %d lines at 360 px, want 2", n)
+	}
+	if top := eval[float64](p, `document.querySelector('#panel-html').getBoundingClientRect().top`); top > 500 {
+		t.Errorf("the preview starts %.0f px down at 360x812, want it in view", top)
+	}
+	p.click("#expand-subject")
+	if n := eval[int](p, lines); n < 5 {
+		t.Errorf("the whole subject takes %d lines, want it all", n)
+	}
 }

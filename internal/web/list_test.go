@@ -109,6 +109,7 @@ func TestPagingAndBulkActions(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the DELETE", func() bool { return apiCount(t, env, "status=archived") == 1 })
 
 	// Delete all: only after the confirmation.
+	p.waitFor("the count", `document.querySelector('#message-count').textContent === '55 messages'`)
 	p.click("#delete-matching")
 	p.waitFor("the confirmation", `document.querySelector('#confirm[open]')`)
 	if got := p.text("#confirm-text"); got != "Delete all 55 messages of Acme QA? This cannot be undone." {

@@ -47,6 +47,9 @@ func TestPageAndAssets(t *testing.T) {
 	if strings.Contains(csp, "unsafe") {
 		t.Errorf("page CSP %q allows unsafe sources", csp)
 	}
+	if !bytes.Contains(res.Body, []byte(`<meta name="mailsink-mark-read" content="true">`)) {
+		t.Errorf("the page does not say that opening a message marks it read (MAILSINK_DASHBOARD_MARK_READ's default):\n%s", res.Body)
+	}
 	if regexp.MustCompile(`<script(\s[^>]*)?>[^<]`).Match(res.Body) || bytes.Contains(res.Body, []byte(" on")) && regexp.MustCompile(`\son\w+=`).Match(res.Body) {
 		t.Errorf("the page has inline script:\n%s", res.Body)
 	}
@@ -271,6 +274,38 @@ func TestPreviewErrorsAreMailsinkPages(t *testing.T) {
 			!strings.Contains(string(res.Body), "mailsink could not show this message") || !strings.Contains(string(res.Body), tc.says) {
 			t.Errorf("%s: %d, %q, frame options %q, CSP %q:\n%s", tc.name, res.Status, res.Header.Get("Content-Type"),
 				res.Header.Get("X-Frame-Options"), res.Header.Get("Content-Security-Policy"), res.Body)
+		}
+	}
+}
+
+// The page a link from a captured message opens when it should be looked
+// at first says where the link leads and what its text showed, offers it
+// only when it is a web, mail, phone or SMS link, and runs no script.
+func TestAwayPage(t *testing.T) {
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
+	for _, tc := range []struct {
+		name, query string
+		status      int
+		says, offer string
+	}{
+		{"a disguised link", "to=" + url.QueryEscape("https://evil.example/login") + "&text=" + url.QueryEscape("https://bank.example/<b>"), http.StatusOK,
+			`The link's text: https://bank.example/&lt;b&gt; — another address than the link leads to`, `href="https://evil.example/login"`},
+		{"a mail link", "to=" + url.QueryEscape("mailto:ada%40acme.test?subject=Hi"), http.StatusOK,
+			`write to <strong id="away-target">ada@acme.test</strong>`, `href="mailto:ada%40acme.test?subject=Hi"`},
+		{"a phone link", "to=tel:%2B15550100", http.StatusOK, `(tel:) to open <strong id="away-target">+15550100</strong>`, `href="tel:+15550100"`},
+		{"a script", "to=" + url.QueryEscape("javascript:alert(document.cookie)"), http.StatusBadRequest, `javascript:alert(document.cookie)`, ""},
+		{"data", "to=" + url.QueryEscape("data:text/html,<script>alert(1)</script>"), http.StatusBadRequest, `data:text/html,&lt;script&gt;`, ""},
+		{"nothing", "", http.StatusBadRequest, "does not open links of this kind", ""},
+	} {
+		res := get(t, env, "/ui/away?"+tc.query, nil)
+		body := string(res.Body)
+		if res.Status != tc.status || !strings.Contains(body, tc.says) || res.Header.Get("Content-Security-Policy") == "" ||
+			res.Header.Get("X-Frame-Options") != "DENY" || strings.Contains(body, "<script") {
+			t.Errorf("%s: %d, CSP %q:\n%s", tc.name, res.Status, res.Header.Get("Content-Security-Policy"), body)
+		}
+		offered := strings.Contains(body, `id="away-open"`)
+		if offered != (tc.offer != "") || tc.offer != "" && !strings.Contains(body, tc.offer) {
+			t.Errorf("%s: the page offers the link: %v, want %q:\n%s", tc.name, offered, tc.offer, body)
 		}
 	}
 }

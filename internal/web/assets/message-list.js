@@ -102,6 +102,8 @@ export class MessageList {
     const keep = this.items.filter((e) => e.id === this.openId || (full && last && newerFirst(e, last) > 0));
     this.items = [];
     this.merge([...keep, ...items]);
+    for (const id of this.selected) if (!this.has(id)) this.selected.delete(id);
+    this.update();
     if (!full) this.setHasMore(false);
   }
 
