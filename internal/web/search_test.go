@@ -34,7 +34,9 @@ func searchMails(t *testing.T, env *testenv.Env) {
 	}
 }
 
-func urlQuery(q string) string { return strings.NewReplacer(" ", "+", ":", "%3A", `"`, "%22", "#", "%23").Replace(q) }
+func urlQuery(q string) string {
+	return strings.NewReplacer(" ", "+", ":", "%3A", `"`, "%22", "#", "%23").Replace(q)
+}
 
 // search types q into the search box, as a person does, and presses Enter.
 func (p *page) search(q string) {
