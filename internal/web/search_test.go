@@ -35,7 +35,6 @@ func searchMails(t *testing.T, env *testenv.Env) {
 	}
 }
 
-
 // search types q into the search box, as a person does, and presses Enter.
 func (p *page) search(q string) {
 	p.t.Helper()
