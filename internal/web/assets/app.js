@@ -72,8 +72,8 @@ async function signIn(key, remember) {
 function signInPage(message) {
   if (current) current.close();
   current = null;
-  document.body.classList.remove('has-message');
-  document.title = 'Sign in · mailsink';
+  document.body.classList.remove('has-message', 'sidebar-open');
+  showUnread(null, 'Sign in · mailsink');
   showSignIn(root, {
     message,
     onSignIn: async (key, remember) => {
