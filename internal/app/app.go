@@ -31,10 +31,13 @@ import (
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/internal/held"
+	"github.com/mailsink/mailsink/internal/imapd"
 	"github.com/mailsink/mailsink/internal/inbound"
 	"github.com/mailsink/mailsink/internal/ingest"
+	"github.com/mailsink/mailsink/internal/mailaccess"
 	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/pop3d"
 	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
 	"github.com/mailsink/mailsink/internal/search"
@@ -55,6 +58,10 @@ type App struct {
 	smtp      *smtpd.Server
 	http      *httpapi.Server
 	https     *httpapi.Server // nil without MAILSINK_HTTPS_ADDR
+	// imap and pop3 are the mail-client doors, nil without
+	// MAILSINK_IMAP_ADDR, MAILSINK_POP3_ADDR.
+	imap *imapd.Server
+	pop3 *pop3d.Server
 	cert      *certs.Source   // nil without a TLS certificate
 	api       *httpapi.API
 	metrics   *metrics.Metrics
@@ -268,6 +275,13 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		SNS: inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
+	// The mail-client doors share the wrong-key limit with the API and
+	// SMTP AUTH, and their connection bounds with each other.
+	mc := cfg.Mailbox
+	access := mailaccess.New(mailaccess.Config{Keys: reg, AuthLimiter: guard,
+		PerAddress: mc.MaxConnectionsPerAddress, PerAccount: mc.MaxConnectionsPerAccount})
+	doors := doorsConfig{access: access, metrics: metrics.NewDoors(registry), tls: tlsConfig, reads: reads,
+		insecureAuth: cfg.SMTP.AllowInsecureAuth && !cfg.SMTP.RequireTLS}
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
 	httpConfig := httpapi.ServerConfig{
 		Addr:              cfg.HTTP.Addr,
@@ -304,6 +318,15 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			return nil, fmt.Errorf("MAILSINK_HTTPS_ADDR %s: %w", cfg.HTTP.TLSAddr, err)
 		}
 	}
+	if err := a.startDoors(doors); err != nil {
+		a.smtp.Shutdown(ctx)
+		a.http.Shutdown(ctx)
+		if a.https != nil {
+			a.https.Shutdown(ctx)
+		}
+		st.Close()
+		return nil, err
+	}
 	a.retention = retention.New(st, retentionConfig(cfg, cfg.Accounts, m, log.With("component", "retention")))
 	a.retention.Start(ctx)
 	a.watchAccounts()
@@ -314,6 +337,14 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	if addr := a.HTTPSAddr(); addr != nil {
 		attrs = append(attrs, "https", addr.String())
 	}
+	for _, door := range []struct {
+		name string
+		addr net.Addr
+	}{{"imap", a.IMAPAddr()}, {"imaps", a.IMAPSAddr()}, {"pop3", a.POP3Addr()}, {"pop3s", a.POP3SAddr()}} {
+		if door.addr != nil {
+			attrs = append(attrs, door.name, door.addr.String())
+		}
+	}
 	if cert != nil {
 		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()), "tls_cert", cert.CertFile())
 	}
@@ -321,6 +352,77 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a.startSearch(ctx)
 	log.Info("mailsink started", attrs...)
 	return a, nil
+}
+
+// doorsConfig is what the mail-client doors share.
+type doorsConfig struct {
+	access       *mailaccess.Access
+	metrics      *metrics.Doors
+	tls          *tls.Config
+	reads        *bodies.Service
+	insecureAuth bool
+}
+
+// startDoors starts the POP3 door when configured. Its errors name the
+// setting; on error nothing of it is left running.
+func (a *App) startDoors(d doorsConfig) error {
+	mc := a.cfg.Mailbox
+	if mc.POP3Addr == "" {
+		return nil
+	}
+	a.pop3 = pop3d.New(pop3d.Config{
+		Addr: mc.POP3Addr, TLSAddr: mc.POP3SAddr, TLS: d.tls, AllowInsecureAuth: d.insecureAuth,
+		MaxMessages: mc.MaxMessages, StoreTimeout: a.cfg.Store.Timeout, Access: d.access, Metrics: d.metrics,
+	}, a.store, d.reads, a.log.With("component", "pop3"))
+	if err := a.pop3.Start(); err != nil {
+		a.pop3 = nil
+		var le *pop3d.ListenError
+		if errors.As(err, &le) {
+			return fmt.Errorf("MAILSINK_POP3S_ADDR %s: %w", le.Addr, le.Err)
+		}
+		return fmt.Errorf("MAILSINK_POP3_ADDR %s: %w", mc.POP3Addr, err)
+	}
+	return nil
+}
+
+// shutdownDoors closes the mail-client doors' connections.
+func (a *App) shutdownDoors(ctx context.Context) error {
+	if a.pop3 == nil {
+		return nil
+	}
+	return a.pop3.Shutdown(ctx)
+}
+
+// IMAPAddr returns the IMAP listener's address, or nil.
+func (a *App) IMAPAddr() net.Addr {
+	if a.imap == nil {
+		return nil
+	}
+	return a.imap.Addr()
+}
+
+// IMAPSAddr returns the implicit-TLS IMAP listener's address, or nil.
+func (a *App) IMAPSAddr() net.Addr {
+	if a.imap == nil {
+		return nil
+	}
+	return a.imap.TLSAddr()
+}
+
+// POP3Addr returns the POP3 listener's address, or nil.
+func (a *App) POP3Addr() net.Addr {
+	if a.pop3 == nil {
+		return nil
+	}
+	return a.pop3.Addr()
+}
+
+// POP3SAddr returns the implicit-TLS POP3 listener's address, or nil.
+func (a *App) POP3SAddr() net.Addr {
+	if a.pop3 == nil {
+		return nil
+	}
+	return a.pop3.TLSAddr()
 }
 
 // loadCertificate returns the certificate of the TLS settings, or nil when
@@ -508,11 +610,12 @@ func (a *App) Shutdown(ctx context.Context) error {
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
+	errDoors := a.shutdownDoors(ctx)
 	errWebhooks := a.shutdownWebhooks(ctx)
 	a.stopSearch()
 	<-a.searchDone
 	errStore := a.store.Close()
-	return errors.Join(errRetention, errSMTP, errHTTP, errWebhooks, errStore)
+	return errors.Join(errRetention, errSMTP, errHTTP, errDoors, errWebhooks, errStore)
 }
 
 // Run starts mailsink, calls started, and runs until ctx is cancelled,

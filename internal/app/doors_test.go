@@ -1,0 +1,87 @@
+package app_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/smtp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pop3Stat logs in to a POP3 listener with key and returns STAT's
+// answer.
+func pop3Stat(t *testing.T, c net.Conn, key string) string {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	send := func(line string) string {
+		t.Helper()
+		if line != "" {
+			if _, err := c.Write([]byte(line + "\r\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", line, err)
+		}
+		return strings.TrimSpace(l)
+	}
+	send("") // greeting
+	send("USER anyone")
+	if got := send("PASS " + key); !strings.HasPrefix(got, "+OK") {
+		t.Fatalf("PASS: %q", got)
+	}
+	return send("STAT")
+}
+
+// The mail-client doors are wired with the SMTP certificate and the
+// accounts: mail sent over SMTP is read over POP3, plain and implicit TLS.
+func TestMailClientDoors(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"MAILSINK_API_KEY": "door-key", "MAILSINK_SMTP_TLS_AUTO": "mailsink.test",
+		"MAILSINK_POP3_ADDR": "127.0.0.1:0", "MAILSINK_POP3S_ADDR": "127.0.0.1:0"})
+	if a.IMAPAddr() != nil {
+		t.Error("an IMAP listener without MAILSINK_IMAP_ADDR")
+	}
+	msg := "From: a@example.com\r\nTo: qa@example.com\r\nSubject: door\r\n\r\nhello\r\n"
+	sc, err := smtp.Dial(a.SMTPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if err := sc.Mail("a@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Rcpt("qa@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := sc.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc.Write([]byte(msg))
+	if err := wc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("+OK 1 %d", len(msg))
+	c, err := net.Dial("tcp", a.POP3Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := pop3Stat(t, c, "door-key"); got != want {
+		t.Errorf("STAT over POP3: %q, want %q", got, want)
+	}
+	tc, err := tls.Dial("tcp", a.POP3SAddr().String(), &tls.Config{ServerName: "mailsink.test", InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if got := pop3Stat(t, tc, "door-key"); got != want {
+		t.Errorf("STAT over POP3S: %q, want %q", got, want)
+	}
+}
