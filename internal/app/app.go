@@ -60,12 +60,12 @@ type App struct {
 	https     *httpapi.Server // nil without MAILSINK_HTTPS_ADDR
 	// imap and pop3 are the mail-client doors, nil without
 	// MAILSINK_IMAP_ADDR, MAILSINK_POP3_ADDR.
-	imap *imapd.Server
-	pop3 *pop3d.Server
-	cert      *certs.Source   // nil without a TLS certificate
-	api       *httpapi.API
-	metrics   *metrics.Metrics
-	accounts  *accounts.Registry
+	imap     *imapd.Server
+	pop3     *pop3d.Server
+	cert     *certs.Source // nil without a TLS certificate
+	api      *httpapi.API
+	metrics  *metrics.Metrics
+	accounts *accounts.Registry
 	// large gives turns to large request bodies.
 	large *gate.Gate
 	// bodies is the memory HTTP request bodies share (bodyBudget).
