@@ -21,7 +21,7 @@ import (
 func TestChecks(t *testing.T) {
 	t.Parallel()
 	dns := dnstest.Start(t)
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.Checks.DNSResolver = dns.Addr()
 	})
 	c := newClient(t, e.BaseURL, testenv.AcmeKey)

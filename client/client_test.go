@@ -20,7 +20,7 @@ import (
 // acme account.
 func start(t *testing.T) (*testenv.Env, *client.Client) {
 	t.Helper()
-	return startOn(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt})
+	return startOn(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded})
 }
 
 func startOn(t *testing.T, b testenv.Backend) (*testenv.Env, *client.Client) {
@@ -290,7 +290,7 @@ func TestListWait(t *testing.T) {
 func TestReleaseToARealServer(t *testing.T) {
 	t.Parallel()
 	up := testenv.StartUpstream(t)
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt},
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded},
 		testenv.WithRelay(t, "acme", up.Relay(config.RelayStartTLS, `.*@acme\.test`)))
 	c := newClient(t, e.BaseURL, testenv.AcmeKey)
 	ctx := context.Background()

@@ -216,9 +216,12 @@ func (t TLS) Enabled() bool { return t.CertFile != "" || len(t.AutoHosts) > 0 }
 // Store selects and configures the backend: Redis when RedisURL or
 // RedisCluster is set, else the embedded store under DataDir.
 type Store struct {
-	DataDir      string
-	RedisURL     string
-	RedisCluster []string
+	// DataDir is the embedded store's directory, or MemoryDataDir.
+	DataDir string
+	// MemoryMaxBytes bounds the embedded store in memory.
+	MemoryMaxBytes int64
+	RedisURL       string
+	RedisCluster   []string
 	// RedisPrefix starts every Redis key, so several deployments can share
 	// one Redis.
 	RedisPrefix string
@@ -341,7 +344,7 @@ func Load(getenv func(string) string, readFile func(string) ([]byte, error)) (*C
 			return nil, err
 		}
 		c.Accounts = accounts
-	case c.Accounts == nil:
+	case c.Accounts == nil && !c.Store.InMemory():
 		c.KeyFile = filepath.Join(c.Store.DataDir, "api-key")
 	}
 	return c, nil
@@ -430,11 +433,16 @@ func DefaultAccounts(key string) []Account {
 // UseKeyFile makes the default account with the key kept in c.KeyFile,
 // generating the key and the file (mode 0600, its directory too) when there
 // is none yet. It returns the key only when it generated it, so that the
-// start that made it can print it once. It does nothing when c.KeyFile is
-// empty (an accounts file or MAILSINK_API_KEY gives the keys).
+// start that made it can print it once. With MAILSINK_DATA_DIR=:memory: and
+// no other key, it generates a key that is kept nowhere. It does nothing
+// when an accounts file or MAILSINK_API_KEY gives the keys.
 func (c *Config) UseKeyFile() (generated string, err error) {
 	if c.KeyFile == "" {
-		return "", nil
+		if c.Accounts == nil && c.AccountsFile == "" && c.Store.InMemory() {
+			generated = newKey()
+			c.Accounts = DefaultAccounts(generated)
+		}
+		return generated, nil
 	}
 	key, err := os.ReadFile(c.KeyFile)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -474,6 +482,13 @@ func writeKeyFile(path string) (string, error) {
 	}
 	return key, nil
 }
+
+// MemoryDataDir is the MAILSINK_DATA_DIR that keeps the embedded store in
+// memory.
+const MemoryDataDir = ":memory:"
+
+// InMemory reports whether MAILSINK_DATA_DIR asks for nothing on disk.
+func (s Store) InMemory() bool { return s.DataDir == MemoryDataDir }
 
 // UsesRedis reports whether the store is Redis rather than the embedded one.
 func (s Store) UsesRedis() bool { return s.RedisURL != "" || len(s.RedisCluster) > 0 }

@@ -218,3 +218,32 @@ func TestCheckServers(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyInMemory: with MAILSINK_DATA_DIR=:memory: the default account's
+// key is made for the run and kept nowhere, a new one at each start.
+func TestKeyInMemory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	c, err := load(t, map[string]string{"MAILSINK_DATA_DIR": ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Store.InMemory() || c.KeyFile != "" || c.Store.MemoryMaxBytes != 1<<30 {
+		t.Fatalf("in memory: InMemory %v, KeyFile %q, MemoryMaxBytes %d; want true, none, 1 GiB",
+			c.Store.InMemory(), c.KeyFile, c.Store.MemoryMaxBytes)
+	}
+	key, err := c.UseKeyFile()
+	if err != nil || !strings.HasPrefix(key, "msk_") || len(c.Accounts) != 1 || c.Accounts[0].KeyDigests[0] != Digest(key) {
+		t.Fatalf("UseKeyFile = %q, %v, accounts %+v; want a new key for the default account", key, err, c.Accounts)
+	}
+	again, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": ":memory:"})
+	if k, _ := again.UseKeyFile(); k == "" || k == key {
+		t.Errorf("second start's key %q; want a new one", k)
+	}
+	if entries, err := os.ReadDir("."); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v); want nothing written", entries, err)
+	}
+	withKey, _ := load(t, map[string]string{"MAILSINK_DATA_DIR": ":memory:", "MAILSINK_API_KEY": "k"})
+	if k, err := withKey.UseKeyFile(); k != "" || err != nil {
+		t.Errorf("with MAILSINK_API_KEY: %q, %v; want the given key used", k, err)
+	}
+}

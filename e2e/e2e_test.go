@@ -245,6 +245,40 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 	figures("crash test (SIGKILL, embedded store): sent %d, acknowledged %d, stored %d, lost %d", sent.Load(), len(acked), len(stored), lost)
 }
 
+// TestMemoryKeepsNothing runs mailsink with MAILSINK_DATA_DIR=:memory:
+// twice in one working directory: the first keeps a message until it is
+// killed, the second starts empty with another key, and neither writes a
+// file.
+func TestMemoryKeepsNothing(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	count := func(p *process) float64 {
+		t.Helper()
+		return p.env().Do(t, http.MethodGet, "/v1/emails/count", p.APIKey, nil).JSON(t)["count"].(float64)
+	}
+	first := startProcessIn(t, wd, "MAILSINK_DATA_DIR=:memory:", "MAILSINK_API_KEY=")
+	if first.APIKey == "" || !strings.Contains(first.Output(), "nothing survives a restart") {
+		t.Fatalf("the banner does not print a key or say nothing survives:\n%s", first.Output())
+	}
+	if err := sendOne(first.SMTP, "app@example.com", "r@example.com", "Subject: kept in memory\r\n\r\nbody\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(first); n != 1 {
+		t.Fatalf("count after one message: %v, want 1", n)
+	}
+	first.kill()
+	second := startProcessIn(t, wd, "MAILSINK_DATA_DIR=:memory:", "MAILSINK_API_KEY=")
+	if second.APIKey == "" || second.APIKey == first.APIKey {
+		t.Errorf("the second start's key %q; want a new one", second.APIKey)
+	}
+	if n := count(second); n != 0 {
+		t.Errorf("count after a restart: %v, want 0", n)
+	}
+	if entries, err := os.ReadDir(wd); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v); want nothing written", entries, err)
+	}
+}
+
 // TestHealthcheckCommand checks `mailsink healthcheck`, which the compose
 // file uses: 0 while the service is ready, 1 once it is gone.
 func TestHealthcheckCommand(t *testing.T) {

@@ -60,7 +60,15 @@ var (
 // waits until it has printed its addresses.
 func startProcess(t *testing.T, env ...string) *process {
 	t.Helper()
+	return startProcessIn(t, "", env...)
+}
+
+// startProcessIn is startProcess in the working directory dir ("": the
+// test's).
+func startProcessIn(t *testing.T, dir string, env ...string) *process {
+	t.Helper()
 	cmd := exec.Command(binary, "serve")
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MAILSINK_HTTP_ADDR=127.0.0.1:0", "MAILSINK_SMTP_ADDR=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()

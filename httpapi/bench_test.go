@@ -15,7 +15,7 @@ import (
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/ingest"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 // benchPage returns a page of 25 emails shaped like the load tool's: a
@@ -50,7 +50,7 @@ func BenchmarkListByRecipient(b *testing.B) {
 	accs := []config.Account{{ID: "acc-bench", Slug: "bench", Name: "Bench", Domains: []string{"acme.test"}}}
 	accs[0].KeyDigests = [][32]byte{config.Digest(key)}
 	reg := accounts.New(accs)
-	st, err := boltstore.Open(filepath.Join(b.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(b.TempDir(), "store"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -334,7 +334,7 @@ func TestSpamCheckNotConfiguredOrDown(t *testing.T) {
 	}
 	down := l.Addr().String()
 	l.Close()
-	embedded := testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}
+	embedded := testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}
 	for _, tc := range []struct {
 		addr   string
 		status int

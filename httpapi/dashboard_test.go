@@ -11,13 +11,13 @@ import (
 
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/ingest"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 // The dashboard's handler gets / and everything under /ui/, and its own
 // security headers replace the API's; the API's paths stay the API's.
 func TestDashboardRoutes(t *testing.T) {
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

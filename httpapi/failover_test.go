@@ -35,7 +35,7 @@ func TestWaitRidesThroughUnavailableStore(t *testing.T) {
 	t.Parallel()
 	var flaky *flakyStore
 	b := testenv.Backend{Name: "flaky", Open: func(t *testing.T) store.Store {
-		st := testenv.OpenBolt(t)
+		st := testenv.OpenEmbedded(t)
 		flaky = &flakyStore{Store: st}
 		flaky.failures.Store(2)
 		return flaky
@@ -100,7 +100,7 @@ func TestWaitAnswersEmailWithoutEvent(t *testing.T) {
 	t.Parallel()
 	silent := &silentStore{hub: eventhub.New(-1)}
 	b := testenv.Backend{Name: "silent", Open: func(t *testing.T) store.Store {
-		silent.Store = testenv.OpenBolt(t)
+		silent.Store = testenv.OpenEmbedded(t)
 		return silent
 	}}
 	e := testenv.Start(t, b, nil)

@@ -108,7 +108,7 @@ func TestFaultNextTwoAtData(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+		e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 		check(t, e, []string{e.SMTP})
 		metrics := e.Do(t, http.MethodGet, "/metrics", "", nil)
 		if want := `mailsink_smtp_faults_total{action="reply",stage="data"} 2`; !strings.Contains(string(metrics.Body), want) {
@@ -153,7 +153,7 @@ func TestFaultConcurrentReplicas(t *testing.T) {
 // disconnect, over real SMTP.
 func TestFaultStages(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	const delay = 300 * time.Millisecond
 	// run does one transaction as acme (AUTH PLAIN) to rcpt and returns
 	// the error of the first command that failed.
@@ -225,7 +225,7 @@ func TestFaultStages(t *testing.T) {
 // TestFaultBDAT checks that the data stage answers the first BDAT chunk.
 func TestFaultBDAT(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	addFault(t, e, acme, map[string]any{"stage": "data", "count": 1, "reply": map[string]any{"code": 452, "text": "4.3.1 Full"}})
 	conn, err := net.Dial("tcp", e.SMTP)
 	if err != nil {
@@ -267,7 +267,7 @@ func TestFaultBDAT(t *testing.T) {
 // half of 200 transactions.
 func TestFaultProbability(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	addFault(t, e, acme, map[string]any{"stage": "rcpt", "probability": 0.5, "reply": map[string]any{"code": 451}})
 	c, err := smtp.Dial(e.SMTP)
 	if err != nil {
@@ -296,7 +296,7 @@ func TestFaultProbability(t *testing.T) {
 // TestFaultExpiry checks that a rule stops applying once expired.
 func TestFaultExpiry(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	item := addFault(t, e, acme, map[string]any{"stage": "rcpt", "expiresIn": "700ms", "reply": map[string]any{"code": 450}})
 	if item["expiresAt"] == nil {
 		t.Errorf("rule %v: want expiresAt", item)
@@ -315,7 +315,7 @@ func TestFaultExpiry(t *testing.T) {
 // them.
 func TestFaultAccounts(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	g := addFault(t, e, globex, map[string]any{"stage": "rcpt", "reply": map[string]any{"code": 550}})
 	if err := trySend(t, e.SMTP, "x@acme.test"); err != nil {
 		t.Errorf("acme's mail under globex's rule: %v, want 250", err)
@@ -353,7 +353,7 @@ func TestFaultAccounts(t *testing.T) {
 // naming the field, and that an account's rules are bounded.
 func TestFaultValidation(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	reply := map[string]any{"code": 451}
 	tests := []struct {
 		name  string

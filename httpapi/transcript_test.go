@@ -100,7 +100,7 @@ func TestTranscript(t *testing.T) {
 // account are left out of an account's transcript.
 func TestTranscriptPerAccount(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	c, err := smtp.Dial(e.SMTP)
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func TestLargeSendersHoldTheirShareOfMemory(t *testing.T) {
 	t.Parallel()
 	const total = 16 << 20 // the least allowed; a share is 2 MiB
 	const readTimeout = 2 * time.Second
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.SMTP.MaxBufferedBytes = total
 		c.SMTP.ReadTimeout = readTimeout
 		c.SMTP.LimitLoopback = true // the senders are loopback addresses

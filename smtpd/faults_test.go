@@ -25,7 +25,7 @@ func addFault(t *testing.T, e *testenv.Env, rule map[string]any) {
 // code; the others are stored, and the transcript shows the refusal.
 func TestFaultAtRcptRefusesOneRecipient(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	addFault(t, e, map[string]any{"stage": "rcpt", "recipient": "@acme.test", "sender": "app@example.com", "reply": map[string]any{"code": 450, "text": "Mailbox busy"}})
 	tp, _, _ := greet(t, e.SMTP)
 	cmd(t, tp, "EHLO client.example", 250)
@@ -63,7 +63,7 @@ func TestFaultAtRcptRefusesOneRecipient(t *testing.T) {
 // the connection at the first BDAT chunk, without a reply, storing nothing.
 func TestFaultDisconnectAtBDAT(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	addFault(t, e, map[string]any{"stage": "data", "count": 1, "disconnect": true})
 	tp, _, _ := greet(t, e.SMTP)
 	cmd(t, tp, "EHLO client.example", 250)
@@ -95,7 +95,7 @@ func TestFaultDisconnectAtBDAT(t *testing.T) {
 // goes through (each RCPT taking a match would let it through at once).
 func TestCountedRcptFaultCountsTransactions(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	addFault(t, e, map[string]any{"stage": "rcpt", "recipient": "@acme.test", "count": 1, "reply": map[string]any{"code": 450, "text": "Mailbox busy"}})
 	tp, _, _ := greet(t, e.SMTP)
 	cmd(t, tp, "EHLO client.example", 250)
@@ -114,7 +114,7 @@ func TestCountedRcptFaultCountsTransactions(t *testing.T) {
 // message, which is dropped.
 func TestFaultAtDataAnswersDATA(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	addFault(t, e, map[string]any{"stage": "data", "count": 1, "reply": map[string]any{"code": 451, "text": "4.3.0 Try again later"}})
 	tp, _, _ := greet(t, e.SMTP)
 	cmd(t, tp, "EHLO client.example", 250)

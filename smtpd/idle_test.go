@@ -113,7 +113,7 @@ func TestIdleTransferEndsAtTheReadTimeout(t *testing.T) {
 // timeout bounds the pauses, the data timeout the whole.
 func TestSteadySenderOutlastsTheReadTimeout(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.ReadTimeout = idleReadTimeout })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.SMTP.ReadTimeout = idleReadTimeout })
 	tp := openSession(t, e.SMTP, nil, "steady@acme.test")
 	cmd(t, tp, "DATA", 354)
 	tp.W.WriteString("Subject: steady\r\n\r\n")

@@ -22,7 +22,7 @@ func largeSlotHeld(t *testing.T, edit func(*config.Config)) (*testenv.Env, *hold
 	t.Helper()
 	hs := &holdingStore{release: make(chan struct{})}
 	backend := testenv.Backend{Name: "embedded", Open: func(t *testing.T) store.Store {
-		hs.Store = testenv.OpenBolt(t)
+		hs.Store = testenv.OpenEmbedded(t)
 		return hs
 	}}
 	e := testenv.Start(t, backend, func(c *config.Config) {
@@ -170,7 +170,7 @@ func TestShutdownEndsWaitForASlot(t *testing.T) {
 // each transaction must get its own answer.
 func TestBDATAfterReset(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	tp, _, _ := greet(t, e.SMTP)
 	cmd(t, tp, "EHLO x.example", 250)
 	for range 20 {
@@ -201,7 +201,7 @@ func TestBDATAfterReset(t *testing.T) {
 // message again.
 func TestCutShortBDATStoresNothing(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	m := e.App.Metrics().SMTPMessages
 	tp, _, _ := greet(t, e.SMTP)
 	cmd(t, tp, "EHLO x.example", 250)
@@ -225,7 +225,7 @@ func TestCutShortBDATStoresNothing(t *testing.T) {
 // through, long before the slow one's data timeout.
 func TestSlowSenderLosesItsSlot(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.SMTP.MaxLargeTransfers = 1
 		c.SMTP.DataTimeout = 5 * time.Minute
 	})

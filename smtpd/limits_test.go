@@ -44,7 +44,7 @@ func greetFrom(t *testing.T, addr, local string) (*textproto.Conn, int, string) 
 
 func TestConnectionLimit(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.MaxConnections = 2 })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.SMTP.MaxConnections = 2 })
 	first, code, _ := greetFrom(t, e.SMTP, "127.0.0.2")
 	if code != 220 {
 		t.Fatalf("first connection greeted %d", code)
@@ -79,7 +79,7 @@ func TestConnectionsPerAddressAndNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.TrustedProxies = trusted
 		c.SMTP.MaxConnections = 20
 		c.SMTP.MaxConnectionsPerAddress = 2
@@ -120,7 +120,7 @@ func TestConnectionsPerAddressAndNetwork(t *testing.T) {
 // instead of answering 501 at each timeout until go-smtp's error limit.
 func TestDrippedCommandEndsAtTheReadTimeout(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.ReadTimeout = 300 * time.Millisecond })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.SMTP.ReadTimeout = 300 * time.Millisecond })
 	tp, _, _ := greet(t, e.SMTP)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -154,7 +154,7 @@ func TestDrippedCommandEndsAtTheReadTimeout(t *testing.T) {
 
 func TestDataTimeout(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.DataTimeout = 300 * time.Millisecond })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.SMTP.DataTimeout = 300 * time.Millisecond })
 	tp, _, _ := greet(t, e.SMTP)
 	for _, cmd := range []struct {
 		line string
@@ -196,7 +196,7 @@ func TestDataTimeout(t *testing.T) {
 // each well within the command timeout, for longer than the data timeout.
 func TestBDATIsBoundedByTheDataTimeout(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.SMTP.DataTimeout = 300 * time.Millisecond })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.SMTP.DataTimeout = 300 * time.Millisecond })
 	tp, _, _ := greet(t, e.SMTP)
 	for _, cmd := range []string{"EHLO slow.example", "MAIL FROM:<a@example.com>", "RCPT TO:<bdat@acme.test>"} {
 		tp.PrintfLine("%s", cmd)
@@ -231,7 +231,7 @@ func TestBDATIsBoundedByTheDataTimeout(t *testing.T) {
 
 func TestRejectionMetrics(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	tp, _, _ := greet(t, e.SMTP)
 	for _, line := range []string{"EHLO m.example", "AUTH PLAIN AHgAd3Jvbmc=", "MAIL FROM:<a@example.com>", "RCPT TO:<a..b@acme.test>", "RCPT TO:<x@nowhere.example>"} {
 		tp.PrintfLine("%s", line)
@@ -250,7 +250,7 @@ func TestRejectionMetrics(t *testing.T) {
 // right key still works, and HTTP shares the budget.
 func TestAuthFailuresAreRateLimited(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.HTTP.AuthFailuresPerMinute = 2
 		c.HTTP.AuthLimitLoopback = true
 	})
@@ -296,7 +296,7 @@ func TestAuthFailuresAreRateLimited(t *testing.T) {
 // session goes on (no unprompted 421) and nothing is stored.
 func TestRSETDuringBDAT(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	tp, _, _ := greet(t, e.SMTP)
 	for _, cmd := range []string{"EHLO r.example", "MAIL FROM:<a@example.com>", "RCPT TO:<rset@acme.test>"} {
 		tp.PrintfLine("%s", cmd)
@@ -357,7 +357,7 @@ func TestLargeMessagesTakeTurns(t *testing.T) {
 	t.Parallel()
 	hs := &holdingStore{release: make(chan struct{})}
 	backend := testenv.Backend{Name: "embedded", Open: func(t *testing.T) store.Store {
-		hs.Store = testenv.OpenBolt(t)
+		hs.Store = testenv.OpenEmbedded(t)
 		return hs
 	}}
 	e := testenv.Start(t, backend, func(c *config.Config) { c.SMTP.MaxLargeTransfers = 1 })

@@ -58,7 +58,7 @@ func TestProxyProtocolNamesTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.SMTP.MaxConnectionsPerAddress = 2
 		c.TrustedProxies = trusted
 	})
@@ -85,7 +85,7 @@ func TestProxyProtocolNamesTheClient(t *testing.T) {
 func TestProxyProtocolOnlyFromTrustedPeers(t *testing.T) {
 	t.Parallel()
 	trusted, _ := clientaddr.Parse("127.0.0.1")
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.SMTP.MaxConnectionsPerAddress = 2
 		c.SMTP.LimitLoopback = true
 		c.TrustedProxies = trusted
@@ -123,7 +123,7 @@ func TestProxyProtocolOnlyFromTrustedPeers(t *testing.T) {
 func TestProxyProtocolClientsHaveTheirOwnAuthLimit(t *testing.T) {
 	t.Parallel()
 	trusted, _ := clientaddr.Parse("127.0.0.1")
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.HTTP.AuthFailuresPerMinute = 1
 		c.TrustedProxies = trusted
 	})

@@ -16,7 +16,7 @@ import (
 // finish, refuses a new one, and does not wait for idle connections.
 func TestShutdownDrains(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 
 	busy, err := smtp.Dial(e.SMTP)
 	if err != nil {

@@ -371,7 +371,7 @@ func TestLongLinesAreKept(t *testing.T) {
 // non-ASCII addresses get RFC 6531's 553 5.6.7 with or without SMTPUTF8.
 func TestAddressRefusalsOverSMTP(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	c, err := smtp.Dial(e.SMTP)
 	if err != nil {
 		t.Fatal(err)

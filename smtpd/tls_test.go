@@ -28,7 +28,7 @@ import (
 // GET /tls/certificate.pem.
 func startTLS(t *testing.T, edit func(*config.Config)) (*testenv.Env, *tls.Config) {
 	t.Helper()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.Store.DataDir = t.TempDir()
 		c.TLS.AutoHosts = []string{"mailsink.test"}
 		c.SMTP.TLSAddr = "127.0.0.1:0"
@@ -316,7 +316,7 @@ func TestSTARTTLSBadInput(t *testing.T) {
 // Without a certificate, EHLO offers no STARTTLS and the certificate is 404.
 func TestNoTLSByDefault(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	r := dialRaw(t, e.SMTP)
 	if msg := r.cmd("EHLO client.test", 250); strings.Contains(msg, "STARTTLS") {
 		t.Errorf("EHLO without a certificate: %q", msg)

@@ -39,7 +39,7 @@ func TestTranscriptHoldsNoCredential(t *testing.T) {
 		{"LOGIN, user name in the initial response", "LOGIN", []step{
 			{"AUTH LOGIN " + b64(acme), 334}, {b64(acme), 235}}},
 	}
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tp, _, _ := greet(t, e.SMTP)

@@ -23,4 +23,12 @@ type Checks interface {
 	// id in the account. It returns NotFound when there is none, or no
 	// such email.
 	GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error)
+
+	// GetChecks returns the results stored under name for the account's
+	// emails ids, by id, in one call: an email without one (or no such
+	// email) is left out. ids holds at most MaxCheckBatch ids.
+	GetChecks(ctx context.Context, accountID string, ids []string, name string) (map[string][]byte, error)
 }
+
+// MaxCheckBatch bounds the ids of one GetChecks call.
+const MaxCheckBatch = 1000

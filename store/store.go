@@ -6,7 +6,7 @@
 // Pruner, Faults, Webhooks, Sessions, Checks), so that each package receives at
 // construction the part it uses; Store is all of them, and every engine
 // implements all of them. It has no dependencies on any engine;
-// store/boltstore (embedded, the default) and store/redisstore implement
+// store/pebblestore (embedded, the default) and store/redisstore implement
 // Store, and store/storetest is the conformance suite both must pass.
 package store
 

@@ -31,7 +31,6 @@ import (
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/certs"
 	"github.com/mailsink/mailsink/internal/web"
-	"github.com/mailsink/mailsink/store/boltstore"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
 
@@ -62,8 +61,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(stdout, stderr)
 	case "healthcheck":
 		return healthcheck(stderr)
-	case "compact":
-		return compact(stdout, stderr)
 	case "mcp":
 		return mcpStdio(args, stderr)
 	case "version", "--version", "-v":
@@ -89,13 +86,12 @@ func plainHelp(s string) string {
 
 // usage prints the commands and every setting of config.Settings.
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|compact|mcp|version|help]
+	fmt.Fprint(w, `usage: mailsink [serve|healthcheck|mcp|version|help]
 
   serve        run the service (the default command)
   healthcheck  exit 0 when the local mailsink is ready (for container health checks)
   mcp --url URL  serve the MCP tools for AI agents over stdio, talking to the mailsink at URL
                (key: MAILSINK_API_KEY; docs/agents.md)
-  compact      give the embedded store's free space back to the disk (with mailsink stopped)
   version      print the version
 
 serve is configured by these environment variables (an empty one counts as unset):
@@ -205,13 +201,26 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 		}
 	}
 	if cert := a.Certificate(); cert != nil {
+		where := cert.CertFile()
+		if where == "" {
+			where = "made for this run, kept in memory"
+		}
 		fmt.Fprintf(w, "  TLS certificate %s (STARTTLS offered), SHA-256 fingerprint:\n    %s\n  Trust it: curl -o mailsink.pem http://%s/tls/certificate.pem\n",
-			cert.CertFile(), certs.Fingerprint(cert.Leaf()), httpAddr)
+			where, certs.Fingerprint(cert.Leaf()), httpAddr)
+	}
+	if cfg.Store.InMemory() && !cfg.Store.UsesRedis() {
+		fmt.Fprintf(w, "  Store in memory (MAILSINK_DATA_DIR=%s, at most %d bytes): nothing survives a restart\n",
+			config.MemoryDataDir, cfg.Store.MemoryMaxBytes)
 	}
 	if pprofAddr != nil {
 		fmt.Fprintf(w, "  pprof %s\n", bound("http://", pprofAddr))
 	}
 	bearer := "<your key>"
+	if generatedKey != "" && cfg.KeyFile == "" {
+		bearer = generatedKey
+		fmt.Fprintf(w, "  API key of the default account (set MAILSINK_API_KEY to choose one): %s\n", generatedKey)
+		fmt.Fprintln(w, "  (made for this run and kept nowhere: the next start makes another)")
+	}
 	if cfg.KeyFile != "" {
 		path, err := filepath.Abs(cfg.KeyFile)
 		if err != nil {
@@ -233,20 +242,6 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if err == nil {
 		fmt.Fprintln(w, "mailsink is ready")
 	}
-}
-
-// compact rewrites the embedded store's file (MAILSINK_DATA_DIR/mailsink.db)
-// without the space deleted emails left: bbolt reuses that space for new
-// mail but never shrinks its file. The file must not be in use.
-func compact(stdout, stderr io.Writer) int {
-	path := filepath.Join(config.Value(os.Getenv, "MAILSINK_DATA_DIR"), "mailsink.db")
-	before, after, err := boltstore.Compact(path)
-	if err != nil {
-		fmt.Fprintf(stderr, "mailsink compact: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: %d bytes before, %d after\n", path, before, after)
-	return 0
 }
 
 // healthcheck asks the mailsink on this host (at MAILSINK_HTTP_ADDR's port)
@@ -279,12 +274,17 @@ func healthcheck(stderr io.Writer) int {
 // collector unless GOMEMLIMIT sets one: 256 MiB for everything but large
 // messages, plus three times the largest message for each large transfer
 // under way (the message, the store's record of it, the store's write
-// buffer), plus the read budget (MAILSINK_READ_BUDGET_BYTES). Without a limit the collector lets the heap grow to twice what is
-// live, which after a burst of 25 MB messages is most of a gigabyte; with
-// it, it collects sooner (docs/benchmarks.md). It is soft: past it the
+// buffer), plus the read budget (MAILSINK_READ_BUDGET_BYTES), plus the
+// store's bound when it is in memory (MAILSINK_MEMORY_MAX_BYTES). Without a
+// limit the collector lets the heap grow to twice what is live, which after
+// a burst of 25 MB messages is most of a gigabyte; with it, it collects sooner (docs/benchmarks.md). It is soft: past it the
 // collector works harder, nothing fails.
 func memoryLimit(cfg *config.Config) int64 {
-	return 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes + cfg.Reads.Budget
+	limit := 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes + cfg.Reads.Budget
+	if cfg.Store.InMemory() && !cfg.Store.UsesRedis() {
+		limit += cfg.Store.MemoryMaxBytes
+	}
+	return limit
 }
 
 // defaultGCPercent is the collector's GOGC unless the environment sets one.

@@ -20,7 +20,6 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/testenv"
-	"github.com/mailsink/mailsink/store/boltstore"
 )
 
 // TestHelpListsEverySetting checks that --help, help and serve --help print
@@ -44,7 +43,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 		if help := out.String(); strings.ContainsAny(help, "`") || strings.Contains(help, "](") {
 			t.Errorf("%v prints Markdown: %s", args, help)
 		}
-		for _, cmd := range []string{"serve", "healthcheck", "compact", "version"} {
+		for _, cmd := range []string{"serve", "healthcheck", "mcp", "version"} {
 			if !strings.Contains(strings.SplitN(out.String(), "\n", 2)[0], cmd) {
 				t.Errorf("%v: the usage line does not name %s", args, cmd)
 			}
@@ -162,23 +161,46 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 }
 
-// TestCompactCommand runs `mailsink compact` on a store file, and refuses
-// while another process (here, an open store) holds it.
-func TestCompactCommand(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("MAILSINK_DATA_DIR", dir)
-	st, err := boltstore.Open(filepath.Join(dir, "mailsink.db"))
-	if err != nil {
-		t.Fatal(err)
+// TestBannerInMemory starts mailsink twice with MAILSINK_DATA_DIR=:memory:
+// and a TLS_AUTO certificate: each banner says nothing survives a restart,
+// prints a key made for the run (another at each start) and a certificate
+// kept in memory, and nothing is written to the working directory.
+func TestBannerInMemory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	env := map[string]string{"MAILSINK_DATA_DIR": ":memory:", "MAILSINK_HTTP_ADDR": "127.0.0.1:0", "MAILSINK_SMTP_ADDR": "127.0.0.1:0",
+		"MAILSINK_SMTP_TLS_AUTO": "mailsink.test"}
+	keyLine := regexp.MustCompile(`(?m)API key of the default account.*: (\S+)$`)
+	fingerprint := regexp.MustCompile(`SHA-256 fingerprint:\n\s+(\S+)`)
+	seen := map[string]bool{}
+	for i := range 2 {
+		cfg, err := config.Load(func(k string) string { return env[k] }, os.ReadFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		generated, err := cfg.UseKeyFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		banner(context.Background(), &out, a, cfg, generated, nil)
+		a.Shutdown(context.Background())
+		text := out.String()
+		key, fp := keyLine.FindStringSubmatch(text), fingerprint.FindStringSubmatch(text)
+		if key == nil || fp == nil || !strings.Contains(text, "nothing survives a restart") ||
+			!strings.Contains(text, "kept nowhere") || !strings.Contains(text, "TLS certificate made for this run, kept in memory") {
+			t.Fatalf("start %d: the banner does not say what is kept:\n%s", i+1, text)
+		}
+		if seen[key[1]] || seen[fp[1]] {
+			t.Errorf("start %d has the first start's key or certificate:\n%s", i+1, text)
+		}
+		seen[key[1]], seen[fp[1]] = true, true
 	}
-	var out, errOut bytes.Buffer
-	if code := run([]string{"compact"}, &out, &errOut); code == 0 {
-		t.Errorf("compact of a file in use exited 0: %s", out.String())
-	}
-	st.Close()
-	out.Reset()
-	if code := run([]string{"compact"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "bytes before") {
-		t.Errorf("compact: exit %d, %q %q", code, out.String(), errOut.String())
+	if entries, err := os.ReadDir("."); err != nil || len(entries) != 0 {
+		t.Errorf("the working directory holds %v (%v); want nothing written", entries, err)
 	}
 }
 

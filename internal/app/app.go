@@ -37,6 +37,7 @@ import (
 	"github.com/mailsink/mailsink/internal/mailaccess"
 	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
+	"github.com/mailsink/mailsink/internal/migrate"
 	"github.com/mailsink/mailsink/internal/pop3d"
 	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
@@ -45,7 +46,7 @@ import (
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/smtpd"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
 
@@ -101,7 +102,7 @@ type App struct {
 // Start opens the store and starts both listeners. On error nothing is left
 // running.
 func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	st, name, err := openStore(cfg.Store)
+	st, name, err := openStore(ctx, cfg.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +347,10 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		}
 	}
 	if cert != nil {
-		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()), "tls_cert", cert.CertFile())
+		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()))
+		if cert.CertFile() != "" {
+			attrs = append(attrs, "tls_cert", cert.CertFile())
+		}
 	}
 	a.startWebhooks(ctx)
 	a.startSearch(ctx)
@@ -435,6 +439,13 @@ func loadCertificate(cfg *config.Config, log *slog.Logger) (*certs.Source, error
 		if err != nil {
 			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_CERT, MAILSINK_SMTP_TLS_KEY: %w", err)
 		}
+		return s, nil
+	case len(t.AutoHosts) > 0 && cfg.Store.InMemory():
+		s, err := certs.Ephemeral(t.AutoHosts, log)
+		if err != nil {
+			return nil, fmt.Errorf("MAILSINK_SMTP_TLS_AUTO: %w", err)
+		}
+		log.Info("made a self-signed TLS certificate for this run, kept in memory", "names", strings.Join(t.AutoHosts, ","))
 		return s, nil
 	case len(t.AutoHosts) > 0:
 		s, made, err := certs.Auto(cfg.Store.DataDir, t.AutoHosts, log)
@@ -525,7 +536,7 @@ func retentionConfig(cfg *config.Config, accs []config.Account, m *metrics.Metri
 	return rc
 }
 
-func openStore(cfg config.Store) (store.Store, string, error) {
+func openStore(ctx context.Context, cfg config.Store, log *slog.Logger) (store.Store, string, error) {
 	if cfg.UsesRedis() {
 		client, err := redisstore.NewClient(cfg.RedisURL, cfg.RedisCluster)
 		if err != nil {
@@ -537,16 +548,30 @@ func openStore(cfg config.Store) (store.Store, string, error) {
 		}
 		return redisstore.New(client, opts), "Redis at " + redisHost(cfg.RedisURL), nil
 	}
+	log = log.With("component", "store")
+	if cfg.InMemory() {
+		st, err := pebblestore.OpenInMemory(cfg.MemoryMaxBytes, pebblestore.WithLogger(log))
+		if err != nil {
+			return nil, "", fmt.Errorf("MAILSINK_DATA_DIR=%s: %w", config.MemoryDataDir, err)
+		}
+		return st, "the embedded store in memory", nil
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
 	}
-	path := filepath.Join(cfg.DataDir, "mailsink.db")
-	st, err := boltstore.Open(path)
+	if err := migrate.Run(ctx, cfg.DataDir, StoreDir, log); err != nil {
+		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, StoreDir)
+	st, err := pebblestore.Open(path, pebblestore.WithLogger(log))
 	if err != nil {
 		return nil, "", fmt.Errorf("MAILSINK_DATA_DIR: open %s: %w", path, err)
 	}
 	return st, "the embedded store at " + path, nil
 }
+
+// StoreDir is the embedded store's directory in MAILSINK_DATA_DIR.
+const StoreDir = "store"
 
 // redisHost is the host:port of a Redis URL, without the password.
 func redisHost(rawURL string) string {

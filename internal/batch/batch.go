@@ -3,8 +3,10 @@
 // arrived meanwhile. A lone call runs at once, and the size of a batch
 // follows the load: the longer a batch takes, the more calls the next one
 // carries. With Gather, a batch may first wait a little for the calls that
-// recent batches suggest are coming. boltstore uses it to share one fsync
-// among concurrent commits.
+// recent batches suggest are coming. internal/faults uses it to share reads
+// of fault rules among concurrent SMTP transactions (and
+// internal/migrate/boltv4, the earlier embedded store, to share one fsync
+// among concurrent commits).
 package batch
 
 import (

@@ -18,7 +18,7 @@ import (
 
 	"github.com/mailsink/mailsink/internal/mailparse"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 const account = "acme-id"
@@ -48,7 +48,7 @@ var message = []byte(strings.Join([]string{
 
 func openStore(t testing.TB) store.Store {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

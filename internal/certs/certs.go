@@ -1,7 +1,8 @@
 // Package certs provides the TLS certificate that mailsink's SMTP (STARTTLS
 // and implicit TLS) and HTTPS listeners present: a PEM pair from files, or a
 // self-signed certificate made once and kept in the data directory so that
-// clients can pin it. A Source rereads its files when they change, so a
+// clients can pin it (or, with no data directory, made at each start and
+// kept in memory). A Source rereads its files when they change, so a
 // renewed certificate is served without a restart.
 package certs
 
@@ -105,6 +106,22 @@ func Auto(dir string, hosts []string, log *slog.Logger) (s *Source, made bool, e
 	}
 	s, err = Load(certFile, keyFile, log)
 	return s, err == nil, err
+}
+
+// Ephemeral returns a self-signed certificate for hosts (and localhost,
+// 127.0.0.1 and ::1) made now and kept only in memory, for a mailsink that
+// writes nothing to disk (MAILSINK_DATA_DIR=:memory:): each start makes a
+// new one. Its CertFile is empty.
+func Ephemeral(hosts []string, log *slog.Logger) (*Source, error) {
+	certPEM, keyPEM, err := SelfSigned(autoNames(hosts), time.Now(), autoValidity)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{log: log, now: time.Now, cert: &cert}, nil
 }
 
 // autoNames returns the names an auto certificate is made for: hosts and the
@@ -239,7 +256,7 @@ func (s *Source) current() *tls.Certificate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if now.Sub(s.checked) < recheck {
+	if s.certFile == "" || now.Sub(s.checked) < recheck {
 		return s.cert
 	}
 	s.checked = now
@@ -280,7 +297,8 @@ func (s *Source) PEM() []byte {
 // Leaf returns the certificate in use (the first of its chain).
 func (s *Source) Leaf() *x509.Certificate { return s.current().Leaf }
 
-// CertFile returns the path of the certificate file.
+// CertFile returns the path of the certificate file, "" for an Ephemeral
+// one.
 func (s *Source) CertFile() string { return s.certFile }
 
 // Fingerprint returns the SHA-256 fingerprint of c as openssl prints it

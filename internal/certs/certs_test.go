@@ -133,3 +133,26 @@ func TestFingerprintLooksLikeOpenSSL(t *testing.T) {
 		t.Errorf("fingerprint %q", fp)
 	}
 }
+
+// TestEphemeralIsNewAtEachStart: a certificate kept in memory names the
+// hosts, has no file, and is another one each time.
+func TestEphemeralIsNewAtEachStart(t *testing.T) {
+	t.Parallel()
+	first, err := Ephemeral([]string{"mailsink.test"}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Leaf().VerifyHostname("mailsink.test"); err != nil {
+		t.Error(err)
+	}
+	if first.CertFile() != "" || !strings.Contains(string(first.PEM()), "BEGIN CERTIFICATE") {
+		t.Errorf("CertFile %q, PEM %q; want no file and the certificate", first.CertFile(), first.PEM())
+	}
+	second, err := Ephemeral([]string{"mailsink.test"}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Fingerprint(second.Leaf()) == Fingerprint(first.Leaf()) {
+		t.Error("the second start has the first start's certificate")
+	}
+}

@@ -43,7 +43,7 @@ type Hub struct {
 	// nextSeq and pending order PublishInOrder's events; advanced is
 	// closed and replaced when nextSeq moves or the Hub closes.
 	nextSeq  uint64
-	pending  map[uint64]store.Event
+	pending  map[uint64]*store.Event // nil: a number SkipInOrder took
 	advanced chan struct{}
 }
 
@@ -115,14 +115,27 @@ func (h *Hub) StartSequence(next uint64) {
 // that commit concurrently reach Publish in any order; this puts their
 // events back in commit order.
 func (h *Hub) PublishInOrder(seq uint64, e store.Event) {
+	h.publishInOrder(seq, &e)
+}
+
+// SkipInOrder marks seq, a number PublishInOrder expects, as one without
+// an event (its change failed after it was numbered), so that the events
+// numbered after it are not held back for it.
+func (h *Hub) SkipInOrder(seq uint64) {
+	h.publishInOrder(seq, nil)
+}
+
+func (h *Hub) publishInOrder(seq uint64, e *store.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if seq < h.nextSeq {
-		h.publishLocked(e) // not expected: a number given twice
+		if e != nil {
+			h.publishLocked(*e) // not expected: a number given twice
+		}
 		return
 	}
 	if h.pending == nil {
-		h.pending = map[uint64]store.Event{}
+		h.pending = map[uint64]*store.Event{}
 	}
 	h.pending[seq] = e
 	defer h.advance(h.nextSeq)
@@ -133,7 +146,9 @@ func (h *Hub) PublishInOrder(seq uint64, e store.Event) {
 		}
 		delete(h.pending, h.nextSeq)
 		h.nextSeq++
-		h.publishLocked(next)
+		if next != nil {
+			h.publishLocked(*next)
+		}
 	}
 	if len(h.pending) > maxPending {
 		// A number that never came: go on without it rather than stall.
@@ -143,7 +158,9 @@ func (h *Hub) PublishInOrder(seq uint64, e store.Event) {
 		}
 		slices.Sort(seqs)
 		for _, s := range seqs {
-			h.publishLocked(h.pending[s])
+			if e := h.pending[s]; e != nil {
+				h.publishLocked(*e)
+			}
 		}
 		clear(h.pending)
 		h.nextSeq = seqs[len(seqs)-1] + 1

@@ -144,6 +144,27 @@ func TestPublishInOrder(t *testing.T) {
 	}
 }
 
+// TestSkipInOrder: a number whose change failed does not hold back the
+// events numbered after it, and publishes nothing.
+func TestSkipInOrder(t *testing.T) {
+	h := New(0)
+	h.StartSequence(1)
+	sub := h.Subscribe("a")
+	h.PublishInOrder(2, store.Event{AccountID: "a", EmailID: "2"})
+	h.SkipInOrder(1)
+	if e := <-sub.Events(); e.EmailID != "2" {
+		t.Fatalf("got %q, want event 2 once 1 is skipped", e.EmailID)
+	}
+	if err := h.WaitSequence(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-sub.Events():
+		t.Fatalf("got %q after the skipped number's event", e.EmailID)
+	default:
+	}
+}
+
 // TestIDsRevealNoOtherAccount checks that an account's event ids count its
 // own events only: a subscriber must not learn another account's volume
 // from the gaps between its ids.

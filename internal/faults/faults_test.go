@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 func TestAddressMatches(t *testing.T) {
@@ -54,9 +54,9 @@ func TestMaxDelay(t *testing.T) {
 
 // openStore returns an embedded store in the test's directory, closed when
 // the test ends.
-func openStore(t *testing.T) *boltstore.Store {
+func openStore(t *testing.T) *pebblestore.Store {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "f.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/mailsink/mailsink/internal/bodies"
 	"github.com/mailsink/mailsink/internal/mailparse"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 var (
@@ -33,7 +33,7 @@ var (
 // now, and the store as readers see it (through package bodies).
 func newService(t *testing.T, cfg Config) (*Service, parsedStore) {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

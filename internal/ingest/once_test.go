@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 // failingAccount is a real embedded store whose creates for one account fail
 // as a store outage would, until healed.
 type failingAccount struct {
-	*boltstore.Store
+	*pebblestore.Store
 	mu      sync.Mutex
 	account string
 }
@@ -38,7 +38,7 @@ func (f *failingAccount) heal() {
 
 func newFailing(t *testing.T, account string) (*Service, *failingAccount) {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestCreateComposedIsBounded(t *testing.T) {
 // gatedStore is a real embedded store whose first create waits until the
 // test lets it go on, to order two requests the way a loaded machine may.
 type gatedStore struct {
-	*boltstore.Store
+	*pebblestore.Store
 	once    sync.Once
 	waiting chan struct{} // closed when the first create waits
 	goOn    chan struct{}
@@ -189,8 +189,8 @@ func (g *gatedStore) CreateEmails(ctx context.Context, body *store.Body, emails 
 // email again; a retry of a request refused by the quota got past it.
 func TestIdempotencyEdges(t *testing.T) {
 	t.Parallel()
-	newStore := func(t *testing.T) *boltstore.Store {
-		st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	newStore := func(t *testing.T) *pebblestore.Store {
+		st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 		if err != nil {
 			t.Fatal(err)
 		}

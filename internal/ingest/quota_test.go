@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 // QuotaRoom counts the recipients a message already has in the account: an
@@ -18,7 +18,7 @@ import (
 // announced size counts once for each recipient.
 func TestQuotaRoomCountsTheMessagesRecipients(t *testing.T) {
 	t.Parallel()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

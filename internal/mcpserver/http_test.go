@@ -486,7 +486,7 @@ func TestAccountsAreIsolated(t *testing.T) {
 // stream to GET.
 func TestHTTPEdges(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	post := func(edit func(*http.Request)) *testenv.Response {
 		req, _ := http.NewRequest(http.MethodPost, e.BaseURL+"/mcp", strings.NewReader(initialize))
@@ -556,7 +556,7 @@ func TestCancellingFreesTheHeldWait(t *testing.T) {
 // write timeout still gets its answer.
 func TestHeldCallOutlivesTheWriteTimeout(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.HTTP.WriteTimeout = time.Second })
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.HTTP.WriteTimeout = time.Second })
 	cs := connect(t, e.BaseURL, acme)
 	got := make(chan string, 1)
 	go func() {
@@ -577,7 +577,7 @@ func TestHeldCallOutlivesTheWriteTimeout(t *testing.T) {
 // refused (another account's are not), and an idle session is closed.
 func TestSessionsAreCappedAndExpire(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	e := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.HTTP.MCPMaxSessionsPerAccount = 2
 		c.HTTP.MCPSessionIdleTimeout = time.Second
 	})

@@ -256,7 +256,7 @@ func (s *Store) observe(op string, start time.Time, err error) {
 	s.hist.WithLabelValues(op, s.name, result).Observe(time.Since(start).Seconds())
 	if op == "create" {
 		// Only creates tell whether the store takes new mail: a full
-		// bbolt file still deletes and updates (it reuses free pages).
+		// embedded store still deletes and updates (they write little).
 		s.writes.record(err)
 	}
 }

@@ -12,13 +12,13 @@ import (
 
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 )
 
 func TestStoredEmails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func newSource(t *testing.T, relayYAML string, cfg relay.Config) *source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	t.Cleanup(func() { st.Close() })
 	s := &source{st: st, ingest: ingest.New(st, time.Now, ingest.Config{}), metrics: metrics.NewReleases(prometheus.NewRegistry()),
 		log: &testenv.SyncBuffer{}}

@@ -42,11 +42,11 @@ func (c *clock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// eachBackend runs fn on a fresh embedded store, and on a fresh Redis store
-// when Redis answers.
+// eachBackend runs fn on a fresh embedded store, on disk and in memory, and
+// on a fresh Redis store when Redis answers.
 func eachBackend(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	t.Helper()
-	for _, b := range testenv.Backends(t) {
+	for _, b := range append(testenv.Backends(t), testenv.Backend{Name: "memory", Open: testenv.OpenMemory}) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			st := b.Open(t)
@@ -298,7 +298,7 @@ func TestDeletedEvents(t *testing.T) {
 // replicas would run them, delete what they should and nothing more.
 func TestConcurrentPruners(t *testing.T) {
 	t.Parallel()
-	backends := []testenv.Backend{{Name: "embedded", Open: testenv.OpenBolt}}
+	backends := []testenv.Backend{{Name: "embedded", Open: testenv.OpenEmbedded}}
 	if testenv.RedisURL(t) != "" {
 		backends = append(backends, testenv.SharedRedis(t))
 	}
@@ -350,7 +350,7 @@ func TestConcurrentPruners(t *testing.T) {
 // fail with Unavailable and a warning, and nothing worse.
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	put(t, st, "acme", 10*day, 10*day)
 	st.Close()
 	var logs bytes.Buffer
@@ -372,7 +372,7 @@ func TestUnavailable(t *testing.T) {
 // nothing to do and of none at all.
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	t.Cleanup(func() { st.Close() })
 	idle := retention.New(st, retention.Config{Accounts: []retention.Account{{ID: "acme", Slug: "acme"}}})
 	idle.Start(context.Background())

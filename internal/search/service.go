@@ -154,20 +154,34 @@ func (s *Service) follow(ctx context.Context, accountID string) {
 }
 
 // load puts every email of the account into the index, with its digest
-// when it has one, and queues the others' digests.
+// when the store has one, and queues the others' digests.
 func (s *Service) load(ctx context.Context, accountID string) error {
 	q := store.ListQuery{AccountID: accountID, Limit: 100}
 	for {
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 		page, err := s.store.ListEmails(lctx, q)
+		var digests map[string][]byte
+		if err == nil && len(page) > 0 {
+			ids := make([]string, len(page))
+			for i, e := range page {
+				ids[i] = e.ID
+			}
+			digests, err = s.store.GetChecks(lctx, accountID, ids, digestCheck)
+		}
 		cancel()
 		if err != nil {
 			return err
 		}
 		for _, e := range page {
 			s.idx.Put(e)
-			if has, digested := s.idx.Has(accountID, e.ID); has && !digested {
-				s.loadDigest(ctx, accountID, e.ID)
+			if _, digested := s.idx.Has(accountID, e.ID); digested {
+				continue
+			}
+			var d Digest
+			if v, ok := digests[e.ID]; ok && json.Unmarshal(v, &d) == nil {
+				s.idx.SetDigest(accountID, e.ID, &d)
+			} else {
+				s.queue(accountID, e.ID)
 			}
 		}
 		if len(page) < q.Limit {
@@ -175,20 +189,6 @@ func (s *Service) load(ctx context.Context, accountID string) error {
 		}
 		q.Before = page[len(page)-1].ID
 	}
-}
-
-// loadDigest sets the email's digest from the store, or queues it to be
-// made.
-func (s *Service) loadDigest(ctx context.Context, accountID, id string) {
-	gctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	v, err := s.store.GetCheck(gctx, accountID, id, digestCheck)
-	cancel()
-	var d Digest
-	if err == nil && json.Unmarshal(v, &d) == nil {
-		s.idx.SetDigest(accountID, id, &d)
-		return
-	}
-	s.queue(accountID, id)
 }
 
 // apply applies the account's events to the index until the subscription
@@ -350,18 +350,19 @@ func (s *Service) ready(ctx context.Context, accountID string) error {
 // words.
 func (s *Service) texts(ctx context.Context, accountID string, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
-	for _, id := range ids {
-		v, err := s.store.GetCheck(ctx, accountID, id, digestCheck)
-		if store.IsCode(err, store.NotFound) {
-			continue
-		}
+	for len(ids) > 0 {
+		n := min(len(ids), store.MaxCheckBatch)
+		got, err := s.store.GetChecks(ctx, accountID, ids[:n], digestCheck)
 		if err != nil {
 			return nil, err
 		}
-		var d Digest
-		if json.Unmarshal(v, &d) == nil {
-			out[id] = d.Text
+		for id, v := range got {
+			var d Digest
+			if json.Unmarshal(v, &d) == nil {
+				out[id] = d.Text
+			}
 		}
+		ids = ids[n:]
 	}
 	return out, nil
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
 
@@ -39,19 +39,30 @@ type Backend struct {
 // redis://127.0.0.1:6379/0). Under CI=true a missing Redis fails the test.
 func Backends(t *testing.T) []Backend {
 	t.Helper()
-	out := []Backend{{Name: "embedded", Open: OpenBolt}}
+	out := []Backend{{Name: "embedded", Open: OpenEmbedded}}
 	if RedisURL(t) != "" {
 		out = append(out, Backend{Name: "redis", Open: OpenRedis})
 	}
 	return out
 }
 
-// OpenBolt opens an embedded store in a temporary directory.
-func OpenBolt(t *testing.T) store.Store {
+// OpenEmbedded opens an embedded store in a temporary directory.
+func OpenEmbedded(t *testing.T) store.Store {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "mailsink.db"))
+	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatalf("open embedded store: %v", err)
+	}
+	return st
+}
+
+// OpenMemory opens an embedded store in memory (MAILSINK_DATA_DIR=:memory:),
+// bounded to 64 MiB.
+func OpenMemory(t *testing.T) store.Store {
+	t.Helper()
+	st, err := pebblestore.OpenInMemory(64 << 20)
+	if err != nil {
+		t.Fatalf("open embedded store in memory: %v", err)
 	}
 	return st
 }

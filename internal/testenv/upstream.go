@@ -29,7 +29,7 @@ type Upstream struct {
 func StartUpstream(t *testing.T) *Upstream {
 	t.Helper()
 	dir := t.TempDir()
-	env := Start(t, Backend{Name: "embedded", Open: OpenBolt}, func(c *config.Config) {
+	env := Start(t, Backend{Name: "embedded", Open: OpenEmbedded}, func(c *config.Config) {
 		c.Store.DataDir = dir
 		c.TLS.AutoHosts = []string{"localhost"}
 		c.SMTP.TLSAddr = "127.0.0.1:0"

@@ -268,7 +268,7 @@ type page struct {
 // globex) on the embedded store.
 func startMailsink(t *testing.T) *testenv.Env {
 	t.Helper()
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	traffic.allow(strings.TrimPrefix(env.BaseURL, "http://"))
 	return env
 }

@@ -39,7 +39,7 @@ func TestChecksTabs(t *testing.T) {
 		}
 	}))
 	t.Cleanup(site.Close)
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) {
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) {
 		c.Checks.SpamdAddr = daemon.Addr()
 		c.Checks.DNSResolver = dns.Addr()
 		c.Accounts[0].Webhooks.AllowPrivateTargets = true

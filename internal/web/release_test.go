@@ -14,7 +14,7 @@ import (
 // release them together.
 func TestReleaseAMessageToARealInbox(t *testing.T) {
 	up := testenv.StartUpstream(t)
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt},
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded},
 		testenv.WithRelay(t, "acme", up.Relay(config.RelayStartTLS, `.*@acme\.test`)))
 	traffic.allow(strings.TrimPrefix(env.BaseURL, "http://"))
 	p := openTab(t, env)

@@ -33,7 +33,7 @@ func get(t *testing.T, env *testenv.Env, path string, header http.Header) *teste
 // The page has a strict CSP and no inline script; assets come gzipped,
 // revalidated by ETag, and all of them weigh under 100 KB.
 func TestPageAndAssets(t *testing.T) {
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	res := get(t, env, "/", nil)
 	if res.Status != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /: %d %s", res.Status, res.Header.Get("Content-Type"))
@@ -120,7 +120,7 @@ func withCookie(c *http.Cookie) http.Header { return http.Header{"Cookie": {c.Na
 // SameSite=Strict, scoped to /ui/; it reads previews and downloads of its
 // own account and changes nothing.
 func TestSessionCookie(t *testing.T) {
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	for _, key := range []string{"", "wrong"} {
 		req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/ui/session", nil)
 		if key != "" {
@@ -205,7 +205,7 @@ func TestSessionCookie(t *testing.T) {
 
 // A message without HTML previews as escaped text.
 func TestPreviewOfTextOnlyMail(t *testing.T) {
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, nil)
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, nil)
 	res := env.Do(t, "POST", "/v1/emails", testenv.AcmeKey, map[string]any{"recipient": "ada@acme.test", "sender": "a@shop.example", "text": "<script>alert(1)</script>"})
 	id := res.JSON(t)["item"].(map[string]any)["id"].(string)
 	got := get(t, env, "/ui/preview/"+id, withCookie(session(t, env, testenv.AcmeKey)))
@@ -222,7 +222,7 @@ func TestSessionEndsWithItsKey(t *testing.T) {
 	if err := os.WriteFile(file, []byte(testenv.AccountsYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenBolt}, func(c *config.Config) { c.AccountsFile = file })
+	env := testenv.Start(t, testenv.Backend{Name: "embedded", Open: testenv.OpenEmbedded}, func(c *config.Config) { c.AccountsFile = file })
 	res := env.Do(t, "POST", "/v1/emails", testenv.AcmeKey, map[string]any{"recipient": "ada@acme.test", "sender": "a@shop.example", "text": "hi"})
 	if res.Status != http.StatusCreated {
 		t.Fatalf("create: %d %s", res.Status, res.Body)

@@ -21,7 +21,7 @@ import (
 	"github.com/mailsink/mailsink/internal/testenv"
 	"github.com/mailsink/mailsink/internal/webhooks"
 	"github.com/mailsink/mailsink/store"
-	"github.com/mailsink/mailsink/store/boltstore"
+	"github.com/mailsink/mailsink/store/pebblestore"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
 
@@ -94,7 +94,7 @@ func TestDeliverySigned(t *testing.T) {
 // TestFilters: a webhook gets only its event types and the emails its
 // filters match; another account's emails never.
 func TestFilters(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	rc := newReceiver(t)
 	w := startWorker(t, st, testConfig(), nil)
@@ -157,7 +157,7 @@ func TestRetryAfter500KeepsID(t *testing.T) {
 // TestRetryAfterOutage: while the receiver is down the attempts fail (the
 // log says why) and once it is back the event arrives with its webhook-id.
 func TestRetryAfterOutage(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	rc := newReceiver(t)
 	addr := rc.srv.Listener.Addr().String()
@@ -186,9 +186,9 @@ func TestRetryAfterOutage(t *testing.T) {
 // the same store delivers both, the first with its webhook-id.
 func TestRestartMidRetry(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
-		path := t.TempDir() + "/mailsink.db"
+		path := t.TempDir() + "/store"
 		open := func() store.Store {
-			st, err := boltstore.Open(path)
+			st, err := pebblestore.Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +324,7 @@ func TestTwoReplicasDeliverOnce(t *testing.T) {
 // that does not, and reached by one that does, whose pooled connection to
 // it the other account must not get.
 func TestMetadataTargetRefused(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	rc := newReceiver(t)
 	_, port, _ := net.SplitHostPort(rc.srv.Listener.Addr().String())
@@ -369,7 +369,7 @@ func (e *netDNSError) Error() string { return "no such host " + e.host }
 // TestRedirectNotFollowed: a redirect is a failed attempt, and its target
 // gets nothing.
 func TestRedirectNotFollowed(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	target := newReceiver(t)
 	rc := newReceiver(t)
@@ -393,7 +393,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 // attempt timeout, and one that streams a huge body slowly is read for at
 // most 256 bytes; neither holds its delivery past the timeout.
 func TestSlowReceiversBounded(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	release := make(chan struct{})
 	defer close(release)
@@ -449,7 +449,7 @@ func TestSlowReceiversBounded(t *testing.T) {
 // TestGiveUpDisables: a delivery that fails for the whole retry period is
 // given up, and its webhook disabled with the reason.
 func TestGiveUpDisables(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	rc := newReceiver(t)
 	rc.answer = func(_ int, w http.ResponseWriter, _ *http.Request) { http.Error(w, "nope", http.StatusBadGateway) }
@@ -487,8 +487,8 @@ func TestGiveUpDisables(t *testing.T) {
 // are queued when it stops, so that the embedded store, whose events live
 // in memory, does not lose them with the process.
 func TestStopQueuesLastEvents(t *testing.T) {
-	path := t.TempDir() + "/mailsink.db"
-	st, err := boltstore.Open(path)
+	path := t.TempDir() + "/store"
+	st, err := pebblestore.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func TestStopQueuesLastEvents(t *testing.T) {
 		t.Fatalf("after the stop the log holds %d deliveries, want the last email's", len(got))
 	}
 	st.Close()
-	st, err = boltstore.Open(path)
+	st, err = pebblestore.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestStopQueuesLastEvents(t *testing.T) {
 
 // TestMetrics: attempts are counted by outcome.
 func TestMetrics(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	rc := newReceiver(t)
 	rc.answer = func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -569,7 +569,7 @@ func (r *racingEvents) EventsAfter(ctx context.Context, accountID, afterID strin
 // out, after it read the webhooks, gets the events made after it, not only
 // the webhooks the worker had read.
 func TestWebhookMadeDuringFanOut(t *testing.T) {
-	st := testenv.OpenBolt(t)
+	st := testenv.OpenEmbedded(t)
 	defer st.Close()
 	events := &racingEvents{Events: st}
 	s := webhooks.New(testConfig(), st.(store.Webhooks), events, nil, testLog(), nil, nil)

@@ -57,3 +57,29 @@ func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byt
 	}
 	return v, nil
 }
+
+// GetChecks implements store.Checks: the reads go in one pipeline (the
+// account's keys share a hash slot).
+func (s *Store) GetChecks(ctx context.Context, accountID string, ids []string, name string) (map[string][]byte, error) {
+	if len(ids) > store.MaxCheckBatch {
+		return nil, store.Errorf(store.Invalid, "%d ids in one read of check results, over the limit of %d", len(ids), store.MaxCheckBatch)
+	}
+	k := s.account(accountID)
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, k.checks(store.NormalizeID(id)), name)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, classify(err)
+	}
+	out := make(map[string][]byte, len(ids))
+	for i, cmd := range cmds {
+		if v, err := cmd.Bytes(); err == nil {
+			out[ids[i]] = v
+		}
+	}
+	return out, nil
+}

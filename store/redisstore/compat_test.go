@@ -204,10 +204,16 @@ func TestOlderLayout(t *testing.T) {
 			t.Errorf("the older create's event = %+v", e)
 		}
 
-		archived := store.StatusArchived
-		up, err := s.UpdateEmail(ctx, acct, ob.ID, store.Update{Status: &archived, Labels: &[]string{"y"}})
-		if err != nil || up.Status != archived || !slices.Equal(up.Labels, []string{"y"}) || *up.Subject != "Older two" {
+		archived, read := store.StatusArchived, true
+		if got, err := s.GetEmail(ctx, acct, ob.ID); err != nil || got.Read {
+			t.Errorf("an older email (no read state kept) reads as read = %v, %v; want unread", got.Read, err)
+		}
+		up, err := s.UpdateEmail(ctx, acct, ob.ID, store.Update{Status: &archived, Labels: &[]string{"y"}, Read: &read})
+		if err != nil || up.Status != archived || !slices.Equal(up.Labels, []string{"y"}) || *up.Subject != "Older two" || !up.Read {
 			t.Fatalf("UpdateEmail(older) = %+v, %v", up, err)
+		}
+		if got, err := s.GetEmail(ctx, acct, ob.ID); err != nil || !got.Read {
+			t.Errorf("the older email after marking it read: read = %v, %v", got.Read, err)
 		}
 		if got := listIDs(store.ListQuery{Status: archived}); !slices.Equal(got, []string{ob.ID}) {
 			t.Errorf("archived after the update = %v, want %v", got, ob.ID)

@@ -58,6 +58,20 @@ func testChecks(t *testing.T, s Store) {
 	if err := s.PutCheck(ctx, acctA, twin.ID, "html", html); err != nil {
 		t.Fatal(err)
 	}
+	// In one call: what each email has, nothing of another account's or of
+	// an email that does not exist.
+	got, err := s.GetChecks(ctx, acctA, []string{e.ID, twin.ID, id(99)}, "html")
+	if err != nil || len(got) != 2 || !bytes.Equal(got[e.ID], html) || !bytes.Equal(got[twin.ID], html) {
+		t.Errorf("GetChecks(html) = %q, %v; want both emails' results", got, err)
+	}
+	if got, err := s.GetChecks(ctx, acctB, []string{e.ID}, "html"); err != nil || len(got) != 0 {
+		t.Errorf("GetChecks from another account = %q, %v; want nothing", got, err)
+	}
+	if got, err := s.GetChecks(ctx, acctA, []string{e.ID}, "spam"); err != nil || len(got) != 0 {
+		t.Errorf("GetChecks of a name never put = %q, %v; want nothing", got, err)
+	}
+	_, err = s.GetChecks(ctx, acctA, make([]string, store.MaxCheckBatch+1), "html")
+	wantCode(t, err, store.Invalid, "GetChecks of more than MaxCheckBatch ids")
 	if err := s.DeleteEmail(ctx, acctA, e.ID); err != nil {
 		t.Fatal(err)
 	}

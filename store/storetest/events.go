@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,11 +141,15 @@ func testEventsAfterLongGap(t *testing.T, s Store) {
 	defer sub.Close()
 	const updates = 1100
 	// The subscriber reads while the writes go on, as an event stream
-	// does: one that falls far behind is dropped.
+	// does: one that falls far behind is dropped. The writer waits for it
+	// every 100 updates, since a store in memory writes faster than any
+	// reader across the network would.
 	collected := make(chan []string, 1)
+	var got atomic.Int64
 	go func() {
 		var ids []string
 		for ev := range sub.Events() {
+			got.Add(1)
 			if ids = append(ids, ev.ID); len(ids) == updates+1 {
 				break
 			}
@@ -153,6 +158,9 @@ func testEventsAfterLongGap(t *testing.T, s Store) {
 	}()
 	create(t, s, e)
 	for i := range updates {
+		if i%100 == 0 {
+			waitFor(t, func() bool { return got.Load() >= int64(i) })
+		}
 		notes := fmt.Sprint(i)
 		if _, err := s.UpdateEmail(ctx, "acct-long", e.ID, store.Update{Notes: &store.Nullable{Value: &notes}}); err != nil {
 			t.Fatal(err)
@@ -181,6 +189,18 @@ func testEventsAfterLongGap(t *testing.T, s Store) {
 		if len(got) > 0 && got[len(got)-1].ID != ids[len(ids)-1] {
 			t.Errorf("after event %d: the replay ends at %s, want %s", from, got[len(got)-1].ID, ids[len(ids)-1])
 		}
+	}
+}
+
+// waitFor polls until cond holds, for at most 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition did not hold within 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,7 +19,9 @@ import (
 // emails of RawBytes each into a mailsink of its own: on Redis, the growth
 // of used_memory across the ingest, and the MEMORY USAGE of every key under
 // the server's prefix; on the embedded store, the size of the data
-// directory with the server stopped, before and after `mailsink compact`.
+// directory with the server stopped (it flushes its memtables on the way
+// out), with Pebble's log files, which it keeps for reuse up to a bound,
+// apart.
 type Footprint struct {
 	Backend  string
 	Emails   int
@@ -30,16 +31,17 @@ type Footprint struct {
 	Keys                  int
 	KeyBytes              int64 // sum of MEMORY USAGE key SAMPLES 0
 	// Embedded.
-	DirBefore, DirAfter int64  // bytes of every file in the data directory
-	DiskAfter           int64  // blocks allocated to them after compaction (du), in bytes
-	Compact             string // what `mailsink compact` printed
+	DirBefore int64 // bytes of every file in the data directory
+	DirAfter  int64 // of them, the files other than Pebble's log files
+	DiskAfter int64 // blocks allocated to those (du), in bytes
+	Logs      int64 // bytes of Pebble's log files
 	// Scenario is the ingest that stored the emails.
 	Scenario *Result
 }
 
 // PerEmail returns the stored bytes per email the verdict is about: the
-// growth of used_memory on Redis, the compacted data directory on the
-// embedded store.
+// growth of used_memory on Redis, the data directory without the log files
+// on the embedded store.
 func (f *Footprint) PerEmail() float64 {
 	if f.Emails == 0 {
 		return 0
@@ -90,36 +92,35 @@ func MeasureFootprint(ctx context.Context, o ServerOptions, s Scenario, log func
 	if f.DirBefore, err = dirSize(dir); err != nil {
 		return f, err
 	}
-	cmd := exec.CommandContext(ctx, o.Binary, "compact")
-	cmd.Env = append(withoutEnvPrefix(os.Environ(), "MAILSINK_"), "MAILSINK_DATA_DIR="+dir)
-	out, err := cmd.CombinedOutput()
-	f.Compact = strings.TrimSpace(strings.ReplaceAll(string(out), dir, "$MAILSINK_DATA_DIR"))
-	if err != nil {
-		return f, fmt.Errorf("mailsink compact: %v: %s", err, out)
-	}
-	if f.DirAfter, f.DiskAfter, err = dirUsage(dir); err != nil {
+	if f.DirAfter, f.DiskAfter, f.Logs, err = dirUsage(dir); err != nil {
 		return f, err
 	}
-	log("footprint on embedded: %d emails of %d bytes: data directory %d B stopped, %d B after compaction (%.0f B per email; %d B allocated on disk); compact said %q",
-		f.Emails, f.RawBytes, f.DirBefore, f.DirAfter, f.PerEmail(), f.DiskAfter, f.Compact)
+	log("footprint on embedded: %d emails of %d bytes: data directory %d B stopped, %d B without Pebble's log files (%.0f B per email; %d B allocated on disk), log files %d B",
+		f.Emails, f.RawBytes, f.DirBefore, f.DirAfter, f.PerEmail(), f.DiskAfter, f.Logs)
 	return f, nil
 }
 
 // dirSize adds up the sizes of the regular files under dir.
 func dirSize(dir string) (int64, error) {
-	n, _, err := dirUsage(dir)
-	return n, err
+	n, _, logs, err := dirUsage(dir)
+	return n + logs, err
 }
 
-// dirUsage adds up the sizes of the regular files under dir, and the disk
-// blocks allocated to them (a file grown by truncation, as bbolt grows
-// its file, may be sparse).
-func dirUsage(dir string) (size, allocated int64, err error) {
+// dirUsage adds up the sizes of the regular files under dir but Pebble's log
+// files (*.log), and the disk blocks allocated to them (a file may be
+// sparse), and apart the sizes of the log files.
+func dirUsage(dir string) (size, allocated, logs int64, err error) {
 	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() {
+		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".log") {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			logs += fi.Size()
+		} else if d.Type().IsRegular() {
 			fi, err := d.Info()
 			if err != nil {
 				return err
@@ -131,7 +132,7 @@ func dirUsage(dir string) (size, allocated int64, err error) {
 		}
 		return nil
 	})
-	return size, allocated, err
+	return size, allocated, logs, err
 }
 
 // prefixMemory returns how many keys start with prefix and the sum of their
