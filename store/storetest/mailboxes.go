@@ -11,7 +11,7 @@ import (
 
 func uidPage(t *testing.T, s Store, q store.UIDQuery) store.UIDPage {
 	t.Helper()
-	p, err := s.(store.Mailboxes).MailboxUIDs(context.Background(), q)
+	p, err := s.MailboxUIDs(context.Background(), q)
 	if err != nil {
 		t.Fatalf("MailboxUIDs(%+v): %v", q, err)
 	}
@@ -31,9 +31,6 @@ func uidIDs(p store.UIDPage) []string {
 // again after a delete; windows select by UID; the validity stays; each
 // account numbers its own emails.
 func testMailboxUIDs(t *testing.T, s Store) {
-	if _, ok := s.(store.Mailboxes); !ok {
-		t.Skip("the engine does not number emails yet")
-	}
 	ctx := context.Background()
 	empty := uidPage(t, s, store.UIDQuery{AccountID: acctA, Limit: 10})
 	if empty.UIDValidity == 0 || empty.UIDNext == 0 || len(empty.Emails) != 0 {
@@ -100,7 +97,7 @@ func testMailboxUIDs(t *testing.T, s Store) {
 	}
 
 	for _, limit := range []int{0, -1, store.MaxUIDPage + 1} {
-		_, err := s.(store.Mailboxes).MailboxUIDs(ctx, store.UIDQuery{AccountID: acctA, Limit: limit})
+		_, err := s.MailboxUIDs(ctx, store.UIDQuery{AccountID: acctA, Limit: limit})
 		wantCode(t, err, store.Invalid, "MailboxUIDs with a bad limit")
 	}
 }
@@ -108,9 +105,6 @@ func testMailboxUIDs(t *testing.T, s Store) {
 // testMailboxUIDsConcurrent: creates at once get distinct UIDs, and each
 // is listed.
 func testMailboxUIDsConcurrent(t *testing.T, s Store) {
-	if _, ok := s.(store.Mailboxes); !ok {
-		t.Skip("the engine does not number emails yet")
-	}
 	const n = 40
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
