@@ -367,10 +367,24 @@ type doorsConfig struct {
 	insecureAuth bool
 }
 
-// startDoors starts the POP3 door when configured. Its errors name the
-// setting; on error nothing of it is left running.
+// startDoors starts the IMAP and POP3 doors that are configured. Its
+// errors name the setting; on error nothing of them is left running.
 func (a *App) startDoors(d doorsConfig) error {
 	mc := a.cfg.Mailbox
+	if mc.IMAPAddr != "" {
+		a.imap = imapd.New(imapd.Config{
+			Addr: mc.IMAPAddr, TLSAddr: mc.IMAPSAddr, TLS: d.tls, AllowInsecureAuth: d.insecureAuth,
+			MaxMessages: mc.MaxMessages, StoreTimeout: a.cfg.Store.Timeout, Access: d.access, Metrics: d.metrics,
+		}, a.store, a.search, d.reads, a.log.With("component", "imap"))
+		if err := a.imap.Start(); err != nil {
+			a.imap = nil
+			var le *imapd.ListenError
+			if errors.As(err, &le) {
+				return fmt.Errorf("MAILSINK_IMAPS_ADDR %s: %w", le.Addr, le.Err)
+			}
+			return fmt.Errorf("MAILSINK_IMAP_ADDR %s: %w", mc.IMAPAddr, err)
+		}
+	}
 	if mc.POP3Addr == "" {
 		return nil
 	}
@@ -380,6 +394,10 @@ func (a *App) startDoors(d doorsConfig) error {
 	}, a.store, d.reads, a.log.With("component", "pop3"))
 	if err := a.pop3.Start(); err != nil {
 		a.pop3 = nil
+		if a.imap != nil {
+			a.imap.Shutdown(context.Background())
+			a.imap = nil
+		}
 		var le *pop3d.ListenError
 		if errors.As(err, &le) {
 			return fmt.Errorf("MAILSINK_POP3S_ADDR %s: %w", le.Addr, le.Err)
@@ -391,10 +409,14 @@ func (a *App) startDoors(d doorsConfig) error {
 
 // shutdownDoors closes the mail-client doors' connections.
 func (a *App) shutdownDoors(ctx context.Context) error {
-	if a.pop3 == nil {
-		return nil
+	var errIMAP, errPOP3 error
+	if a.imap != nil {
+		errIMAP = a.imap.Shutdown(ctx)
 	}
-	return a.pop3.Shutdown(ctx)
+	if a.pop3 != nil {
+		errPOP3 = a.pop3.Shutdown(ctx)
+	}
+	return errors.Join(errIMAP, errPOP3)
 }
 
 // IMAPAddr returns the IMAP listener's address, or nil.

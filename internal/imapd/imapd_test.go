@@ -38,23 +38,8 @@ type door struct {
 	account       string
 }
 
-// mailStore is what the door needs of a store; the embedded store joins
-// when it numbers emails.
-type mailStore interface {
-	store.Store
-	store.Mailboxes
-}
-
-// backends returns the stores that number emails.
-func backends(t *testing.T) []testenv.Backend {
-	var out []testenv.Backend
-	for _, b := range testenv.Backends(t) {
-		if b.Name == "redis" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+// backends are the stores the tests run on: the embedded store, and Redis.
+func backends(t *testing.T) []testenv.Backend { return testenv.Backends(t) }
 
 // start runs an IMAP door on a fresh store of b, with its search index,
 // for the account of key; edit changes the configuration first.
@@ -62,10 +47,6 @@ func start(t *testing.T, b testenv.Backend, edit func(*imapd.Config)) *door {
 	t.Helper()
 	st := b.Open(t)
 	t.Cleanup(func() { st.Close() })
-	ms, ok := st.(mailStore)
-	if !ok {
-		t.Skipf("the %s store does not number emails", b.Name)
-	}
 	acc := &store.Account{ID: "acct-" + testenv.RandomHex(4), Slug: "acme"}
 	reads := bodies.New(st, bodies.Config{})
 	idx := search.NewService(st, search.Config{Accounts: func() []*store.Account { return []*store.Account{acc} },
@@ -82,7 +63,7 @@ func start(t *testing.T, b testenv.Backend, edit func(*imapd.Config)) *door {
 	if edit != nil {
 		edit(&cfg)
 	}
-	s := imapd.New(cfg, ms, idx, reads, slog.New(slog.DiscardHandler))
+	s := imapd.New(cfg, st, idx, reads, slog.New(slog.DiscardHandler))
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package imapd
 
 import (
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -31,7 +32,7 @@ type mailbox struct {
 	sub     store.Subscription
 	created bool            // new mail: list the UIDs above the last one
 	deleted map[string]bool // emails deleted
-	updated map[string]bool // emails whose read state changed, to what
+	updated map[string]bool // emails that changed: their read state is read again
 	resync  bool            // events were missed: read the mailbox again
 	closed  bool
 	// signal wakes IDLE when a change is pending.
@@ -125,9 +126,7 @@ func (m *mailbox) note(e store.Event) {
 	case store.EmailDeleted:
 		m.deleted[e.EmailID] = true
 	case store.EmailUpdated:
-		if e.Email != nil {
-			m.updated[e.EmailID] = e.Email.Read
-		}
+		m.updated[e.EmailID] = true
 	}
 	if len(m.deleted)+len(m.updated) > m.pendingBound() {
 		m.resync = true
@@ -240,8 +239,12 @@ func (m *mailbox) poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 	m.created, m.resync = false, false
 	m.mu.Unlock()
 
+	// A store that fails now leaves the change pending for the next poll:
+	// an error here would end the connection.
 	if resync {
-		if err := m.reread(w); err != nil {
+		if err := m.reread(w); errors.Is(err, errStoreFailed) {
+			m.retry(func() { m.resync = true })
+		} else if err != nil {
 			return err
 		}
 	}
@@ -251,20 +254,61 @@ func (m *mailbox) poll(w *imapserver.UpdateWriter, allowExpunge bool) error {
 		}
 	}
 	if created && !resync {
-		if err := m.addNew(w); err != nil {
+		if err := m.addNew(w); errors.Is(err, errStoreFailed) {
+			m.retry(func() { m.created = true })
+		} else if err != nil {
 			return err
 		}
 	}
-	for id, read := range updated {
-		if msg := m.byID[id]; msg != nil && !msg.gone && msg.read != read {
-			msg.read = read
-			if err := w.WriteMessageFlags(m.seq(msg), imap.UID(msg.uid), msg.flags()); err != nil {
-				return err
-			}
-		}
+	if err := m.refresh(w, updated); err != nil {
+		return err
 	}
 	if allowExpunge {
 		return m.expungeGone(w.WriteExpunge)
+	}
+	return nil
+}
+
+// errStoreFailed marks a store call of a poll that failed.
+var errStoreFailed = errors.New("the store call failed")
+
+// retry notes a change to tell again at the next poll.
+func (m *mailbox) retry(note func()) {
+	m.mu.Lock()
+	note()
+	m.mu.Unlock()
+}
+
+// refresh reads the read state of the messages of ids that changed and
+// tells the client those that differ from what it was told. The state is
+// read rather than taken from the events, whose values may be older than
+// the session's own STORE or FETCH (their events come after it). A read
+// that fails is tried again at the next poll.
+func (m *mailbox) refresh(w *imapserver.UpdateWriter, ids map[string]bool) error {
+	for id := range ids {
+		msg := m.byID[id]
+		if msg == nil || msg.gone {
+			continue
+		}
+		ctx, cancel := m.s.call()
+		e, err := m.s.srv.store.GetEmail(ctx, m.s.account.ID, id)
+		cancel()
+		switch {
+		case store.IsCode(err, store.NotFound):
+			msg.gone = true
+			continue
+		case err != nil:
+			m.mu.Lock()
+			m.updated[id] = true
+			m.mu.Unlock()
+			continue
+		case e.Read == msg.read:
+			continue
+		}
+		msg.read = e.Read
+		if err := w.WriteMessageFlags(m.seq(msg), imap.UID(msg.uid), msg.flags()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -284,7 +328,8 @@ func (m *mailbox) addNew(w *imapserver.UpdateWriter) error {
 		p, err := srv.store.MailboxUIDs(ctx, store.UIDQuery{AccountID: m.s.account.ID, After: after, Limit: limit})
 		cancel()
 		if err != nil {
-			return srv.storeError(err)
+			srv.log.Warn("imap: reading new mail failed; told at the next command", "err", err)
+			return errStoreFailed
 		}
 		m.uidNext = max(m.uidNext, p.UIDNext)
 		for _, u := range p.Emails {
@@ -307,11 +352,11 @@ func (m *mailbox) addNew(w *imapserver.UpdateWriter) error {
 func (m *mailbox) reread(w *imapserver.UpdateWriter) error {
 	_, next, uids, err := m.newest()
 	if err != nil {
-		return m.s.srv.storeError(err)
+		return errStoreFailed
 	}
 	read, err := m.readIDs()
 	if err != nil {
-		return m.s.srv.storeError(err)
+		return errStoreFailed
 	}
 	now := make(map[string]bool, len(uids))
 	for _, u := range uids {
