@@ -132,7 +132,7 @@ var settings = []Setting{
 		duration(time.Second, func(c *Config) *time.Duration { return &c.HTTP.SSEHeartbeat })},
 	{"MAILSINK_SSE_WRITE_TIMEOUT", "30s", "writing one event to an event stream; a client slower than this is disconnected",
 		duration(positive, func(c *Config) *time.Duration { return &c.HTTP.SSEWriteTimeout })},
-	{"MAILSINK_READ_BUDGET_BYTES", "268435456", "memory that reads of stored emails hold at once in the whole process, at most half of it for one account: raw sources loaded, parses, and answers built in memory (an estimate: 7 times the raw size for a first read, 2 times once its parse is cached); a read that finds no room waits up to `MAILSINK_READ_WAIT`, then is answered `503` with `Retry-After`",
+	{"MAILSINK_READ_BUDGET_BYTES", "268435456", "memory that reads of stored emails hold at once in the whole process: three quarters for the reads people wait for, at most half of those for one account, and a quarter for search's reading of new mail in the background; raw sources loaded, parses, and answers built in memory (an estimate: 7 times the raw size for a first read, 2 times once its parse is cached); a read that finds no room waits up to `MAILSINK_READ_WAIT`, then is answered `503` with `Retry-After`",
 		integer(1<<20, 1<<40, func(c *Config) *int64 { return &c.Reads.Budget })},
 	{"MAILSINK_READ_WAIT", "5s", "how long a read of a stored email waits for room in `MAILSINK_READ_BUDGET_BYTES`",
 		duration(positive, func(c *Config) *time.Duration { return &c.Reads.Wait })},

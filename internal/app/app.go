@@ -151,20 +151,27 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	})
 	// Ingest stores bodies unparsed; readers get them parsed on first
 	// read, under the read budget.
+	// The read budget is shared by the readers people wait for (the API,
+	// the dashboard, checks, the doors for agents and mail clients) and
+	// search's background reads of new mail, which get a quarter of their
+	// own: a large message being indexed must not make a person's read of
+	// it wait, nor the other way round.
+	indexBudget := cfg.Reads.Budget / 4
 	reads := bodies.New(st, bodies.Config{
-		Budget:      cfg.Reads.Budget,
+		Budget:      cfg.Reads.Budget - indexBudget,
 		Wait:        cfg.Reads.Wait,
 		ParsePanics: m.ParsePanics,
 		Log:         log.With("component", "bodies"),
 	})
 	// Search keeps an index of every account in memory, from the store and
 	// its events; the digests of bodies it needs are made in the
-	// background, under the read budget.
+	// background, one at a time.
 	a.search = search.NewService(st, search.Config{
 		Accounts: reg.Accounts,
-		Bodies:   reads,
-		Timeout:  cfg.Store.Timeout,
-		Log:      log.With("component", "search"),
+		Bodies: bodies.New(st, bodies.Config{Budget: indexBudget, Wait: time.Minute, CacheBytes: -1,
+			ParsePanics: m.ParsePanics, Log: log.With("component", "search")}),
+		Timeout: cfg.Store.Timeout,
+		Log:     log.With("component", "search"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
