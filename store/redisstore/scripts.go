@@ -219,7 +219,9 @@ return ids
 // ARGV[2] the create's body id, ARGV[3] the tombstones' time to live in
 // seconds, ARGV[4] the stream's length bound, ARGV[5] the publish target
 // (publishFn), ARGV[6] the prefix of the status indexes, then for email
-// i ARGV[7+2i] its id and ARGV[8+2i] its email.deleted event.
+// i ARGV[7+2i] its id and ARGV[8+2i] its email.deleted event, and last the
+// prefix of the emails' check results keys (a check, or search's digest,
+// may have landed on an email before its fence).
 //
 // An email is removed only when its record names the create's body, so an
 // unrelated email is never touched; each removal appends (and publishes) an
@@ -243,6 +245,7 @@ for i = 0, n - 1 do
     redis.call('ZREM', KEYS[8 + 3 * i], id)
     redis.call('ZREM', KEYS[9 + 3 * i], id)
     redis.call('ZREM', ARGV[6] .. f[2], id)
+    redis.call('UNLINK', ARGV[7 + 2 * n] .. id)
     bytes = bytes + (tonumber(f[7]) or 0)
     removed = removed + 1
     local sid = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[4], '*', 'e', ev)
