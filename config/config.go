@@ -47,6 +47,8 @@ type Config struct {
 	Release Release
 	// Dashboard sets how the dashboard behaves.
 	Dashboard Dashboard
+	// Mailbox configures the mail-client doors, IMAP and POP3.
+	Mailbox Mailbox
 
 	// Accounts are the accounts and their keys, from AccountsFile or the
 	// single default account. Load leaves it empty when neither the file nor
@@ -116,6 +118,20 @@ type Dashboard struct {
 	// MarkRead is whether opening a message in the dashboard marks it
 	// read.
 	MarkRead bool
+}
+
+// Mailbox configures the mail-client doors (packages imapd and pop3d):
+// their listeners, each unset by default, and their bounds.
+type Mailbox struct {
+	IMAPAddr, IMAPSAddr, POP3Addr, POP3SAddr string
+	// MaxConnectionsPerAddress bounds the connections of one client
+	// address, MaxConnectionsPerAccount the logged-in connections of one
+	// account, IMAP and POP3 together (0: no bound).
+	MaxConnectionsPerAddress int
+	MaxConnectionsPerAccount int
+	// MaxMessages is how many of an account's newest emails a session
+	// shows.
+	MaxMessages int
 }
 
 // Release bounds the releases of emails to accounts' relays (the relay
@@ -362,6 +378,12 @@ func (c *Config) checkTLS() []error {
 		}
 		if c.HTTP.TLSAddr != "" {
 			errs = append(errs, errors.New("MAILSINK_HTTPS_ADDR needs a certificate: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
+		}
+		if c.Mailbox.IMAPSAddr != "" {
+			errs = append(errs, errors.New("MAILSINK_IMAPS_ADDR needs a certificate: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
+		}
+		if c.Mailbox.POP3SAddr != "" {
+			errs = append(errs, errors.New("MAILSINK_POP3S_ADDR needs a certificate: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
 		}
 		if c.SMTP.RequireTLS {
 			errs = append(errs, errors.New("MAILSINK_SMTP_REQUIRE_TLS needs a certificate for STARTTLS: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))

@@ -83,7 +83,7 @@ func docBlocks(t *testing.T, path string) []docBlock {
 
 // docsPorts are the ports the examples name; each file's run maps them to
 // free loopback ports of its own.
-var docsPorts = []string{"1025", "8025", "1465", "8443", "6379", "2025", "9025"}
+var docsPorts = []string{"1025", "8025", "1465", "8443", "6379", "2025", "9025", "1143", "1110"}
 
 var (
 	portRef  = regexp.MustCompile(`(=|127\.0\.0\.1|localhost|\s|--port )(:?)(\d{4,5})\b`)

@@ -55,6 +55,11 @@ func TestSearchBackfill(t *testing.T) {
 				want = append([]string{e.ID}, want...)
 			}
 			e := testenv.Start(t, testenv.Backend{Name: b.Name, Open: func(*testing.T) store.Store { return st }}, nil)
+			// A query in the moment after start waits for the index of the
+			// account rather than answering from an empty one.
+			if got := searchIDs(t, e, "from:old.example", ""); len(got) != 30 {
+				t.Errorf("the first search after start found %d of the 30 older emails by sender", len(got))
+			}
 			waitSearch(t, e, "word7", []string{want[30-1-7]})
 			waitSearch(t, e, "zebra from:\"old shop\"", want)
 			if got := searchIDs(t, e, "is:unread", ""); len(got) != 30 {

@@ -3,7 +3,7 @@
 // every engine implements, and the error codes shared by all layers.
 //
 // The contract is split into roles (Emails, Events, Idempotency, Stats,
-// Pruner, Faults, Webhooks, Sessions, Checks), so that each package receives at
+// Pruner, Faults, Webhooks, Sessions, Checks, Mailboxes), so that each package receives at
 // construction the part it uses; Store is all of them, and every engine
 // implements all of them. It has no dependencies on any engine;
 // store/pebblestore (embedded, the default) and store/redisstore implement
@@ -152,6 +152,7 @@ type Store interface {
 	Webhooks
 	Sessions
 	Checks
+	Mailboxes
 
 	// Ping returns nil when the backend answers.
 	Ping(ctx context.Context) error

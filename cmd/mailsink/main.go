@@ -188,6 +188,18 @@ func banner(ctx context.Context, w io.Writer, a *app.App, cfg *config.Config, ge
 	if addr := a.HTTPSAddr(); addr != nil {
 		fmt.Fprintf(w, "  HTTPS %s\n", bound("https://", addr))
 	}
+	for _, door := range []struct {
+		name string
+		addr net.Addr
+		note string
+	}{
+		{"IMAP ", a.IMAPAddr(), ""}, {"IMAPS", a.IMAPSAddr(), " (implicit TLS)"},
+		{"POP3 ", a.POP3Addr(), ""}, {"POP3S", a.POP3SAddr(), " (implicit TLS)"},
+	} {
+		if door.addr != nil {
+			fmt.Fprintf(w, "  %s %s%s: any user name, an API key as the password\n", door.name, bound("", door.addr), door.note)
+		}
+	}
 	if cert := a.Certificate(); cert != nil {
 		where := cert.CertFile()
 		if where == "" {

@@ -31,11 +31,14 @@ import (
 	"github.com/mailsink/mailsink/internal/faults"
 	"github.com/mailsink/mailsink/internal/gate"
 	"github.com/mailsink/mailsink/internal/held"
+	"github.com/mailsink/mailsink/internal/imapd"
 	"github.com/mailsink/mailsink/internal/inbound"
 	"github.com/mailsink/mailsink/internal/ingest"
+	"github.com/mailsink/mailsink/internal/mailaccess"
 	"github.com/mailsink/mailsink/internal/mcpserver"
 	"github.com/mailsink/mailsink/internal/metrics"
 	"github.com/mailsink/mailsink/internal/migrate"
+	"github.com/mailsink/mailsink/internal/pop3d"
 	"github.com/mailsink/mailsink/internal/relay"
 	"github.com/mailsink/mailsink/internal/retention"
 	"github.com/mailsink/mailsink/internal/search"
@@ -56,10 +59,14 @@ type App struct {
 	smtp      *smtpd.Server
 	http      *httpapi.Server
 	https     *httpapi.Server // nil without MAILSINK_HTTPS_ADDR
-	cert      *certs.Source   // nil without a TLS certificate
-	api       *httpapi.API
-	metrics   *metrics.Metrics
-	accounts  *accounts.Registry
+	// imap and pop3 are the mail-client doors, nil without
+	// MAILSINK_IMAP_ADDR, MAILSINK_POP3_ADDR.
+	imap     *imapd.Server
+	pop3     *pop3d.Server
+	cert     *certs.Source // nil without a TLS certificate
+	api      *httpapi.API
+	metrics  *metrics.Metrics
+	accounts *accounts.Registry
 	// large gives turns to large request bodies.
 	large *gate.Gate
 	// bodies is the memory HTTP request bodies share (bodyBudget).
@@ -144,20 +151,27 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	})
 	// Ingest stores bodies unparsed; readers get them parsed on first
 	// read, under the read budget.
+	// The read budget is shared by the readers people wait for (the API,
+	// the dashboard, checks, the doors for agents and mail clients) and
+	// search's background reads of new mail, which get a quarter of their
+	// own: a large message being indexed must not make a person's read of
+	// it wait, nor the other way round.
+	indexBudget := cfg.Reads.Budget / 4
 	reads := bodies.New(st, bodies.Config{
-		Budget:      cfg.Reads.Budget,
+		Budget:      cfg.Reads.Budget - indexBudget,
 		Wait:        cfg.Reads.Wait,
 		ParsePanics: m.ParsePanics,
 		Log:         log.With("component", "bodies"),
 	})
 	// Search keeps an index of every account in memory, from the store and
 	// its events; the digests of bodies it needs are made in the
-	// background, under the read budget.
+	// background, one at a time.
 	a.search = search.NewService(st, search.Config{
 		Accounts: reg.Accounts,
-		Bodies:   reads,
-		Timeout:  cfg.Store.Timeout,
-		Log:      log.With("component", "search"),
+		Bodies: bodies.New(st, bodies.Config{Budget: indexBudget, Wait: time.Minute, CacheBytes: -1,
+			ParsePanics: m.ParsePanics, Log: log.With("component", "search")}),
+		Timeout: cfg.Store.Timeout,
+		Log:     log.With("component", "search"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
@@ -269,6 +283,13 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		SNS: inbound.NewSNS(cfg.SNSClient, cfg.SNSSigningCert),
 	}, st, reg, ing, log.With("component", "http"), time.Now)
 	a.api = api
+	// The mail-client doors share the wrong-key limit with the API and
+	// SMTP AUTH, and their connection bounds with each other.
+	mc := cfg.Mailbox
+	access := mailaccess.New(mailaccess.Config{Keys: reg, AuthLimiter: guard,
+		PerAddress: mc.MaxConnectionsPerAddress, PerAccount: mc.MaxConnectionsPerAccount})
+	doors := doorsConfig{access: access, metrics: metrics.NewDoors(registry), tls: tlsConfig, reads: reads,
+		insecureAuth: cfg.SMTP.AllowInsecureAuth && !cfg.SMTP.RequireTLS}
 	m.HeldRequests(api.WaitingRequests, api.EventStreams)
 	httpConfig := httpapi.ServerConfig{
 		Addr:              cfg.HTTP.Addr,
@@ -305,6 +326,15 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 			return nil, fmt.Errorf("MAILSINK_HTTPS_ADDR %s: %w", cfg.HTTP.TLSAddr, err)
 		}
 	}
+	if err := a.startDoors(doors); err != nil {
+		a.smtp.Shutdown(ctx)
+		a.http.Shutdown(ctx)
+		if a.https != nil {
+			a.https.Shutdown(ctx)
+		}
+		st.Close()
+		return nil, err
+	}
 	a.retention = retention.New(st, retentionConfig(cfg, cfg.Accounts, m, log.With("component", "retention")))
 	a.retention.Start(ctx)
 	a.watchAccounts()
@@ -314,6 +344,14 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	}
 	if addr := a.HTTPSAddr(); addr != nil {
 		attrs = append(attrs, "https", addr.String())
+	}
+	for _, door := range []struct {
+		name string
+		addr net.Addr
+	}{{"imap", a.IMAPAddr()}, {"imaps", a.IMAPSAddr()}, {"pop3", a.POP3Addr()}, {"pop3s", a.POP3SAddr()}} {
+		if door.addr != nil {
+			attrs = append(attrs, door.name, door.addr.String())
+		}
 	}
 	if cert != nil {
 		attrs = append(attrs, "tls_sha256", certs.Fingerprint(cert.Leaf()))
@@ -325,6 +363,99 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 	a.startSearch(ctx)
 	log.Info("mailsink started", attrs...)
 	return a, nil
+}
+
+// doorsConfig is what the mail-client doors share.
+type doorsConfig struct {
+	access       *mailaccess.Access
+	metrics      *metrics.Doors
+	tls          *tls.Config
+	reads        *bodies.Service
+	insecureAuth bool
+}
+
+// startDoors starts the IMAP and POP3 doors that are configured. Its
+// errors name the setting; on error nothing of them is left running.
+func (a *App) startDoors(d doorsConfig) error {
+	mc := a.cfg.Mailbox
+	if mc.IMAPAddr != "" {
+		a.imap = imapd.New(imapd.Config{
+			Addr: mc.IMAPAddr, TLSAddr: mc.IMAPSAddr, TLS: d.tls, AllowInsecureAuth: d.insecureAuth,
+			MaxMessages: mc.MaxMessages, StoreTimeout: a.cfg.Store.Timeout, Access: d.access, Metrics: d.metrics,
+		}, a.store, a.search, d.reads, a.log.With("component", "imap"))
+		if err := a.imap.Start(); err != nil {
+			a.imap = nil
+			var le *imapd.ListenError
+			if errors.As(err, &le) {
+				return fmt.Errorf("MAILSINK_IMAPS_ADDR %s: %w", le.Addr, le.Err)
+			}
+			return fmt.Errorf("MAILSINK_IMAP_ADDR %s: %w", mc.IMAPAddr, err)
+		}
+	}
+	if mc.POP3Addr == "" {
+		return nil
+	}
+	a.pop3 = pop3d.New(pop3d.Config{
+		Addr: mc.POP3Addr, TLSAddr: mc.POP3SAddr, TLS: d.tls, AllowInsecureAuth: d.insecureAuth,
+		MaxMessages: mc.MaxMessages, StoreTimeout: a.cfg.Store.Timeout, Access: d.access, Metrics: d.metrics,
+	}, a.store, d.reads, a.log.With("component", "pop3"))
+	if err := a.pop3.Start(); err != nil {
+		a.pop3 = nil
+		if a.imap != nil {
+			a.imap.Shutdown(context.Background())
+			a.imap = nil
+		}
+		var le *pop3d.ListenError
+		if errors.As(err, &le) {
+			return fmt.Errorf("MAILSINK_POP3S_ADDR %s: %w", le.Addr, le.Err)
+		}
+		return fmt.Errorf("MAILSINK_POP3_ADDR %s: %w", mc.POP3Addr, err)
+	}
+	return nil
+}
+
+// shutdownDoors closes the mail-client doors' connections.
+func (a *App) shutdownDoors(ctx context.Context) error {
+	var errIMAP, errPOP3 error
+	if a.imap != nil {
+		errIMAP = a.imap.Shutdown(ctx)
+	}
+	if a.pop3 != nil {
+		errPOP3 = a.pop3.Shutdown(ctx)
+	}
+	return errors.Join(errIMAP, errPOP3)
+}
+
+// IMAPAddr returns the IMAP listener's address, or nil.
+func (a *App) IMAPAddr() net.Addr {
+	if a.imap == nil {
+		return nil
+	}
+	return a.imap.Addr()
+}
+
+// IMAPSAddr returns the implicit-TLS IMAP listener's address, or nil.
+func (a *App) IMAPSAddr() net.Addr {
+	if a.imap == nil {
+		return nil
+	}
+	return a.imap.TLSAddr()
+}
+
+// POP3Addr returns the POP3 listener's address, or nil.
+func (a *App) POP3Addr() net.Addr {
+	if a.pop3 == nil {
+		return nil
+	}
+	return a.pop3.Addr()
+}
+
+// POP3SAddr returns the implicit-TLS POP3 listener's address, or nil.
+func (a *App) POP3SAddr() net.Addr {
+	if a.pop3 == nil {
+		return nil
+	}
+	return a.pop3.TLSAddr()
 }
 
 // loadCertificate returns the certificate of the TLS settings, or nil when
@@ -533,11 +664,12 @@ func (a *App) Shutdown(ctx context.Context) error {
 	errSMTP := a.smtp.Shutdown(ctx)
 	a.api.StopHeld()
 	errHTTP := a.http.Shutdown(ctx)
+	errDoors := a.shutdownDoors(ctx)
 	errWebhooks := a.shutdownWebhooks(ctx)
 	a.stopSearch()
 	<-a.searchDone
 	errStore := a.store.Close()
-	return errors.Join(errRetention, errSMTP, errHTTP, errWebhooks, errStore)
+	return errors.Join(errRetention, errSMTP, errHTTP, errDoors, errWebhooks, errStore)
 }
 
 // Run starts mailsink, calls started, and runs until ctx is cancelled,

@@ -326,3 +326,9 @@ func (s *Store) Settle(ctx context.Context, accountID, key string) (err error) {
 	defer func(start time.Time) { s.observe("reserve", start, err) }(time.Now())
 	return s.Store.Settle(ctx, accountID, key)
 }
+
+// MailboxUIDs implements store.Store.
+func (s *Store) MailboxUIDs(ctx context.Context, q store.UIDQuery) (p store.UIDPage, err error) {
+	defer func(start time.Time) { s.observe("uids", start, err) }(time.Now())
+	return s.Store.MailboxUIDs(ctx, q)
+}

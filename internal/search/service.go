@@ -51,6 +51,8 @@ type Service struct {
 
 	mu       sync.Mutex
 	accounts map[string]*accountState
+	// added wakes Run when an account was registered.
+	added chan struct{}
 	// work has the emails whose digest is to be made.
 	work chan key
 	// subs are the subscribers to the index's changes, by account.
@@ -86,7 +88,7 @@ func NewService(st Store, cfg Config) *Service {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{idx: NewIndex(), store: st, cfg: cfg, accounts: map[string]*accountState{},
-		work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{}}
+		added: make(chan struct{}, 1), work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{}}
 }
 
 // Run indexes every account, follows their changes and makes the digests
@@ -97,24 +99,43 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.digests(ctx) })
 	tick := time.NewTicker(s.cfg.AccountsEvery)
 	defer tick.Stop()
+	started := map[string]bool{}
 	for {
 		for _, a := range s.cfg.Accounts() {
-			s.mu.Lock()
-			_, known := s.accounts[a.ID]
-			if !known {
-				s.accounts[a.ID] = &accountState{loaded: make(chan struct{})}
-			}
-			s.mu.Unlock()
-			if !known {
-				wg.Go(func() { s.follow(ctx, a.ID) })
+			s.state(a.ID)
+		}
+		s.mu.Lock()
+		for id := range s.accounts {
+			if !started[id] {
+				started[id] = true
+				wg.Go(func() { s.follow(ctx, id) })
 			}
 		}
+		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-s.added:
 		}
 	}
+}
+
+// state returns the account's state, registering the account when the
+// service does not know it yet: Run then starts following it.
+func (s *Service) state(accountID string) *accountState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	state := s.accounts[accountID]
+	if state == nil {
+		state = &accountState{loaded: make(chan struct{})}
+		s.accounts[accountID] = state
+		select {
+		case s.added <- struct{}{}:
+		default: // Run has a wake-up pending already
+		}
+	}
+	return state
 }
 
 // follow loads the account's emails into the index, then applies its
@@ -328,16 +349,11 @@ func (s *Service) digest(ctx context.Context, k key) {
 }
 
 // ready waits until the account's emails are in the index, and applies
-// the events not delivered yet. An account the service does not know yet
-// (added to the accounts file a moment ago) is taken as ready: it has no
-// mail the index missed.
+// the events not delivered yet. An account met for the first time (a
+// query in the moment after start, or an account added to the accounts
+// file since) is registered and waited for like the others.
 func (s *Service) ready(ctx context.Context, accountID string) error {
-	s.mu.Lock()
-	state := s.accounts[accountID]
-	s.mu.Unlock()
-	if state == nil {
-		return nil
-	}
+	state := s.state(accountID)
 	select {
 	case <-state.loaded:
 	case <-ctx.Done():

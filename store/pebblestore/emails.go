@@ -73,6 +73,13 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 				return 0, err
 			}
 		}
+		ids := make([]string, len(emails))
+		for i, e := range emails {
+			ids[i] = e.ID
+		}
+		if err := s.number(b, accountID, ids); err != nil {
+			return 0, err
+		}
 		return len(emails), s.addStats(b, accountID, int64(len(emails)), rawBytes)
 	})
 	if err != nil {
@@ -524,6 +531,9 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			return 0, err
 		}
 		if err := s.deleteChecks(b, accountID, id); err != nil {
+			return 0, err
+		}
+		if err := s.unnumber(b, accountID, id); err != nil {
 			return 0, err
 		}
 		return 1, s.addStats(b, accountID, -1, -r.RawSize)

@@ -300,6 +300,7 @@ func (s *Store) fence(c *createCall) {
 		deleted, _ := eventPayload(store.EmailDeleted, c.accountID, id, nil)
 		args = append(args, id, deleted)
 	}
+	args = append(args, c.account.checks(""))
 	s.fences.Add(1)
 	go func() {
 		defer s.fences.Done()

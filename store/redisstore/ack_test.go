@@ -89,12 +89,19 @@ func TestFenceRemovesLandedCreate(t *testing.T) {
 		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
 			t.Fatalf("create = %d, %v", pos, err)
 		}
+		// A check result (or search's digest) landed before the fence.
+		if err := s.PutCheck(ctx, acct, e1.ID, "html", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
 		s.fence(call)
 		s.fences.Wait()
 		for _, e := range []*store.Email{e1, e2} {
 			if _, err := s.GetEmail(ctx, acct, e.ID); !store.IsCode(err, store.NotFound) {
 				t.Errorf("GetEmail(%s) after the fence: %v, want NotFound", e.ID, err)
 			}
+		}
+		if n, err := s.client.Exists(ctx, s.account(acct).checks(e1.ID)).Result(); err != nil || n != 0 {
+			t.Errorf("the fenced email's check results: %d keys, %v; want none", n, err)
 		}
 		if n, b, err := s.AccountStats(ctx, acct); err != nil || n != 1 || b != keep.RawSize {
 			t.Errorf("AccountStats = %d, %d, %v; want 1, %d", n, b, err, keep.RawSize)

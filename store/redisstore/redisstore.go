@@ -332,8 +332,8 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 	accountID := emails[0].AccountID
 	bodyID := store.NewID()
 	k := s.account(accountID)
-	keys := make([]string, 0, 6+3*len(emails))
-	keys = append(keys, k.all(), k.body(bodyID), k.stats(), k.records(), k.bodyRefs())
+	keys := make([]string, 0, 8+3*len(emails))
+	keys = append(keys, k.all(), k.body(bodyID), k.stats(), k.records(), k.bodyRefs(), k.uidCounter(), k.uids())
 	args := make([]any, 0, 6+5*len(emails))
 	args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
 	events := make([]any, 0, len(emails))
@@ -756,7 +756,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 			return err
 		}
 		keys := append([]string{k.records(), k.all(), k.recipient(f.Recipient), k.sender(f.Sender)}, k.statuses()...)
-		keys = append(keys, k.body(f.Body), k.stats(), k.events(), k.email(id), k.bodyRefs(), k.checks(id))
+		keys = append(keys, k.body(f.Body), k.stats(), k.events(), k.email(id), k.bodyRefs(), k.checks(id), k.uids())
 		res, err := deleteScript.Run(ctx, s.client, keys, m, id, eventHistory, s.target(k), deleted, current, f.Body).Int()
 		if err != nil {
 			return classify(err)

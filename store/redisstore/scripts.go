@@ -96,9 +96,9 @@ end
 //
 // KEYS[1] the account's "all" index, KEYS[2] the body key, KEYS[3] the
 // account's stats key, KEYS[4] its records hash, KEYS[5] its body refs
-// hash, then for email i (from 0) KEYS[6+3i], KEYS[7+3i], KEYS[8+3i] its
-// recipient, sender and status indexes, and last the account's event
-// stream.
+// hash, KEYS[6] its UID counter, KEYS[7] its UID index (uid.go), then for
+// email i (from 0) KEYS[8+3i], KEYS[9+3i], KEYS[10+3i] its recipient,
+// sender and status indexes, and last the account's event stream.
 // ARGV[1] the body's id, ARGV[2] the deadline in Unix milliseconds ("0" for
 // none), ARGV[3] the prefix of the account's tombstone keys, ARGV[4] the
 // prefix of the older layout's metadata keys, ARGV[5] the stream's length
@@ -127,7 +127,7 @@ end
 // removed again before the script returns, so nobody sees them (a script
 // runs alone) and it still writes nothing in the end.
 var createScript = redis.NewScript(publishFn + recordFns + `
-local n = (#KEYS - 6) / 3
+local n = (#KEYS - 8) / 3
 local bodyID, deadline, fence, old = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local e = 7 + 4 * n
 if deadline > 0 then
@@ -193,9 +193,10 @@ for i = 0, n - 1 do
   all[#all + 1] = score
   all[#all + 1] = id
   bytes = bytes + tonumber(ARGV[a + 2])
-  redis.call('ZADD', KEYS[6 + 3 * i], score, id)
-  redis.call('ZADD', KEYS[7 + 3 * i], score, id)
   redis.call('ZADD', KEYS[8 + 3 * i], score, id)
+  redis.call('ZADD', KEYS[9 + 3 * i], score, id)
+  redis.call('ZADD', KEYS[10 + 3 * i], score, id)
+  redis.call('ZADD', KEYS[7], redis.call('HINCRBY', KEYS[6], 'n', 1), id)
 end
 redis.call('ZADD', KEYS[1], unpack(all))
 if bytes > 0 then
@@ -218,7 +219,9 @@ return ids
 // ARGV[2] the create's body id, ARGV[3] the tombstones' time to live in
 // seconds, ARGV[4] the stream's length bound, ARGV[5] the publish target
 // (publishFn), ARGV[6] the prefix of the status indexes, then for email
-// i ARGV[7+2i] its id and ARGV[8+2i] its email.deleted event.
+// i ARGV[7+2i] its id and ARGV[8+2i] its email.deleted event, and last the
+// prefix of the emails' check results keys (a check, or search's digest,
+// may have landed on an email before its fence).
 //
 // An email is removed only when its record names the create's body, so an
 // unrelated email is never touched; each removal appends (and publishes) an
@@ -228,7 +231,7 @@ return ids
 // removed too, should the create's SET have landed. It returns how many
 // emails it removed.
 var fenceScript = redis.NewScript(publishFn + recordFns + dropBodyFn + `
-local n = (#KEYS - 6) / 3
+local n = (#KEYS - 8) / 3
 local removed, bytes = 0, 0
 for i = 0, n - 1 do
   local id, ev = ARGV[7 + 2 * i], ARGV[8 + 2 * i]
@@ -238,9 +241,11 @@ for i = 0, n - 1 do
     local f = split(v)
     redis.call('HDEL', KEYS[4], id)
     redis.call('ZREM', KEYS[1], id)
-    redis.call('ZREM', KEYS[6 + 3 * i], id)
-    redis.call('ZREM', KEYS[7 + 3 * i], id)
+    redis.call('ZREM', KEYS[7], id)
+    redis.call('ZREM', KEYS[8 + 3 * i], id)
+    redis.call('ZREM', KEYS[9 + 3 * i], id)
     redis.call('ZREM', ARGV[6] .. f[2], id)
+    redis.call('UNLINK', ARGV[7 + 2 * n] .. id)
     bytes = bytes + (tonumber(f[7]) or 0)
     removed = removed + 1
     local sid = redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[4], '*', 'e', ev)
@@ -331,7 +336,8 @@ return f
 // indexes, KEYS[5..7] the status indexes, KEYS[8] the body key, KEYS[9] the
 // account's stats key, KEYS[10] the account's event stream, KEYS[11] the
 // email's metadata key of the older layout, KEYS[12] the body refs hash,
-// KEYS[13] the email's check results (checks.go). ARGV[1] the fixed metadata the caller read to name the keys, ARGV[2] the
+// KEYS[13] the email's check results (checks.go), KEYS[14] the account's
+// UID index (uid.go). ARGV[1] the fixed metadata the caller read to name the keys, ARGV[2] the
 // id, ARGV[3] the stream's length bound, ARGV[4] the publish target
 // (publishFn), ARGV[5] the email.deleted event to append and publish,
 // ARGV[6] "1" when the caller read the email from the records hash, "0"
@@ -385,6 +391,7 @@ elseif sb then
   redis.call('HINCRBY', KEYS[9], 'bytes', sb)
 end
 redis.call('UNLINK', KEYS[13])
+redis.call('ZREM', KEYS[14], ARGV[2])
 local id = redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[5])
 publish(ARGV[4], id .. ' ' .. ARGV[5])
 return 1

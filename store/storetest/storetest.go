@@ -97,6 +97,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Sessions", testSessions},
 		{"ReadState", testReadState},
 		{"Checks", testChecks},
+		{"MailboxUIDs", testMailboxUIDs},
+		{"MailboxUIDsConcurrent", testMailboxUIDsConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
