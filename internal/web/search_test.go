@@ -163,6 +163,7 @@ func TestReadState(t *testing.T) {
 	p.waitFor("Order #0 read and still listed", `document.querySelector('#message-subject')?.textContent === 'Order #0' &&
 		!document.querySelector('#message-list .row:nth-child(2)').classList.contains('unread')`)
 	p.click("#folder-all")
+	p.rowsAre("all mail", "Order #2", "Order #1", "Order #0")
 	p.click("#select-all")
 	p.click("#read-selected")
 	p.waitFor("none unread", `document.querySelectorAll('#message-list .row.unread').length === 0 && document.querySelector('#folder-unread .folder-count').textContent === '0' &&
