@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,7 +50,12 @@ func TestClusterFailoverKeepsLiveEvents(t *testing.T) {
 	defer admin.Close()
 	slot := int(admin.ClusterKeySlot(context.Background(), prefix+"{"+accs[0].ID+"}:ch").Val())
 
-	stream := openEventStream(t, e.BaseURL, testenv.AcmeKey)
+	streamCtx, stopStream := context.WithCancel(context.Background())
+	t.Cleanup(stopStream)
+	stream, err := clustertest.OpenEventStream(streamCtx, e.BaseURL, testenv.AcmeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	load := startPacedLoad(e.SMTP, 100)
 	defer load.finish()
 
@@ -77,10 +81,10 @@ func TestClusterFailoverKeepsLiveEvents(t *testing.T) {
 	load.finish()
 
 	acked := load.subjects()
-	missed := stream.missing(acked)
+	missed := stream.Missing(acked)
 	for deadline := time.Now().Add(20 * time.Second); len(missed) > 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		missed = stream.missing(acked)
+		missed = stream.Missing(acked)
 	}
 	if len(missed) > 0 {
 		t.Errorf("the event stream missed %d of %d acknowledged emails, e.g. %q", len(missed), len(acked), missed[0])
@@ -97,117 +101,7 @@ func TestClusterFailoverKeepsLiveEvents(t *testing.T) {
 	}
 	figures("cluster failover (graceful, then takeover) with replica acknowledgement: %d acknowledged, "+
 		"the event stream missed %d (%d reconnects); waits missed %d of %d, slowest answered %dms after its email's 250",
-		len(acked), len(missed), stream.reconnects(), waitsMissed, len(waits), slowest.Milliseconds())
-}
-
-// eventStream reads /v1/events as an EventSource does: when the server ends
-// the stream it connects again with Last-Event-ID. It collects the
-// subjects of the emails created.
-type eventStream struct {
-	mu       sync.Mutex
-	subjects map[string]bool
-	again    int
-}
-
-func openEventStream(t *testing.T, base, key string) *eventStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &eventStream{subjects: map[string]bool{}}
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	opened := make(chan struct{})
-	go func() {
-		defer close(done)
-		var last string
-		for first := true; ctx.Err() == nil; first = false {
-			if !first {
-				s.mu.Lock()
-				s.again++
-				s.mu.Unlock()
-			}
-			last = s.read(ctx, base, key, last, opened)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond): // the stream's retry, shortened
-			}
-		}
-	}()
-	select {
-	case <-opened:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the event stream did not open")
-	}
-	return s
-}
-
-// read reads one connection of the stream and returns the last event id.
-func (s *eventStream) read(ctx context.Context, base, key, last string, opened chan struct{}) string {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	if last != "" {
-		req.Header.Set("Last-Event-ID", last)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return last
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return last
-	}
-	select {
-	case <-opened:
-	default:
-		close(opened)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var id, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		case line == "" && data != "":
-			var ev struct {
-				Type string `json:"type"`
-				Item struct {
-					Subject string `json:"subject"`
-				} `json:"item"`
-			}
-			if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == string(store.EmailCreated) {
-				s.mu.Lock()
-				s.subjects[ev.Item.Subject] = true
-				s.mu.Unlock()
-			}
-			if id != "" {
-				last = id
-			}
-			id, data = "", ""
-		}
-	}
-	return last
-}
-
-// missing returns the subjects the stream has not carried.
-func (s *eventStream) missing(subjects []string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, sub := range subjects {
-		if !s.subjects[sub] {
-			out = append(out, sub)
-		}
-	}
-	return out
-}
-
-func (s *eventStream) reconnects() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.again
+		len(acked), len(missed), stream.Reconnects(), waitsMissed, len(waits), slowest.Milliseconds())
 }
 
 // pacedLoad sends to load@acme.test over SMTP, about rate messages a second

@@ -28,7 +28,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +52,7 @@ import (
 
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
+	"github.com/mailsink/mailsink/internal/testenv/clustertest"
 	"github.com/mailsink/mailsink/store"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
@@ -209,9 +209,9 @@ func run(o options) error {
 	// An event stream per account and a wait for the victim's account,
 	// open throughout, as a test suite would hold them.
 	httpBase := "http://" + a.HTTPAddr().String()
-	streams := make([]*eventStream, accounts)
+	streams := make([]*clustertest.EventStream, accounts)
 	for i := range accounts {
-		if streams[i], err = openEventStream(ctx, httpBase, fmt.Sprintf("key-%d", i)); err != nil {
+		if streams[i], err = clustertest.OpenEventStream(ctx, httpBase, fmt.Sprintf("key-%d", i)); err != nil {
 			return err
 		}
 	}
@@ -480,12 +480,12 @@ func run(o options) error {
 	var unstreamed, reconnects, streamed int
 	drain := time.Now().Add(15 * time.Second)
 	for i, st := range streams {
-		for len(st.missing(want[i])) > 0 && time.Now().Before(drain) {
+		for len(st.Missing(want[i])) > 0 && time.Now().Before(drain) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		unstreamed += len(st.missing(want[i]))
+		unstreamed += len(st.Missing(want[i]))
 		streamed += len(want[i])
-		reconnects += st.reconnects()
+		reconnects += st.Reconnects()
 	}
 	fmt.Printf("failover: event streams (one per account): %d of %d acknowledged emails never streamed; %d reconnects\n",
 		unstreamed, streamed, reconnects)
@@ -649,113 +649,6 @@ func newMasterOnline(ctx context.Context, node *redis.Client, slot int64, old st
 		}
 	}
 	return false
-}
-
-// eventStream reads an account's /v1/events as an EventSource does: when
-// the server ends the stream it connects again with Last-Event-ID. It
-// collects the subjects of the emails created.
-type eventStream struct {
-	mu       sync.Mutex
-	subjects map[string]bool
-	again    int
-}
-
-// openEventStream opens the stream of the account with key and reads it
-// until ctx ends.
-func openEventStream(ctx context.Context, base, key string) (*eventStream, error) {
-	s := &eventStream{subjects: map[string]bool{}}
-	opened := make(chan struct{})
-	go func() {
-		var last string
-		for first := true; ctx.Err() == nil; first = false {
-			if !first {
-				s.mu.Lock()
-				s.again++
-				s.mu.Unlock()
-			}
-			last = s.read(ctx, base, key, last, opened)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond): // the stream's retry, shortened
-			}
-		}
-	}()
-	select {
-	case <-opened:
-		return s, nil
-	case <-time.After(10 * time.Second):
-		return nil, errors.New("an event stream did not open within 10s")
-	}
-}
-
-// read reads one connection of the stream and returns the last event id.
-func (s *eventStream) read(ctx context.Context, base, key, last string, opened chan struct{}) string {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	if last != "" {
-		req.Header.Set("Last-Event-ID", last)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return last
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return last
-	}
-	select {
-	case <-opened:
-	default:
-		close(opened)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var id, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		case line == "" && data != "":
-			var ev struct {
-				Type string `json:"type"`
-				Item struct {
-					Subject string `json:"subject"`
-				} `json:"item"`
-			}
-			if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == string(store.EmailCreated) {
-				s.mu.Lock()
-				s.subjects[ev.Item.Subject] = true
-				s.mu.Unlock()
-			}
-			if id != "" {
-				last = id
-			}
-			id, data = "", ""
-		}
-	}
-	return last
-}
-
-// missing returns the subjects the stream has not carried.
-func (s *eventStream) missing(subjects []string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, sub := range subjects {
-		if !s.subjects[sub] {
-			out = append(out, sub)
-		}
-	}
-	return out
-}
-
-func (s *eventStream) reconnects() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.again
 }
 
 // waitFor is the wait of the held list request: the most the API allows.
