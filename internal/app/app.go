@@ -385,7 +385,7 @@ func (a *App) startDoors(d doorsConfig) error {
 		}, a.store, a.search, d.reads, a.log.With("component", "imap"))
 		if err := a.imap.Start(); err != nil {
 			a.imap = nil
-			var le *imapd.ListenError
+			var le *mailaccess.ListenError
 			if errors.As(err, &le) {
 				return fmt.Errorf("MAILSINK_IMAPS_ADDR %s: %w", le.Addr, le.Err)
 			}
@@ -405,7 +405,7 @@ func (a *App) startDoors(d doorsConfig) error {
 			a.imap.Shutdown(context.Background())
 			a.imap = nil
 		}
-		var le *pop3d.ListenError
+		var le *mailaccess.ListenError
 		if errors.As(err, &le) {
 			return fmt.Errorf("MAILSINK_POP3S_ADDR %s: %w", le.Addr, le.Err)
 		}

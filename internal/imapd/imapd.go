@@ -124,19 +124,13 @@ func (l logAdapter) Printf(format string, args ...any) {
 // Start listens on the configured addresses and serves in the background;
 // a bind error is returned at once.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	var err error
+	s.ln, s.tlsLn, err = s.cfg.Access.Listen(s.cfg.Addr, s.cfg.TLSAddr, s.cfg.TLS,
+		"* BYE Too many connections from your address, try again later\r\n", s.cfg.Metrics.Refusal(protocol))
 	if err != nil {
 		return err
 	}
-	refused := s.cfg.Metrics.Refusal(protocol)
-	s.ln = s.cfg.Access.Listener(ln, "* BYE Too many connections from your address, try again later\r\n", refused)
-	if s.cfg.TLSAddr != "" && s.cfg.TLS != nil {
-		tln, err := net.Listen("tcp", s.cfg.TLSAddr)
-		if err != nil {
-			ln.Close()
-			return &ListenError{Addr: s.cfg.TLSAddr, Err: err}
-		}
-		s.tlsLn = tls.NewListener(s.cfg.Access.Listener(tln, "", refused), s.cfg.TLS)
+	if s.tlsLn != nil {
 		go s.serve(s.tlsLn)
 	}
 	go s.serve(s.ln)
@@ -148,15 +142,6 @@ func (s *Server) serve(ln net.Listener) {
 		s.log.Error("imap listener stopped", "err", err)
 	}
 }
-
-// ListenError is Start's error when the implicit-TLS listener cannot bind.
-type ListenError struct {
-	Addr string
-	Err  error
-}
-
-func (e *ListenError) Error() string { return e.Addr + ": " + e.Err.Error() }
-func (e *ListenError) Unwrap() error { return e.Err }
 
 // Addr returns the listener's address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }

@@ -7,6 +7,7 @@ package mailaccess
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -99,6 +100,36 @@ func (a *Access) Listener(ln net.Listener, refusal string, refused func()) net.L
 	}
 	return &listener{Listener: ln, limit: a.byAddress, refusal: refusal, refused: refused}
 }
+
+// Listen opens a door's listeners, bounded per client address: the plain
+// one on addr (refusal is its protocol's line for a client over its
+// bound), and when tlsAddr and tlsConfig are set the implicit-TLS one on
+// tlsAddr. A bind error of the TLS listener is a *ListenError.
+func (a *Access) Listen(addr, tlsAddr string, tlsConfig *tls.Config, refusal string, refused func()) (plain, secure net.Listener, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain = a.Listener(ln, refusal, refused)
+	if tlsAddr == "" || tlsConfig == nil {
+		return plain, nil, nil
+	}
+	tln, err := net.Listen("tcp", tlsAddr)
+	if err != nil {
+		ln.Close()
+		return nil, nil, &ListenError{Addr: tlsAddr, Err: err}
+	}
+	return plain, tls.NewListener(a.Listener(tln, "", refused), tlsConfig), nil
+}
+
+// ListenError is Listen's error when the implicit-TLS listener cannot bind.
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string { return e.Addr + ": " + e.Err.Error() }
+func (e *ListenError) Unwrap() error { return e.Err }
 
 type listener struct {
 	net.Listener
