@@ -44,7 +44,7 @@ test-node: build
 	cd e2e/node && npm ci --no-audit --no-fund --silent && MAILSINK_BIN="$(CURDIR)/$(BIN)" npm test
 	cd clients/js && npm ci --no-audit --no-fund --silent && npm run typecheck && \
 		MAILSINK_BIN="$(CURDIR)/$(BIN)" CHROMIUM_PATH="$$(command -v chromium)" npm test
-	cd examples/cloudflare-email-worker && node --test worker.test.js
+	cd examples/cloudflare-email-worker && MAILSINK_BIN="$(CURDIR)/$(BIN)" node --test worker.test.js
 
 ## openapi: regenerate the JS client's types (clients/js/types.d.ts) from the API contract, api/openapi.yaml
 openapi:

@@ -74,8 +74,8 @@ before(async () => {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  proc.stdout.on('data', (b) => { logs += b; });
-  proc.stderr.on('data', (b) => { logs += b; });
+  proc.stdout.on('data', (b) => { logs = (logs + b).slice(-65536); });
+  proc.stderr.on('data', (b) => { logs = (logs + b).slice(-65536); });
   await poll('mailsink to be ready', async () => {
     if (proc.exitCode !== null) throw new Error(`mailsink exited (${proc.exitCode}):\n${logs}`);
     try { return (await fetch(`${http}/readyz`)).status === 200; } catch { return false; }

@@ -69,8 +69,8 @@ before(async () => {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  proc.stdout.on('data', (b) => { logs += b; });
-  proc.stderr.on('data', (b) => { logs += b; });
+  proc.stdout.on('data', (b) => { logs = (logs + b).slice(-65536); });
+  proc.stderr.on('data', (b) => { logs = (logs + b).slice(-65536); });
   await waitReady(30_000);
   const resp = await fetch(`${http}/tls/certificate.pem`);
   assert.equal(resp.status, 200);

@@ -1,5 +1,5 @@
 // Tests the worker against a real mailsink: built from this repository
-// with `go build`, run on free loopback ports with a temporary data
+// with `go build` (or $MAILSINK_BIN), run on free loopback ports with a temporary data
 // directory. Run with `node --test` in this directory (CI does).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -14,7 +14,14 @@ import worker, { forward } from "./worker.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const key = "worker-test-key";
-let dir, proc, base, logs = "";
+let dir, proc, base, logs = "", logBytes = 0;
+
+// keepLog keeps the last 64 KiB of mailsink's output for error messages:
+// bounded, so that a chatty process cannot fill the test's heap.
+function keepLog(d) {
+  logBytes += d.length;
+  logs = (logs + d).slice(-65536);
+}
 
 // freePort asks the kernel for a free port by listening on port 0.
 function freePort() {
@@ -42,8 +49,12 @@ async function waitReady(url, ms) {
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "mailsink-worker-"));
-  const bin = join(dir, "mailsink");
-  execFileSync("go", ["build", "-o", bin, "./cmd/mailsink"], { cwd: repo, stdio: "inherit" });
+  // make test-node passes the binary it built; run alone, the test builds one.
+  let bin = process.env.MAILSINK_BIN;
+  if (!bin) {
+    bin = join(dir, "mailsink");
+    execFileSync("go", ["build", "-o", bin, "./cmd/mailsink"], { cwd: repo, stdio: "inherit" });
+  }
   const [http, smtp] = [await freePort(), await freePort()];
   proc = spawn(bin, [], {
     env: {
@@ -56,14 +67,29 @@ before(async () => {
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  proc.stdout.on("data", (d) => (logs += d));
-  proc.stderr.on("data", (d) => (logs += d));
+  proc.stdout.on("data", keepLog);
+  proc.stderr.on("data", keepLog);
   base = `http://127.0.0.1:${http}`;
   await waitReady(base + "/readyz", 30000);
 });
 
-after(() => {
-  proc?.kill();
+// after stops mailsink with SIGTERM, as an operator would, and waits for it
+// to drain and exit; one that does not within 20 s is killed and fails the
+// run with the end of its output.
+after(async () => {
+  if (proc && proc.exitCode === null) {
+    const exited = new Promise((r) => proc.once("exit", r));
+    proc.kill("SIGTERM");
+    let timer;
+    const late = new Promise((r) => (timer = setTimeout(() => r("late"), 20000)));
+    const how = await Promise.race([exited, late]);
+    clearTimeout(timer);
+    if (how === "late") {
+      proc.kill("SIGKILL");
+      await exited;
+      throw new Error(`mailsink did not exit within 20 s of SIGTERM (${logBytes} bytes of output); its last output:\n` + logs);
+    }
+  }
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

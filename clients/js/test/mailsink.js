@@ -59,8 +59,8 @@ export async function startMailsink({ apiKey = 'js-test-key', accounts } = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  proc.stdout.on('data', (d) => { output += d; });
-  proc.stderr.on('data', (d) => { output += d; });
+  proc.stdout.on('data', (d) => { output = (output + d).slice(-65536); });
+  proc.stderr.on('data', (d) => { output = (output + d).slice(-65536); });
   const exited = new Promise((resolve) => proc.on('exit', resolve));
   const baseUrl = `http://127.0.0.1:${httpPort}`;
   const deadline = Date.now() + 20000;
