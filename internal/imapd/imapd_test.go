@@ -383,29 +383,6 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-func need(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
-}
-
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, need(t, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // pythonClient reads, marks, searches and deletes with imaplib, over
 // STARTTLS, then reads over implicit TLS.
 const pythonClient = `
@@ -446,7 +423,7 @@ s.logout()
 // searches and deletes.
 func TestPythonImaplib(t *testing.T) {
 	t.Parallel()
-	need(t, "python3")
+	testenv.Program(t, "python3")
 	for _, b := range backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
@@ -455,7 +432,7 @@ func TestPythonImaplib(t *testing.T) {
 			second := testenv.PutRaw(t, d.st, d.account, plain)
 			_, port, _ := net.SplitHostPort(d.addr)
 			_, tlsPort, _ := net.SplitHostPort(d.tlsAddr)
-			out := run(t, "python3", "-c", pythonClient, "127.0.0.1", port, tlsPort, key)
+			out := testenv.Run(t, "python3", "-c", pythonClient, "127.0.0.1", port, tlsPort, key)
 			served := strings.ReplaceAll(withBareLF, "\n", "\r\n")
 			for _, want := range []string{
 				"exists 2\n",
@@ -490,15 +467,15 @@ func TestCurl(t *testing.T) {
 		d := start(t, b, nil)
 		testenv.PutRaw(t, d.st, d.account, withBareLF)
 		served := strings.ReplaceAll(withBareLF, "\n", "\r\n")
-		list := run(t, "curl", "-sS", "--max-time", "20", "-u", "anyone:"+key, "imap://"+d.addr+"/")
+		list := testenv.Run(t, "curl", "-sS", "--max-time", "20", "-u", "anyone:"+key, "imap://"+d.addr+"/")
 		if !strings.Contains(list, "INBOX") {
 			t.Errorf("curl's list: %q", list)
 		}
-		msg := run(t, "curl", "-sS", "--max-time", "20", "-k", "-u", "anyone:"+key, "imaps://"+d.tlsAddr+"/INBOX;UID=1")
+		msg := testenv.Run(t, "curl", "-sS", "--max-time", "20", "-k", "-u", "anyone:"+key, "imaps://"+d.tlsAddr+"/INBOX;UID=1")
 		if msg != served {
 			t.Errorf("curl's imaps message: %q, want %q", msg, served)
 		}
-		msg = run(t, "curl", "-sS", "--max-time", "20", "-k", "--ssl-reqd", "-u", "anyone:"+key, "imap://"+d.addr+"/INBOX;UID=1")
+		msg = testenv.Run(t, "curl", "-sS", "--max-time", "20", "-k", "--ssl-reqd", "-u", "anyone:"+key, "imap://"+d.addr+"/INBOX;UID=1")
 		if msg != served {
 			t.Errorf("curl's message over STARTTLS: %q, want %q", msg, served)
 		}
@@ -509,7 +486,7 @@ func TestCurl(t *testing.T) {
 // and deletes them (\Deleted, then EXPUNGE).
 func TestFetchmail(t *testing.T) {
 	t.Parallel()
-	need(t, "fetchmail")
+	testenv.Program(t, "fetchmail")
 	for _, b := range backends(t) {
 		d := start(t, b, nil)
 		testenv.PutRaw(t, d.st, d.account, plain)
@@ -523,7 +500,7 @@ func TestFetchmail(t *testing.T) {
 		if err := os.WriteFile(rcFile, []byte(rc), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(need(t, "fetchmail"), "-f", rcFile, "--nosyslog", "--nodetach", "--pidfile", filepath.Join(dir, "pid"))
+		cmd := exec.Command(testenv.Program(t, "fetchmail"), "-f", rcFile, "--nosyslog", "--nodetach", "--pidfile", filepath.Join(dir, "pid"))
 		cmd.Env = append(os.Environ(), "HOME="+dir, "FETCHMAILHOME="+dir)
 		if got, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("fetchmail: %v\n%s", err, got)

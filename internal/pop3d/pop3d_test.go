@@ -349,31 +349,6 @@ func TestTLS(t *testing.T) {
 	s.expectCmd("LIST 1", "+OK 1 ")
 }
 
-// need returns the path of a program the test runs; under CI=true a
-// missing one fails the test.
-func need(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
-}
-
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, need(t, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // pythonClient reads every message with poplib, over STLS and over
 // implicit TLS, and deletes the first.
 const pythonClient = `
@@ -405,7 +380,7 @@ s.quit()
 // deletes one, on both stores.
 func TestPythonPoplib(t *testing.T) {
 	t.Parallel()
-	need(t, "python3")
+	testenv.Program(t, "python3")
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
@@ -414,7 +389,7 @@ func TestPythonPoplib(t *testing.T) {
 			testenv.PutRaw(t, d.st, d.account, withBareLF)
 			_, port, _ := net.SplitHostPort(d.addr)
 			_, tlsPort, _ := net.SplitHostPort(d.tlsAddr)
-			out := run(t, "python3", "-c", pythonClient, "127.0.0.1", port, tlsPort, key)
+			out := testenv.Run(t, "python3", "-c", pythonClient, "127.0.0.1", port, tlsPort, key)
 			served := strings.ReplaceAll(withBareLF, "\n", "\r\n")
 			for _, want := range []string{
 				fmt.Sprintf("stat 2 %d\n", len(served)+len(plain)),
@@ -440,15 +415,15 @@ func TestCurl(t *testing.T) {
 	d := start(t, testenv.Backends(t)[0], nil)
 	testenv.PutRaw(t, d.st, d.account, withBareLF)
 	served := strings.ReplaceAll(withBareLF, "\n", "\r\n")
-	list := run(t, "curl", "-sS", "--max-time", "20", "-u", "anyone:"+key, "pop3://"+d.addr+"/")
+	list := testenv.Run(t, "curl", "-sS", "--max-time", "20", "-u", "anyone:"+key, "pop3://"+d.addr+"/")
 	if want := fmt.Sprintf("1 %d\r\n", len(served)); list != want {
 		t.Errorf("curl's list: %q, want %q", list, want)
 	}
-	msg := run(t, "curl", "-sS", "--max-time", "20", "-k", "-u", "anyone:"+key, "pop3s://"+d.tlsAddr+"/1")
+	msg := testenv.Run(t, "curl", "-sS", "--max-time", "20", "-k", "-u", "anyone:"+key, "pop3s://"+d.tlsAddr+"/1")
 	if msg != served {
 		t.Errorf("curl's pop3s message: %q, want %q", msg, served)
 	}
-	msg = run(t, "curl", "-sS", "--max-time", "20", "-k", "--ssl-reqd", "-u", "anyone:"+key, "pop3://"+d.addr+"/1")
+	msg = testenv.Run(t, "curl", "-sS", "--max-time", "20", "-k", "--ssl-reqd", "-u", "anyone:"+key, "pop3://"+d.addr+"/1")
 	if msg != served {
 		t.Errorf("curl's message over STLS: %q, want %q", msg, served)
 	}
@@ -458,7 +433,7 @@ func TestCurl(t *testing.T) {
 // STLS into a local delivery, and deletes them as it goes.
 func TestFetchmail(t *testing.T) {
 	t.Parallel()
-	need(t, "fetchmail")
+	testenv.Program(t, "fetchmail")
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
@@ -474,7 +449,7 @@ func TestFetchmail(t *testing.T) {
 			if err := os.WriteFile(rcFile, []byte(rc), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(need(t, "fetchmail"), "-f", rcFile, "--nosyslog", "--nodetach", "--pidfile", filepath.Join(dir, "pid"))
+			cmd := exec.Command(testenv.Program(t, "fetchmail"), "-f", rcFile, "--nosyslog", "--nodetach", "--pidfile", filepath.Join(dir, "pid"))
 			cmd.Env = append(os.Environ(), "HOME="+dir, "FETCHMAILHOME="+dir)
 			if got, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("fetchmail: %v\n%s", err, got)

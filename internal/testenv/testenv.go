@@ -247,13 +247,7 @@ func Start(t *testing.T, b Backend, edit func(*config.Config)) *Env {
 // test when redis-server is not installed and CI is set, else skips it.
 func PrivateRedis(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is not installed: %v", err)
-		}
-		t.Skip("redis-server is not installed")
-	}
+	bin := Program(t, "redis-server")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
