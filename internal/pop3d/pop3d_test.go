@@ -8,9 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -440,26 +437,9 @@ func TestFetchmail(t *testing.T) {
 			d := start(t, b, nil)
 			testenv.PutRaw(t, d.st, d.account, plain)
 			testenv.PutRaw(t, d.st, d.account, withBareLF)
-			dir := t.TempDir()
-			out := filepath.Join(dir, "mbox")
-			host, port, _ := net.SplitHostPort(d.addr)
-			rc := fmt.Sprintf("poll %s service %s protocol POP3 auth password user \"anyone\" password \"%s\" sslproto tls1.2+ no sslcertck mda \"/bin/sh -c 'cat >> %s'\"\n",
-				host, port, key, out)
-			rcFile := filepath.Join(dir, "fetchmailrc")
-			if err := os.WriteFile(rcFile, []byte(rc), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command(testenv.Program(t, "fetchmail"), "-f", rcFile, "--nosyslog", "--nodetach", "--pidfile", filepath.Join(dir, "pid"))
-			cmd.Env = append(os.Environ(), "HOME="+dir, "FETCHMAILHOME="+dir)
-			if got, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("fetchmail: %v\n%s", err, got)
-			}
-			mbox, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mbox := testenv.Fetchmail(t, "POP3", d.addr, "anyone", key)
 			for _, want := range []string{"Subject: plain", "line 3", "Subject: bare", ".hidden line", "..two dots"} {
-				if !strings.Contains(string(mbox), want) {
+				if !strings.Contains(mbox, want) {
 					t.Errorf("fetchmail's delivery lacks %q:\n%s", want, mbox)
 				}
 			}
