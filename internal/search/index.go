@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,40 @@ type accountIndex struct {
 	entries []*entry          // by ReceivedAt, then ID, ascending; nil where deleted
 	byID    map[string]*entry // the live entries
 	dead    int
+	// counts is Stats of the live entries, kept as they come, change and
+	// go, so that the stats and the counts of the sidebar (is:unread, a
+	// label, a status) cost the same at a million emails as at ten.
+	counts Stats
+}
+
+// count adds (sign 1) or takes away (sign -1) doc from the kept counts.
+func (a *accountIndex) count(doc *Doc, sign int64) {
+	c := &a.counts
+	if c.Statuses == nil {
+		c.Statuses, c.Labels = map[store.Status]int64{}, map[string]LabelStats{}
+	}
+	unread := int64(0)
+	if !doc.Read {
+		unread = sign
+	}
+	c.Total += sign
+	c.Unread += unread
+	if c.Statuses[doc.Status] += sign; c.Statuses[doc.Status] == 0 {
+		delete(c.Statuses, doc.Status)
+	}
+	for i, l := range doc.Labels {
+		if slices.Contains(doc.Labels[:i], l) {
+			continue // an email counts once for a label it carries twice
+		}
+		ls := c.Labels[l]
+		ls.Total += sign
+		ls.Unread += unread
+		if ls.Total == 0 {
+			delete(c.Labels, l)
+		} else {
+			c.Labels[l] = ls
+		}
+	}
 }
 
 type entry struct {
@@ -50,12 +85,15 @@ func (x *Index) Put(e *store.Email) {
 	defer x.mu.Unlock()
 	a := x.account(e.AccountID)
 	if old, ok := a.byID[e.ID]; ok && old.doc.ReceivedAt.Equal(e.ReceivedAt) {
+		a.count(&old.doc, -1)
 		old.doc = docOf(e, old.doc.Digest)
+		a.count(&old.doc, 1)
 		return
 	} else if ok {
 		a.remove(old)
 	}
 	n := &entry{id: e.ID, doc: docOf(e, nil)}
+	a.count(&n.doc, 1)
 	i, _ := slices.BinarySearchFunc(a.entries, n, func(have, want *entry) int {
 		if have == nil {
 			return -1 // deleted: their place does not matter
@@ -156,6 +194,7 @@ func (x *Index) account(id string) *accountIndex {
 }
 
 func (a *accountIndex) remove(e *entry) {
+	a.count(&e.doc, -1)
 	delete(a.byID, e.id)
 	a.entries[e.pos] = nil
 	a.dead++
@@ -211,6 +250,9 @@ func (x *Index) Search(ctx context.Context, f store.ListQuery, q Query, texts Te
 // Count returns how many of the account's emails match f's filters and q
 // (Limit and Offset ignored).
 func (x *Index) Count(ctx context.Context, f store.ListQuery, q Query, texts Texts) (int64, error) {
+	if n, ok := x.kept(f, q); ok {
+		return n, nil
+	}
 	var n int64
 	err := x.scan(ctx, f, q, texts, func(string) bool { n++; return true })
 	return n, err
@@ -421,29 +463,89 @@ type LabelStats struct {
 	Total, Unread int64
 }
 
-// Stats counts the account's emails. Its cost grows with the account.
+// Stats counts the account's emails, from the counts kept as they change.
 func (x *Index) Stats(accountID string) Stats {
-	s := Stats{Statuses: map[store.Status]int64{}, Labels: map[string]LabelStats{}}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	a := x.accounts[accountID]
-	if a == nil {
-		return s
-	}
-	for _, e := range a.byID {
-		s.Total++
-		unread := int64(0)
-		if !e.doc.Read {
-			unread = 1
-		}
-		s.Unread += unread
-		s.Statuses[e.doc.Status]++
-		for _, l := range e.doc.Labels {
-			ls := s.Labels[l]
-			ls.Total++
-			ls.Unread += unread
-			s.Labels[l] = ls
-		}
+	s := Stats{Statuses: map[store.Status]int64{}, Labels: map[string]LabelStats{}}
+	if a := x.accounts[accountID]; a != nil {
+		s.Total, s.Unread = a.counts.Total, a.counts.Unread
+		maps.Copy(s.Statuses, a.counts.Statuses)
+		maps.Copy(s.Labels, a.counts.Labels)
 	}
 	return s
+}
+
+// kept answers a count from the kept counts when it can: f selects by
+// account alone, or by status or label, and q has at most one term of
+// is:read, is:unread, status: or label: (negated or not), and not two
+// conditions that the counts do not cross (a label with read state is
+// kept; a status with a label is not).
+func (x *Index) kept(f store.ListQuery, q Query) (int64, bool) {
+	if f.Recipient != "" || f.Sender != "" || f.Subject != "" || !f.Since.IsZero() || f.Before != "" || len(q.Terms) > 1 {
+		return 0, false
+	}
+	status, label := f.Status, f.Label
+	var read, unread, not bool
+	if len(q.Terms) == 1 {
+		t := q.Terms[0]
+		not = t.Not
+		switch {
+		case t.Kind == Read:
+			read = true
+		case t.Kind == Unread:
+			unread = true
+		case t.Kind == Status && status == "":
+			status = t.Status
+		case t.Kind == Label && label == "":
+			label = t.Text
+		default:
+			return 0, false
+		}
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	a := x.accounts[f.AccountID]
+	if a == nil {
+		return 0, true
+	}
+	c := &a.counts
+	// all is what the conditions but the term select; n what the term
+	// selects of them (the whole when there is no term to negate).
+	var all, n int64
+	switch {
+	case status != "" && label != "":
+		return 0, false
+	case status != "" && (read || unread):
+		return 0, false
+	case status != "":
+		all = c.Total
+		if f.Status != "" {
+			all = c.Statuses[f.Status]
+		}
+		n = c.Statuses[status]
+	case label != "":
+		all = c.Total
+		if f.Label != "" {
+			all = c.Labels[f.Label].Total
+		}
+		ls := c.Labels[label]
+		n = ls.Total
+		if read {
+			all, n = ls.Total, ls.Total-ls.Unread
+		} else if unread {
+			all, n = ls.Total, ls.Unread
+		}
+	default:
+		all, n = c.Total, c.Total
+		if read {
+			n = c.Total - c.Unread
+		} else if unread {
+			n = c.Unread
+		}
+	}
+	if not {
+		return all - n, true
+	}
+	return n, true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -315,5 +317,83 @@ func TestIndexScales(t *testing.T) {
 				b.x.Count(context.Background(), store.ListQuery{AccountID: "a"}, query, textsOf(b.texts, &reads))
 			})
 		})
+	}
+}
+
+// TestKeptCounts: the counts kept as emails come, change and go answer
+// Stats and the counts they can exactly as a walk over the emails does.
+func TestKeptCounts(t *testing.T) {
+	x := NewIndex()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	statuses := []store.Status{store.StatusReceived, store.StatusProcessed, store.StatusArchived}
+	labelSets := [][]string{{}, {"a"}, {"b"}, {"a", "b"}, {"a", "a"}, {"b", "c", "b"}}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	email := func(id string, at time.Time) *store.Email {
+		return &store.Email{ID: id, AccountID: "acct", Sender: "s@x.example", Recipient: "r@x.example",
+			Status: statuses[rnd.IntN(len(statuses))], Labels: labelSets[rnd.IntN(len(labelSets))],
+			Read: rnd.IntN(3) == 0, ReceivedAt: at}
+	}
+	var queries []string
+	for _, q := range []string{"", "is:read", "is:unread", "status:archived", "label:a", "label:c", "label:none"} {
+		queries = append(queries, q)
+		if q != "" {
+			queries = append(queries, "-"+q)
+		}
+	}
+	for round := range 2000 {
+		switch op := rnd.IntN(10); {
+		case op < 5 || len(ids) == 0: // a new email
+			id := fmt.Sprintf("id-%06d", round)
+			x.Put(email(id, base.Add(time.Duration(round)*time.Second)))
+			ids = append(ids, id)
+		case op < 8: // an update: state, labels, read
+			i := rnd.IntN(len(ids))
+			x.Put(email(ids[i], base.Add(time.Duration(i)*time.Second)))
+		case op < 9: // received again at another time
+			x.Put(email(ids[rnd.IntN(len(ids))], base.Add(time.Duration(-round)*time.Second)))
+		default:
+			i := rnd.IntN(len(ids))
+			x.Delete("acct", ids[i])
+			ids = slices.Delete(ids, i, i+1)
+		}
+		if round%97 != 0 {
+			continue
+		}
+		for _, f := range []store.ListQuery{{}, {Status: store.StatusArchived}, {Label: "a"}, {Label: "b"}} {
+			f.AccountID = "acct"
+			for _, qs := range queries {
+				q := mustParse(t, qs)
+				var walked int64
+				if err := x.scan(context.Background(), f, q, nil, func(string) bool { walked++; return true }); err != nil {
+					t.Fatal(err)
+				}
+				got, err := x.Count(context.Background(), f, q, nil)
+				if err != nil || got != walked {
+					t.Fatalf("round %d, %+v, q %q: Count %d, %v; a walk counts %d", round, f, qs, got, err, walked)
+				}
+			}
+		}
+		want := Stats{Statuses: map[store.Status]int64{}, Labels: map[string]LabelStats{}}
+		for _, e := range x.accounts["acct"].byID {
+			want.Total++
+			if !e.doc.Read {
+				want.Unread++
+			}
+			want.Statuses[e.doc.Status]++
+			for i, l := range e.doc.Labels {
+				if !slices.Contains(e.doc.Labels[:i], l) {
+					ls := want.Labels[l]
+					ls.Total++
+					if !e.doc.Read {
+						ls.Unread++
+					}
+					want.Labels[l] = ls
+				}
+			}
+		}
+		if got := x.Stats("acct"); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: Stats %+v, want %+v", round, got, want)
+		}
 	}
 }
