@@ -48,7 +48,7 @@ type SearchOptions struct {
 	// corpus is sent and indexed, queries.pprof during the body-word
 	// queries.
 	ProfileDir string
-	Log        func(format string, args ...any)
+	Log        func(format string, args ...any) `json:"-"`
 }
 
 // DefaultSearchOptions are the benchmark's settings: 100,000 emails, timed
