@@ -45,7 +45,7 @@ type SearchOptions struct {
 	Samples int
 	// ProfileDir, when set, receives the server's CPU profiles of the last
 	// step (the server needs its pprof listener): digest.pprof while the
-	// corpus is sent and indexed, queries.pprof during the body-word
+	// corpus is sent and indexed, queries-*.pprof during some categories'
 	// queries.
 	ProfileDir string
 	Log        func(format string, args ...any) `json:"-"`
@@ -106,6 +106,16 @@ type SearchStep struct {
 // to the last one indexed.
 func (s *SearchStep) CPUPerEmail() time.Duration { return s.CPUAll / time.Duration(max(s.Added, 1)) }
 
+// QueryProfile is a CPU profile of the server during a query category.
+type QueryProfile struct {
+	Category, File string
+	Top            string // go tool pprof -top
+}
+
+// profiled are the categories whose queries are profiled at the last
+// step: one per target on query latency.
+var profiled = map[string]bool{CatOperators: true, CatRareWord: true, CatCountQuery: true}
+
 // SearchResult is a search benchmark on one server.
 type SearchResult struct {
 	Backend string
@@ -133,11 +143,12 @@ type SearchResult struct {
 	// Restart: Ready is the time from starting the process to its
 	// banner, Found to an old email found by a body word; After is the
 	// process then.
-	Ready, Found  time.Duration
-	RestartCPU    time.Duration
-	RestartAfter  ProcSample
-	QueryProfile  string
-	QueryTop      string // go tool pprof -top of QueryProfile
+	Ready, Found time.Duration
+	RestartCPU   time.Duration
+	RestartAfter ProcSample
+	// QueryProfiles are CPU profiles of the server during the first 5s of
+	// some categories at the last step.
+	QueryProfiles []QueryProfile
 	Elapsed       time.Duration
 	MachineBusy   float64
 	MachineSteal  float64
@@ -169,6 +180,8 @@ type searchRun struct {
 	sentRares []int
 	// since is the time the last step began, for after: queries.
 	since time.Time
+	// markSent is when the step's last message was sent.
+	markSent time.Time
 }
 
 // RunSearch sends the corpus to srv's account up to each step and times
@@ -251,7 +264,7 @@ func (r *searchRun) step(ctx context.Context, from, to int, last bool) (*SearchS
 	if err != nil {
 		return nil, err
 	}
-	if err := r.waitFound(ctx, r.mark(to), 5*time.Minute); err != nil {
+	if err := r.waitFound(ctx, r.mark(to), r.markSent.Add(-time.Second), 5*time.Minute); err != nil {
 		return s, fmt.Errorf("the last message's body word: %w", err)
 	}
 	s.Indexed = time.Since(t0)
@@ -291,8 +304,8 @@ func (r *searchRun) step(ctx context.Context, from, to int, last bool) (*SearchS
 	}
 	for _, cat := range SearchCategories {
 		var done func() (string, error)
-		if last && r.o.ProfileDir != "" && cat == CatRareWord {
-			done = r.profile(ctx, "queries.pprof", 5)
+		if last && r.o.ProfileDir != "" && profiled[cat] {
+			done = r.profile(ctx, "queries-"+strings.NewReplacer(" ", "-", "?", "-", ":", "-", "+", "").Replace(cat)+".pprof", 5)
 		}
 		kinds, err := r.time(ctx, cat, n)
 		if err != nil {
@@ -312,15 +325,15 @@ func (r *searchRun) step(ctx context.Context, from, to int, last bool) (*SearchS
 			if err != nil {
 				return s, fmt.Errorf("query profile: %w", err)
 			}
-			r.res.QueryProfile = path
-			r.res.QueryTop, _ = pprofTop(ctx, path, false)
+			top, _ := pprofTop(ctx, path, false)
+			r.res.QueryProfiles = append(r.res.QueryProfiles, QueryProfile{Category: cat, File: path, Top: top})
 		}
 	}
 	return s, nil
 }
 
-// send sends corpus messages [from, to) over r.o.Connections pipelining
-// clients; the last carries the step's mark.
+// send sends corpus messages [from, to-1) over r.o.Connections pipelining
+// clients, then the last, which carries the step's mark, alone.
 func (r *searchRun) send(ctx context.Context, from, to int) error {
 	var (
 		next  atomic.Int64
@@ -341,15 +354,11 @@ func (r *searchRun) send(ctx context.Context, from, to int) error {
 			defer c.close()
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
-				if i >= to {
+				if i >= to-1 {
 					c.quit()
 					return
 				}
-				extra := ""
-				if i == to-1 {
-					extra = r.mark(to)
-				}
-				m := r.c.Message(i, extra)
+				m := r.c.Message(i, "")
 				if err := c.transaction(m.From, []string{m.To}, m.Raw); err != nil {
 					mu.Lock()
 					first = errors.Join(first, fmt.Errorf("message %d: %w", i, err))
@@ -371,7 +380,27 @@ func (r *searchRun) send(ctx context.Context, from, to int) error {
 	if first == nil {
 		first = ctx.Err()
 	}
-	return first
+	if first != nil {
+		return first
+	}
+	// The last message, with the step's mark, goes alone after the others.
+	c, err := dialRaw(ctx, r.srv.SMTP, true)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	m := r.c.Message(to-1, r.mark(to))
+	r.markSent = time.Now()
+	if err := c.transaction(m.From, []string{m.To}, m.Raw); err != nil {
+		return fmt.Errorf("message %d: %w", to-1, err)
+	}
+	if m.Rare >= 0 {
+		if r.rares[m.Rare] == 0 || to-1 < r.firsts[m.Rare] {
+			r.firsts[m.Rare] = to - 1
+		}
+		r.rares[m.Rare]++
+	}
+	return c.quit()
 }
 
 // checkRares checks that a few rare words are counted in as many emails as
@@ -592,6 +621,7 @@ func (r *searchRun) lag(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		sent := time.Now()
 		err = c.transaction(m.From, []string{m.To}, raw)
 		acked := time.Now()
 		c.quit()
@@ -599,14 +629,14 @@ func (r *searchRun) lag(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		n, err := r.found(ctx, "subject:"+subject)
+		n, err := r.found(ctx, "subject:"+subject, time.Time{})
 		if err != nil {
 			return err
 		}
 		if n > 0 {
 			r.res.MetaFirst++
 		}
-		if err := r.waitFound(ctx, word, 10*time.Second); err != nil {
+		if err := r.waitFound(ctx, word, sent.Add(-time.Second), 10*time.Second); err != nil {
 			r.res.LagFailed++
 			continue
 		}
@@ -652,7 +682,7 @@ func (r *searchRun) restart(ctx context.Context) error {
 		return err
 	}
 	r.res.Ready = time.Since(started)
-	if err := r.waitFound(ctx, word, 5*time.Minute); err != nil {
+	if err := r.waitFound(ctx, word, time.Time{}, 5*time.Minute); err != nil {
 		return fmt.Errorf("an old email by its body word %q: %w", word, err)
 	}
 	r.res.Found = time.Since(started)
@@ -742,11 +772,14 @@ func (r *searchRun) pebbleDigests(ctx context.Context, dir string, ids []string)
 	return nil
 }
 
-// waitFound polls q=word every r.o.Poll until an email is listed.
-func (r *searchRun) waitFound(ctx context.Context, word string, limit time.Duration) error {
+// waitFound polls q=word every r.o.Poll until an email received after
+// since is listed. A since just before the email was sent keeps each poll
+// from scanning the whole account while the email is not indexed yet: the
+// polls would compete with the indexing they wait for.
+func (r *searchRun) waitFound(ctx context.Context, word string, since time.Time, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		n, err := r.found(ctx, word)
+		n, err := r.found(ctx, word, since)
 		if err == nil && n > 0 {
 			return nil
 		}
@@ -764,9 +797,14 @@ func (r *searchRun) waitFound(ctx context.Context, word string, limit time.Durat
 	}
 }
 
-// found returns how many emails (at most one) q lists.
-func (r *searchRun) found(ctx context.Context, q string) (int, error) {
-	items, err := r.list(ctx, url.Values{"q": {q}, "limit": {"1"}})
+// found returns how many emails (at most one) q lists among those received
+// after since (all when it is zero).
+func (r *searchRun) found(ctx context.Context, q string, since time.Time) (int, error) {
+	v := url.Values{"q": {q}, "limit": {"1"}}
+	if !since.IsZero() {
+		v.Set("since", since.UTC().Format(time.RFC3339Nano))
+	}
+	items, err := r.list(ctx, v)
 	return len(items), err
 }
 

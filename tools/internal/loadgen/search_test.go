@@ -173,7 +173,7 @@ func TestSearchReportMarkdown(t *testing.T) {
 	small := searchResult(10_000, time.Millisecond, 2*time.Millisecond, time.Millisecond, 10*time.Millisecond, 50)
 	big := searchResult(100_000, 10*time.Millisecond, 20*time.Millisecond, time.Millisecond, 10*time.Millisecond, 50)
 	res := &SearchResult{Backend: "redis", Steps: append(small.Steps, big.Steps...), Lag: big.Lag, MetaFirst: 50,
-		QueryTop: "flat  flat%   sum%        cum   cum%\n 1s 50% 50% 1s 50% f"}
+		QueryProfiles: []QueryProfile{{Category: CatOperators, Top: "flat  flat%   sum%        cum   cum%\n 1s 50% 50% 1s 50% f"}}}
 	rep := &SearchReport{Command: "make bench-search", Commit: "abc1234", Options: DefaultSearchOptions(), Results: []*SearchResult{res},
 		Started: time.Date(2026, 11, 27, 20, 0, 0, 0, time.UTC)}
 	md := rep.Markdown()
