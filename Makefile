@@ -11,7 +11,7 @@ BENCH_FLAGS ?=
 # the newest release whose engines match this Node.js, not the newest)
 CANIEMAIL_VERSION ?= latest
 
-.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads bench-search fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -98,6 +98,12 @@ bench-large:
 ## the server's CPU per request, its peak RSS and another account's list p99 go into $(BENCH_DOC)
 bench-reads:
 	$(GO) run ./tools/mailsink-bench reads -doc $(BENCH_DOC) -command 'make bench-reads' $(BENCH_FLAGS)
+
+## bench-search: issue 33's search costs: a varied corpus of 100,000 emails sent over SMTP to one account on the
+## embedded store and on Redis (127.0.0.1:6379, own key prefix), queries timed at 10k/30k/100k, how soon new mail's
+## body words are found, digest CPU and size, a restart's load and RSS; results and targets go into $(BENCH_DOC)
+bench-search:
+	$(GO) run ./tools/mailsink-bench search -doc $(BENCH_DOC) -command 'make bench-search' $(BENCH_FLAGS)
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:

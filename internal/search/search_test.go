@@ -320,6 +320,39 @@ func TestIndexScales(t *testing.T) {
 	}
 }
 
+// contains answers as lower-casing s and searching it would, for ASCII
+// and other strings, upper and lower case, and empty ones.
+func TestContains(t *testing.T) {
+	alphabet := []string{"a", "B", "z", "Z", "@", ".", "1", "é", "É", "ß", "İ", "k", "K", "\u212a"}
+	r := rand.New(rand.NewPCG(1, 2))
+	word := func(max int) string {
+		var b strings.Builder
+		for range r.IntN(max + 1) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	cases := [][2]string{{"", ""}, {"Ada", ""}, {"", "a"}, {"Ada Lovelace", "lovelace"}, {"Ada Lovelace", "ada l"},
+		{"NOREPLY@Shop.Example", "shop.example"}, {"Élodie", "élo"}, {"ab", "abc"}, {"\u212aelvin", "kelvin"}}
+	for range 20000 {
+		cases = append(cases, [2]string{word(8), strings.ToLower(word(3))})
+	}
+	for _, c := range cases {
+		if got, want := contains(c[0], c[1]), strings.Contains(strings.ToLower(c[0]), c[1]); got != want {
+			t.Errorf("contains(%q, %q) = %v, want %v", c[0], c[1], got, want)
+		}
+	}
+}
+
+func BenchmarkContains(b *testing.B) {
+	names := []string{"Ada Lovelace", "noreply@shop.example", "Grace Hopper", "notifications@github.example"}
+	for b.Loop() {
+		for _, s := range names {
+			contains(s, "deliveries.example")
+		}
+	}
+}
+
 // TestKeptCounts: the counts kept as emails come, change and go answer
 // Stats and the counts they can exactly as a walk over the emails does.
 func TestKeptCounts(t *testing.T) {

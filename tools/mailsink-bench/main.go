@@ -9,6 +9,10 @@
 //	mailsink-bench reads [flags]    store hostile messages and read each through
 //	                                every endpoint, eight requests at once, on
 //	                                each store (docs/benchmarks.md)
+//	mailsink-bench search [flags]   send a varied corpus of 100,000 emails to
+//	                                one account on each store and time search
+//	                                queries, new mail's indexing and a restart
+//	                                (docs/benchmarks.md)
 //
 // It starts mailsink itself (built once from ./cmd/mailsink, on free
 // loopback ports, with the embedded store in a temporary directory or with
@@ -50,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = suite(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "reads":
 		err = reads(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "search":
+		err = search(ctx, args[1:], stdout, stderr)
 	default:
 		err = single(ctx, args, stdout, stderr)
 	}

@@ -85,6 +85,12 @@ type Server struct {
 	waitErr error
 	// keepData leaves dataDir in place on Stop.
 	keepData bool
+	// What start runs: the binary, its environment, where its stderr goes,
+	// and whether it has a pprof listener.
+	binary string
+	env    []string
+	log    io.Writer
+	pprof  bool
 }
 
 // StartServer runs `mailsink serve` on free loopback ports with a random API
@@ -142,14 +148,26 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 		s.Backend = "embedded"
 	}
 
-	s.cmd = exec.Command(o.Binary, "serve")
-	s.cmd.Env = append(withoutEnvPrefix(os.Environ(), "MAILSINK_"), env...)
-	if o.Log != nil {
-		s.cmd.Stderr = o.Log
+	s.binary, s.env, s.log, s.pprof = o.Binary, append(withoutEnvPrefix(os.Environ(), "MAILSINK_"), env...), o.Log, o.PProf
+	if err := s.start(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs the server's process and waits until it prints that it is
+// ready, taking its listeners' addresses from its banner.
+func (s *Server) start(ctx context.Context) error {
+	s.exited = make(chan struct{})
+	s.cmd = exec.Command(s.binary, "serve")
+	s.cmd.Env = s.env
+	if s.log != nil {
+		s.cmd.Stderr = s.log
 	}
 	stdout, err := s.launch(s.cmd.StdoutPipe)
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	ready := make(chan error, 1)
@@ -182,14 +200,29 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 	if err == nil && (s.SMTP == "" || s.HTTP == "") {
 		err = errors.New("mailsink's banner did not name both listeners")
 	}
-	if err == nil && o.PProf && s.PProf == "" {
+	if err == nil && s.pprof && s.PProf == "" {
 		err = errors.New("mailsink's banner did not name the pprof listener (MAILSINK_PPROF_ADDR)")
 	}
-	if err != nil {
-		s.Stop()
-		return nil, err
+	return err
+}
+
+// Restart stops the server's process with SIGTERM (it must stop within
+// 15s) and starts it again with the same settings and store, keeping its
+// data; its listeners get new ports. between runs while it is stopped.
+func (s *Server) Restart(ctx context.Context, between func() error) error {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(15 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("%s did not stop within 15s of SIGTERM", s.name())
 	}
-	return s, nil
+	s.SMTP, s.HTTP, s.PProf = "", "", ""
+	if err := between(); err != nil {
+		return err
+	}
+	return s.start(ctx)
 }
 
 // writeAccounts writes an accounts file of two accounts, "bench" with
