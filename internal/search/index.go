@@ -300,8 +300,8 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		pending = pending[:0]
 		return nil
 	}
-	lower := strings.ToLower
-	sender, recipient, subject := lower(f.Sender), lower(f.Recipient), lower(f.Subject)
+	q = q.cheapFirst()
+	subject := strings.ToLower(f.Subject)
 	x.mu.RLock()
 	a := x.accounts[f.AccountID]
 	start := -1
@@ -333,11 +333,11 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		case !f.Since.IsZero() && !d.ReceivedAt.After(f.Since):
 			i = -1 // older than Since, as all after it
 			continue
-		case sender != "" && lower(d.Sender) != sender,
-			recipient != "" && lower(d.Recipient) != recipient,
-			f.Status != "" && d.Status != f.Status,
-			subject != "" && !strings.Contains(lower(d.Subject), subject),
+		case f.Status != "" && d.Status != f.Status,
 			f.Label != "" && !slices.Contains(d.Labels, f.Label),
+			f.Sender != "" && !strings.EqualFold(d.Sender, f.Sender),
+			f.Recipient != "" && !strings.EqualFold(d.Recipient, f.Recipient),
+			subject != "" && !contains(d.Subject, subject),
 			!q.MatchMeta(d):
 			continue
 		}

@@ -41,6 +41,29 @@ func (q Query) Match(d *Doc) bool {
 	return true
 }
 
+// cheapFirst returns q with its terms in the order that is cheapest to
+// test (the order of AND does not change what matches): a field compared
+// (label, status, read state, dates, sizes, an attachment) before a
+// substring of addresses and names, before words. An email a cheap term
+// rules out is then never searched for substrings: a label matching one
+// email in 250 after a from: term made a scan of 100,000 emails cost
+// 60 ms, most of it the substring searches.
+func (q Query) cheapFirst() Query {
+	terms := slices.Clone(q.Terms)
+	slices.SortStableFunc(terms, func(a, b Term) int { return a.cost() - b.cost() })
+	return Query{Terms: terms}
+}
+
+func (t *Term) cost() int {
+	switch t.Kind {
+	case Words:
+		return 2
+	case From, To, Subject, MessageID:
+		return 1
+	}
+	return 0
+}
+
 // MatchMeta reports whether d may match q judging by everything but the
 // body text: false means it cannot match, true that it matches when the
 // words that are in no other field are in the body (Match tells). It lets

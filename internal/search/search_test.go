@@ -132,6 +132,13 @@ func TestMatch(t *testing.T) {
 		if got := q.Match(doc); got != tt.want {
 			t.Errorf("%q matched %v, want %v", tt.q, got, tt.want)
 		}
+		if got := q.cheapFirst().Match(doc); got != tt.want {
+			t.Errorf("%q, cheapest terms first, matched %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if got := mustParse(t, `order from:shop -label:x subject:inv is:unread`).cheapFirst(); got.Terms[0].Kind != Label ||
+		got.Terms[1].Kind != Unread || got.Terms[2].Kind != From || got.Terms[3].Kind != Subject || got.Terms[4].Kind != Words {
+		t.Errorf("cheapFirst's order: %+v", got.Terms)
 	}
 	// Before its body is read, only the envelope answers from: and to:.
 	bare := *doc
