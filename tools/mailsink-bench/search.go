@@ -54,6 +54,8 @@ func search(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		o.ProfileDir = dir
+	} else if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+		return err // before ten minutes of sending, not after
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
