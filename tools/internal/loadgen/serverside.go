@@ -127,18 +127,18 @@ func commandStatsDelta(before, after map[string]CmdStat) []CmdStat {
 	return out
 }
 
-// commandStatsText renders a delta per message: calls and Redis's own time
-// in each command (usec counts the command's execution, not the event
-// loop's reading and writing of sockets, which INFO cpu does).
-func commandStatsText(stats []CmdStat, ops int) string {
+// CommandStatsText renders a delta per message: calls and Redis's own time
+// in each command. usec counts a command's execution, not the event loop's
+// reading and writing of sockets, which INFO cpu does; a script's
+// (evalsha's) includes the commands it calls, which are also counted under
+// their own names.
+func CommandStatsText(stats []CmdStat, ops int) string {
 	if len(stats) == 0 || ops == 0 {
 		return ""
 	}
 	var parts []string
-	var usec int64
 	for _, s := range stats {
-		usec += s.Usec
 		parts = append(parts, fmt.Sprintf("%s %.2f calls, %s", s.Name, float64(s.Calls)/float64(ops), fmtDur(time.Duration(s.Usec)*time.Microsecond/time.Duration(ops))))
 	}
-	return fmt.Sprintf("INFO commandstats per message: %s; %s in commands in all", strings.Join(parts, "; "), fmtDur(time.Duration(usec)*time.Microsecond/time.Duration(ops)))
+	return "INFO commandstats per message (a script's time includes the commands it calls, also counted under their own names): " + strings.Join(parts, "; ")
 }

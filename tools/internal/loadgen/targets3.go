@@ -68,7 +68,7 @@ func redisCPUPerCreate(want time.Duration) func(*Report) (string, string) {
 		}
 		ev := fmt.Sprintf("%s on redis: redis-server %s per message (%s / %d, INFO cpu, every client's; %d commands, %.1f per message)",
 			Ingest2KReuse, fmtDur(redis), res.RedisCPU.Round(10*time.Millisecond), res.Ingest.Sent, res.RedisCommands, float64(res.RedisCommands)/float64(res.Ingest.Sent))
-		if t := commandStatsText(res.RedisCmds, res.Ingest.Sent); t != "" {
+		if t := CommandStatsText(res.RedisCmds, res.Ingest.Sent); t != "" {
 			ev += "; " + t
 		}
 		return verdict(redis <= want), ev
@@ -287,11 +287,11 @@ func (r *Report) Round3Markdown() string {
 		}
 	}
 	if len(profiled) > 0 {
-		b.WriteString("Where the time goes: the server's CPU profile of the first seconds of each row (`go tool pprof -top`, flat and cumulative), and on Redis the row's `INFO commandstats`:\n\n")
+		b.WriteString("Where the time goes: the server's CPU profile of the first seconds of each row (`go tool pprof -top -cum`: the 30 functions most time passes through), and on Redis the row's `INFO commandstats`:\n\n")
 		for _, res := range profiled {
 			fmt.Fprintf(&b, "%s on %s:\n\n", res.Name, res.Backend)
 			if len(res.RedisCmds) > 0 && res.Query == nil && res.Ingest != nil && res.Ingest.Sent > 0 {
-				fmt.Fprintf(&b, "- %s\n\n", commandStatsText(res.RedisCmds, res.Ingest.Sent))
+				fmt.Fprintf(&b, "- %s\n\n", CommandStatsText(res.RedisCmds, res.Ingest.Sent))
 			}
 			if res.Profile != "" {
 				fmt.Fprintf(&b, "```\n%s\n```\n\n", strings.TrimRight(res.Profile, "\n"))
