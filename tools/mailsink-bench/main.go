@@ -350,6 +350,10 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					res.Profile = pprofTop(ctx, bin, res.CPUProfile)
 					res.CPUProfile = ""
 				}
+				if res.HeapProfile != "" {
+					res.Heap = pprofTop(ctx, bin, res.HeapProfile, "-sample_index=inuse_space")
+					res.HeapProfile = ""
+				}
 			}
 			os.RemoveAll(profDir)
 		}
@@ -459,6 +463,9 @@ func withProfiles(scenarios []loadgen.Scenario, dir, backend string) []loadgen.S
 		case loadgen.Ingest2KReuse, loadgen.List16K, loadgen.List100K, loadgen.List1M, loadgen.List1MLoad:
 			out[i].CPUProfile = filepath.Join(dir, backend+"-"+s.Name+".pprof")
 			out[i].ProfileSeconds = 2
+		case loadgen.Ingest100K:
+			// What is live after the three ingest rows (the RSS target).
+			out[i].HeapProfile = filepath.Join(dir, backend+"-"+s.Name+".heap")
 		}
 	}
 	return out
@@ -467,8 +474,9 @@ func withProfiles(scenarios []loadgen.Scenario, dir, backend string) []loadgen.S
 // pprofTop returns the first lines of `go tool pprof -top -cum` (the
 // callers the time goes through, not only the syscalls it ends in) of a profile of
 // bin, or why there are none.
-func pprofTop(ctx context.Context, bin, profile string) string {
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", bin, profile).CombinedOutput()
+func pprofTop(ctx context.Context, bin, profile string, flags ...string) string {
+	args := append(append([]string{"tool", "pprof", "-top", "-cum", "-nodecount=30"}, flags...), bin, profile)
+	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("(go tool pprof: %v: %s)", err, strings.TrimSpace(string(out)))
 	}

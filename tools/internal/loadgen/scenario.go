@@ -50,6 +50,9 @@ type Scenario struct {
 	// ProfileSeconds (5 when 0).
 	CPUProfile     string
 	ProfileSeconds int
+	// HeapProfile, when set, is a file to write the server's heap profile
+	// to right after the timed phase (after a collection: what is live).
+	HeapProfile string
 	// MailboxSize, when above 0 ("list" only), spreads the prefill over as
 	// many recipients as give each about this many emails, so that a list
 	// by recipient answers as many whatever the emails earlier scenarios
@@ -99,8 +102,9 @@ type Result struct {
 	// RedisCmds is INFO commandstats over the timed phase, most time first.
 	RedisCmds []CmdStat
 	// Profile is the top of the server's CPU profile of the timed phase
-	// (go tool pprof -top), when one was taken.
-	Profile string
+	// (go tool pprof -top), when one was taken; Heap the top of its heap
+	// profile right after it (in use).
+	Profile, Heap string
 	// ToolCPU is the load tool's own CPU time during the timed phase.
 	ToolCPU time.Duration
 	// MachineBusy and MachineSteal are the shares of all CPUs' time during
@@ -264,6 +268,9 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	}
 	if perr2 := stopProfile(); err == nil {
 		err = perr2
+	}
+	if s.HeapProfile != "" && err == nil {
+		err = r.heapProfile(ctx, s.HeapProfile)
 	}
 	if err != nil {
 		return res, err
@@ -440,6 +447,35 @@ func (r *Runner) redisCommands(ctx context.Context) int64 {
 	}
 	n, _ := strconv.ParseInt(info["total_commands_processed"], 10, 64)
 	return n
+}
+
+// heapProfile writes the server's heap profile, taken after a collection,
+// to file.
+func (r *Runner) heapProfile(ctx context.Context, file string) error {
+	if r.Target.PProf == "" {
+		return fmt.Errorf("a heap profile needs the server's pprof listener (MAILSINK_PPROF_ADDR)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Target.PProf+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // startProfile starts a CPU profile of the server when s asks for one; the

@@ -282,7 +282,7 @@ func (r *Report) Round3Markdown() string {
 	}
 	var profiled []*Result
 	for _, res := range r.Results {
-		if res.Profile != "" || (len(res.RedisCmds) > 0 && res.Ingest != nil && res.Query == nil) {
+		if res.Profile != "" || res.Heap != "" || (len(res.RedisCmds) > 0 && res.Ingest != nil && res.Query == nil) {
 			profiled = append(profiled, res)
 		}
 	}
@@ -295,6 +295,9 @@ func (r *Report) Round3Markdown() string {
 			}
 			if res.Profile != "" {
 				fmt.Fprintf(&b, "```\n%s\n```\n\n", strings.TrimRight(res.Profile, "\n"))
+			}
+			if res.Heap != "" {
+				fmt.Fprintf(&b, "Live heap right after the row (`/debug/pprof/heap?gc=1`, `go tool pprof -top -cum -sample_index=inuse_space`):\n\n```\n%s\n```\n\n", strings.TrimRight(res.Heap, "\n"))
 			}
 		}
 	}
