@@ -340,7 +340,7 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if profDir, err = os.MkdirTemp("", "mailsink-bench-prof-"); err != nil {
 				return err
 			}
-			run = withProfiles(scenarios, profDir, backend)
+			run = withProfiles(run, profDir, backend)
 		}
 		first := len(rep.Results)
 		runAll(ctx, srv, run, rep, stdout, stderr)
