@@ -243,8 +243,11 @@ func noneLost(r *Report) (string, string) {
 		return NotMeasured, "no scenario was verified"
 	}
 	ev := fmt.Sprintf("%d scenarios verified through the API, %d emails each found once", verified, emails)
-	if len(r.Failures) > 0 {
-		bad = append(bad, fmt.Sprintf("%d failures (above)", len(r.Failures)))
+	for _, f := range r.Failures {
+		if len(f) > 200 {
+			f = f[:200] + "..."
+		}
+		bad = append(bad, "failed: "+f)
 	}
 	if len(bad) > 0 {
 		return NotMet, strings.Join(bad, "; ")
