@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -131,10 +132,12 @@ func (f *serverFlags) options(bin, backend string, pprof bool) (loadgen.ServerOp
 	o := loadgen.ServerOptions{Binary: bin, PProf: pprof}
 	switch backend {
 	case "embedded":
+	case "memory":
+		o.Memory = true
 	case "redis":
 		o.RedisURL = f.redisURL
 	default:
-		return o, fmt.Errorf("-store %q: want embedded or redis", backend)
+		return o, fmt.Errorf("-store %q: want embedded, memory or redis", backend)
 	}
 	lw, err := f.logWriter()
 	o.Log = lw
@@ -146,7 +149,7 @@ func single(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	var (
 		sf      serverFlags
-		backend = fs.String("store", "embedded", "store of the mailsink it starts: embedded or redis")
+		backend = fs.String("store", "embedded", "store of the mailsink it starts: embedded, memory (MAILSINK_DATA_DIR=:memory:) or redis")
 		smtp    = fs.String("smtp", "", "SMTP host:port of a running mailsink (then none is started; needs -http and -key)")
 		httpURL = fs.String("http", "", "base URL of the running mailsink's HTTP listener")
 		key     = fs.String("key", "", "API key of the running mailsink's account the mail lands in")
@@ -168,6 +171,7 @@ func single(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&s.PerMessage, "rcpts-per-msg", 1, "RCPTs per message: each is one stored email")
 	fs.BoolVar(&s.Verify, "verify", true, "page through the API afterwards to confirm every email is stored once")
 	fs.IntVar(&s.AccountSize, "account-size", 100_000, "emails in the account when the list requests run (list)")
+	fs.IntVar(&s.MailboxSize, "mailbox-size", 0, "list: spread the prefill over recipients of this many emails each (then -recipients is ignored; 0: use -recipients)")
 	fs.IntVar(&s.Queries, "queries", 5_000, "list requests (list)")
 	fs.IntVar(&s.QueryConns, "query-conns", 1, "concurrent list clients (list)")
 	fs.StringVar(&s.CPUProfile, "cpuprofile", "", "write a 5s CPU profile of the server during the timed phase to this file (starts the server with MAILSINK_PPROF_ADDR)")
@@ -226,6 +230,11 @@ func single(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	res, err := r.Run(ctx, s)
 	if res != nil && (res.Ingest != nil || res.Query != nil) {
 		fmt.Fprintf(stdout, "%s %s: %s\n", t.Backend, s.Name, res.Summary())
+		if res.Ingest != nil && res.Query == nil {
+			if cs := loadgen.CommandStatsText(res.RedisCmds, res.Ingest.Sent); cs != "" {
+				fmt.Fprintln(stdout, cs)
+			}
+		}
 	}
 	return err
 }
@@ -236,7 +245,9 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		sf        serverFlags
 		large     = fs.Bool("large", false, "run the large set (1,000,000 emails) instead of the standard one")
-		stores    = fs.String("stores", "embedded,redis", "comma-separated stores to run on")
+		stores    = fs.String("stores", "", "comma-separated stores to run on (default: embedded,redis,memory; with -large embedded,redis)")
+		skip      = fs.String("skip", "", "comma-separated scenarios to leave out (a partial run: its targets are marked not measured)")
+		profile   = fs.Bool("profile", true, "take a 2s CPU profile of the server in the 2 KB reused-connection and list rows and put its top in the round 3 section")
 		doc       = fs.String("doc", "", "Markdown file to write the results into (between markers; the rest of the file is kept)")
 		gobench   = fs.String("gobench", "", "file with the output of go test -bench, to include in the report")
 		command   = fs.String("command", "", "how the suite was invoked, for the report (default: the command line)")
@@ -254,10 +265,19 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *large {
 		scenarios, section, title, which = loadgen.Large(), "large", "Large run (`make bench-large`)", loadgen.SuiteLarge
 	}
-	scenarios = loadgen.Scale(scenarios, *scale)
-	rep := &loadgen.Report{Title: title, Command: *command, Machine: loadgen.DescribeMachine(), Started: time.Now(), Suite: which}
+	scenarios = loadgen.Scale(without(scenarios, *skip), *scale)
+	if *stores == "" {
+		*stores = "embedded,redis,memory"
+		if *large {
+			*stores = "embedded,redis"
+		}
+	}
+	rep := &loadgen.Report{Title: title, Command: *command, Machine: loadgen.DescribeMachine(), Started: time.Now(), Suite: which, Scale: *scale}
 	if rep.Command == "" {
 		rep.Command = "mailsink-bench suite " + strings.Join(args, " ")
+	}
+	if *skip != "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("**A partial run** (`-skip %s`).", *skip))
 	}
 	if *scale != 1 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("**A trial run scaled by %g** (`-scale`): message counts, store sizes and requests are that fraction of the standard set's.", *scale))
@@ -287,7 +307,7 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: not run: %v", backend, err))
 			continue
 		}
-		if !*large && *footprint > 0 {
+		if !*large && *footprint > 0 && backend != "memory" {
 			o, err := sf.options(bin, backend, false)
 			if err == nil {
 				var f *loadgen.Footprint
@@ -300,7 +320,7 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				rep.Failures = append(rep.Failures, fmt.Sprintf("%s footprint: %v", backend, err))
 			}
 		}
-		srv, err := sf.start(ctx, bin, backend, false)
+		srv, err := sf.start(ctx, bin, backend, *profile)
 		if err != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: start mailsink: %v", backend, err))
 			continue
@@ -313,7 +333,36 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					info["redis_version"], sf.redisURL, p["aof_enabled"])
 			}
 		}
-		runAll(ctx, srv, scenarios, rep, stdout, stderr)
+		run := scenarios
+		if backend == "memory" {
+			// The memory store holds the mail of the rows before in its
+			// bound (MAILSINK_MEMORY_MAX_BYTES, 1 GiB): no room for 100
+			// messages of 25 MB, and round 1's memory targets are about
+			// the other stores.
+			run = without(run, loadgen.Ingest25M)
+		}
+		var profDir string
+		if *profile {
+			if profDir, err = os.MkdirTemp("", "mailsink-bench-prof-"); err != nil {
+				return err
+			}
+			run = withProfiles(run, profDir, backend)
+		}
+		first := len(rep.Results)
+		runAll(ctx, srv, run, rep, stdout, stderr)
+		if profDir != "" {
+			for _, res := range rep.Results[first:] {
+				if res.CPUProfile != "" {
+					res.Profile = pprofTop(ctx, bin, res.CPUProfile)
+					res.CPUProfile = ""
+				}
+				if res.HeapProfile != "" {
+					res.Heap = pprofTop(ctx, bin, res.HeapProfile, "-sample_index=inuse_space")
+					res.HeapProfile = ""
+				}
+			}
+			os.RemoveAll(profDir)
+		}
 		fmt.Fprintf(stderr, "stopping mailsink (%s) and deleting its data\n", backend)
 		if err := srv.Stop(); err != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: stop: %v", backend, err))
@@ -334,9 +383,17 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := loadgen.WriteSection(*doc, section, md); err != nil {
 			return err
 		}
+		if !*large {
+			if err := loadgen.WriteSection(*doc, "round3", rep.Round3Markdown()); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(stderr, "wrote the %s section of %s\n", section, *doc)
 	} else {
 		fmt.Fprint(stdout, md)
+		if !*large {
+			fmt.Fprint(stdout, "\n"+rep.Round3Markdown())
+		}
 	}
 	if len(rep.Failures) > 0 {
 		return fmt.Errorf("%d failures: %s", len(rep.Failures), strings.Join(rep.Failures, "; "))
@@ -399,4 +456,58 @@ func fsyncProbe(ctx context.Context, rep *loadgen.Report, logf func(string, ...a
 		logf("fsync ceiling: %s", res.Summary())
 	}
 	return nil
+}
+
+// withProfiles returns the scenarios with a 2s CPU profile of the server,
+// written into dir, in the rows whose cost round 3 is about: 2 KB over
+// reused connections and the list rows. Profiling at pprof's 100 Hz costs
+// the server about 1% of its CPU.
+func withProfiles(scenarios []loadgen.Scenario, dir, backend string) []loadgen.Scenario {
+	out := append([]loadgen.Scenario(nil), scenarios...)
+	for i, s := range out {
+		switch s.Name {
+		case loadgen.Ingest2KReuse, loadgen.List16K, loadgen.List100K, loadgen.List1M, loadgen.List1MLoad:
+			out[i].CPUProfile = filepath.Join(dir, backend+"-"+s.Name+".pprof")
+			out[i].ProfileSeconds = 2
+		case loadgen.Ingest100K:
+			// What is live after the three ingest rows (the RSS target).
+			out[i].HeapProfile = filepath.Join(dir, backend+"-"+s.Name+".heap")
+		}
+	}
+	return out
+}
+
+// pprofTop returns the first lines of `go tool pprof -top -cum` (the
+// callers the time goes through, not only the syscalls it ends in) of a profile of
+// bin, or why there are none.
+func pprofTop(ctx context.Context, bin, profile string, flags ...string) string {
+	args := append(append([]string{"tool", "pprof", "-top", "-cum", "-nodecount=30"}, flags...), bin, profile)
+	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(go tool pprof: %v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	var keep []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "File:") || strings.HasPrefix(line, "Build ID:") || strings.HasPrefix(line, "Type:") || strings.HasPrefix(line, "Time:") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.TrimSpace(strings.Join(keep, "\n"))
+}
+
+// without returns the scenarios whose names are not in the comma-separated
+// list names.
+func without(scenarios []loadgen.Scenario, names string) []loadgen.Scenario {
+	drop := map[string]bool{}
+	for _, n := range strings.Split(names, ",") {
+		drop[strings.TrimSpace(n)] = true
+	}
+	var out []loadgen.Scenario
+	for _, s := range scenarios {
+		if !drop[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -61,6 +61,8 @@ type Report struct {
 	Notes    []string
 	// Suite is SuiteStandard or SuiteLarge: which targets it marks.
 	Suite string
+	// Scale is the -scale of the run (1 or 0: the standard set as it is).
+	Scale float64
 	// PeerBinary is the Inbucket binary the run was given ("" if none) and
 	// PeerVersion what its -version printed.
 	PeerBinary, PeerVersion string
@@ -197,6 +199,9 @@ func (r *Report) Markdown() string {
 		}
 		v, ev := t.Check(r)
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Text, v, ev)
+	}
+	if r.Suite == SuiteLarge {
+		b.WriteString(r.round3Large())
 	}
 	b.WriteString("\nEach scenario alone (the suite runs them in this order on one server per store; a list scenario's prefill tops the account up to its size, so it also holds the emails of the scenarios before it):\n\n```sh\n")
 	seen := map[string]bool{}

@@ -46,8 +46,18 @@ type Scenario struct {
 	LoadConns int
 	LoadRate  float64
 	// CPUProfile, when set, is a file to write the server's CPU profile of
-	// the timed phase to (the server must have the pprof listener).
-	CPUProfile string
+	// the timed phase to (the server must have the pprof listener), over
+	// ProfileSeconds (5 when 0).
+	CPUProfile     string
+	ProfileSeconds int
+	// HeapProfile, when set, is a file to write the server's heap profile
+	// to right after the timed phase (after a collection: what is live).
+	HeapProfile string
+	// MailboxSize, when above 0 ("list" only), spreads the prefill over as
+	// many recipients as give each about this many emails, so that a list
+	// by recipient answers as many whatever the emails earlier scenarios
+	// stored (Recipients is then ignored).
+	MailboxSize int
 }
 
 // Emails returns how many emails the scenario stores.
@@ -85,6 +95,16 @@ type Result struct {
 	// phase, from every client: far more than the phase's own operations
 	// means other work shared the Redis.
 	RedisCommands int64
+	// ListServer is, for a list scenario on mailsink, its own
+	// request-duration histogram of the list route over the timed phase:
+	// requests answered within 1 ms (le="0.001") and in all, load included.
+	ListServer *listHistogram
+	// RedisCmds is INFO commandstats over the timed phase, most time first.
+	RedisCmds []CmdStat
+	// Profile is the top of the server's CPU profile of the timed phase
+	// (go tool pprof -top), when one was taken; Heap the top of its heap
+	// profile right after it (in use).
+	Profile, Heap string
 	// ToolCPU is the load tool's own CPU time during the timed phase.
 	ToolCPU time.Duration
 	// MachineBusy and MachineSteal are the shares of all CPUs' time during
@@ -160,6 +180,12 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	if s.Kind == "list" && s.AccountSize > 0 {
 		s.Messages = max((s.AccountSize-r.emails+s.PerMessage-1)/s.PerMessage, 0)
 		ingest.Messages = s.Messages
+		if s.MailboxSize > 0 && s.Messages > 0 {
+			s.Recipients = max(s.Emails()/s.MailboxSize, s.PerMessage)
+			if m, err = NewMessages(token, s.Recipients, s.PerMessage, s.Size, s.Shape); err != nil {
+				return nil, err
+			}
+		}
 		res.Scenario = s
 	}
 	if s.Kind == "list" && s.Messages == 0 && r.listed != nil {
@@ -185,6 +211,14 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		return res, err
 	}
 	redisBefore, cmdsBefore := r.redisCPU(ctx), r.redisCommands(ctx)
+	statsBefore := r.redisCommandStats(ctx)
+	var histBefore listHistogram
+	haveHist := false
+	if s.Kind == "list" && r.Target.API == APIMailsink {
+		var herr error
+		histBefore, herr = scrapeListHistogram(ctx, r.Target.HTTP)
+		haveHist = herr == nil
+	}
 	res.RedisUsedBefore = r.redisUsedMemory(ctx)
 	if res.Before, err = r.proc(); err != nil {
 		return res, err
@@ -225,9 +259,18 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 	if rc := r.redisCPU(ctx); rc > 0 && redisBefore > 0 {
 		res.RedisCPU = rc - redisBefore
 		res.RedisCommands = r.redisCommands(ctx) - cmdsBefore
+		res.RedisCmds = commandStatsDelta(statsBefore, r.redisCommandStats(ctx))
+	}
+	if haveHist {
+		if h, err := scrapeListHistogram(ctx, r.Target.HTTP); err == nil {
+			res.ListServer = &listHistogram{Fast: h.Fast - histBefore.Fast, Total: h.Total - histBefore.Total}
+		}
 	}
 	if perr2 := stopProfile(); err == nil {
 		err = perr2
+	}
+	if s.HeapProfile != "" && err == nil {
+		err = r.heapProfile(ctx, s.HeapProfile)
 	}
 	if err != nil {
 		return res, err
@@ -406,6 +449,35 @@ func (r *Runner) redisCommands(ctx context.Context) int64 {
 	return n
 }
 
+// heapProfile writes the server's heap profile, taken after a collection,
+// to file.
+func (r *Runner) heapProfile(ctx context.Context, file string) error {
+	if r.Target.PProf == "" {
+		return fmt.Errorf("a heap profile needs the server's pprof listener (MAILSINK_PPROF_ADDR)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Target.PProf+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // startProfile starts a CPU profile of the server when s asks for one; the
 // returned function waits for it and writes it. The profile runs for a
 // fixed time (pprof's interface), so the timed phase should last at least
@@ -417,7 +489,10 @@ func (r *Runner) startProfile(ctx context.Context, s Scenario) (func() error, er
 	if r.Target.PProf == "" {
 		return nil, fmt.Errorf("a CPU profile needs the server's pprof listener (MAILSINK_PPROF_ADDR)")
 	}
-	seconds := 5
+	seconds := s.ProfileSeconds
+	if seconds <= 0 {
+		seconds = 5
+	}
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.Target.PProf, seconds)
 	done := make(chan error, 1)
 	go func() {

@@ -58,6 +58,9 @@ type ServerOptions struct {
 	// RedisURL selects the Redis store; empty means the embedded store in a
 	// temporary directory.
 	RedisURL string
+	// Memory, without RedisURL, keeps the embedded store in memory
+	// (MAILSINK_DATA_DIR=:memory:, backend "memory").
+	Memory bool
 	// PProf starts the opt-in debug listener (MAILSINK_PPROF_ADDR) on a free
 	// loopback port.
 	PProf bool
@@ -138,6 +141,9 @@ func StartServer(ctx context.Context, o ServerOptions) (*Server, error) {
 		}
 		env = append(env, "MAILSINK_REDIS_URL="+o.RedisURL, "MAILSINK_REDIS_PREFIX="+s.prefix)
 		s.Backend = "redis"
+	} else if o.Memory {
+		env = append(env, "MAILSINK_DATA_DIR=:memory:")
+		s.Backend = "memory"
 	} else {
 		dir, err := os.MkdirTemp("", "mailsink-bench-data-")
 		if err != nil {

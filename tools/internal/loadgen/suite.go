@@ -12,6 +12,7 @@ const (
 	Ingest2KPipe    = "ingest-2k-pipelined"
 	Ingest100K      = "ingest-100k-attachment"
 	Ingest25M       = "ingest-25m-concurrent"
+	List16K         = "list-16k"
 	List100K        = "list-100k"
 	List1M          = "list-1m"
 	List1MLoad      = "list-1m-under-ingest"
@@ -21,6 +22,13 @@ const (
 // on a 2-core machine.
 func Standard() []Scenario {
 	return []Scenario{
+		// First, while the account holds no more: list at 16,000 emails.
+		// Every list scenario spreads its prefill so that each recipient
+		// holds a page (25) of emails, as Inbucket's mailboxes do in its
+		// rows (Peer).
+		{Name: List16K, Kind: "list", AccountSize: 16_000, Connections: 8, Reuse: true,
+			Size: 2048, Shape: ShapePlain, Recipients: 640, PerMessage: 20, MailboxSize: 25, Verify: false,
+			Queries: 5_000, QueryConns: 1},
 		{Name: Ingest2KReuse, Kind: "ingest", Messages: 30_000, Connections: 8, Reuse: true,
 			Size: 2048, Shape: ShapePlain, Recipients: 100, PerMessage: 1, Verify: true},
 		{Name: Ingest2KPipe, Kind: "ingest", Messages: 20_000, Connections: 8, Reuse: true, Pipeline: true,
@@ -30,7 +38,7 @@ func Standard() []Scenario {
 		{Name: Ingest100K, Kind: "ingest", Messages: 5_000, Connections: 8, Reuse: true,
 			Size: 100 * 1024, Shape: ShapeAttachment, Recipients: 100, PerMessage: 1, Verify: true},
 		{Name: List100K, Kind: "list", AccountSize: 100_000, Connections: 8, Reuse: true,
-			Size: 2048, Shape: ShapePlain, Recipients: 1_000, PerMessage: 20, Verify: false,
+			Size: 2048, Shape: ShapePlain, Recipients: 1_000, PerMessage: 20, MailboxSize: 25, Verify: false,
 			Queries: 5_000, QueryConns: 1},
 		// Last: the server's peak memory (VmHWM) is for its whole life.
 		{Name: Ingest25M, Kind: "ingest", Messages: 100, Connections: 100, Reuse: true,
@@ -40,18 +48,15 @@ func Standard() []Scenario {
 
 // Peer is the set run against a peer (Inbucket) in the same suite run: the
 // ingest rows the targets compare, and list by recipient at the same store
-// size. Inbucket lists a whole mailbox, so its list scenario spreads the
-// emails over 4,000 recipients: 25 per mailbox, the page size of
-// mailsink's list requests. Its memory store takes no 25 MB message (its
-// default limit is 10 MB).
+// sizes. Inbucket lists a whole mailbox, so its list scenarios, like
+// mailsink's, spread their prefill over recipients of 25 emails each
+// (MailboxSize), the page size of mailsink's list requests. Its memory
+// store takes no 25 MB message (its default limit is 10 MB).
 func Peer() []Scenario {
 	var out []Scenario
 	for _, s := range Standard() {
 		switch s.Name {
-		case Ingest2KReuse, Ingest2KNewConn, Ingest100K:
-			out = append(out, s)
-		case List100K:
-			s.Recipients = 4_000
+		case List16K, Ingest2KReuse, Ingest2KNewConn, Ingest100K, List100K:
 			out = append(out, s)
 		}
 	}
@@ -116,6 +121,9 @@ func (s Scenario) Command(backend string) string {
 	}
 	if s.GoSMTP {
 		args = append(args, "-gosmtp")
+	}
+	if s.MailboxSize > 0 {
+		args = append(args, fmt.Sprintf("-mailbox-size %d", s.MailboxSize))
 	}
 	if s.LoadConns > 0 {
 		args = append(args, fmt.Sprintf("-load-conns %d", s.LoadConns), fmt.Sprintf("-load-rate %.0f", s.LoadRate))
