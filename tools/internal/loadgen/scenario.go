@@ -10,6 +10,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -493,9 +494,27 @@ func (r *Runner) startProfile(ctx context.Context, s Scenario) (func() error, er
 	if seconds <= 0 {
 		seconds = 5
 	}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.Target.PProf, seconds)
+	wait := cpuProfile(ctx, r.Target.PProf, seconds, s.CPUProfile)
+	return func() error {
+		err := wait()
+		if err == nil {
+			r.logf("%s: CPU profile of the first %ds written to %s", s.Name, seconds, s.CPUProfile)
+		}
+		return err
+	}, nil
+}
+
+// cpuProfile starts a CPU profile of secs seconds of the server whose pprof
+// listener is pprofURL, to be written to path; the returned function waits
+// for it (at most a minute past its end).
+func cpuProfile(ctx context.Context, pprofURL string, secs int, path string) func() error {
 	done := make(chan error, 1)
 	go func() {
+		if pprofURL == "" {
+			done <- errors.New("the server has no pprof listener (MAILSINK_PPROF_ADDR)")
+			return
+		}
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofURL, secs)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			done <- err
@@ -511,7 +530,7 @@ func (r *Runner) startProfile(ctx context.Context, s Scenario) (func() error, er
 			done <- fmt.Errorf("GET %s: %s", url, resp.Status)
 			return
 		}
-		f, err := os.Create(s.CPUProfile)
+		f, err := os.Create(path)
 		if err != nil {
 			done <- err
 			return
@@ -525,14 +544,11 @@ func (r *Runner) startProfile(ctx context.Context, s Scenario) (func() error, er
 	return func() error {
 		select {
 		case err := <-done:
-			if err == nil {
-				r.logf("%s: CPU profile of the first %ds written to %s", s.Name, seconds, s.CPUProfile)
-			}
 			return err
-		case <-time.After(time.Duration(seconds+30) * time.Second):
-			return fmt.Errorf("CPU profile did not arrive")
+		case <-time.After(time.Duration(secs+60) * time.Second):
+			return errors.New("the CPU profile did not arrive")
 		}
-	}, nil
+	}
 }
 
 func fmtDur(d time.Duration) string {

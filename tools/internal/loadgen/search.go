@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -866,42 +865,8 @@ func (r *searchRun) do(ctx context.Context, method, path string, body []byte) (i
 // returned function waits for it and returns its file.
 func (r *searchRun) profile(ctx context.Context, name string, secs int) func() (string, error) {
 	path := filepath.Join(r.o.ProfileDir, r.srv.Backend+"-"+name)
-	done := make(chan error, 1)
-	go func() {
-		if r.srv.PProf == "" {
-			done <- errors.New("the server has no pprof listener")
-			return
-		}
-		u := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", r.srv.PProf, secs)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			done <- err
-			return
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			done <- fmt.Errorf("GET %s: %s", u, resp.Status)
-			return
-		}
-		b, err := io.ReadAll(resp.Body)
-		if err == nil {
-			err = os.WriteFile(path, b, 0o644)
-		}
-		done <- err
-	}()
-	return func() (string, error) {
-		select {
-		case err := <-done:
-			return path, err
-		case <-time.After(time.Duration(secs+60) * time.Second):
-			return "", errors.New("the CPU profile did not arrive")
-		}
-	}
+	wait := cpuProfile(ctx, r.srv.PProf, secs, path)
+	return func() (string, error) { return path, wait() }
 }
 
 // pprofTop returns `go tool pprof -top` of a profile, by cumulative time
