@@ -301,6 +301,7 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		return nil
 	}
 	q = q.cheapFirst()
+	sender, recipient := store.NormalizeAddress(f.Sender), store.NormalizeAddress(f.Recipient)
 	subject := strings.ToLower(f.Subject)
 	x.mu.RLock()
 	a := x.accounts[f.AccountID]
@@ -335,8 +336,8 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 			continue
 		case f.Status != "" && d.Status != f.Status,
 			f.Label != "" && !slices.Contains(d.Labels, f.Label),
-			f.Sender != "" && !strings.EqualFold(d.Sender, f.Sender),
-			f.Recipient != "" && !strings.EqualFold(d.Recipient, f.Recipient),
+			sender != "" && !equalLower(d.Sender, sender),
+			recipient != "" && !equalLower(d.Recipient, recipient),
 			subject != "" && !contains(d.Subject, subject),
 			!q.MatchMeta(d):
 			continue

@@ -172,6 +172,17 @@ func contains(s, lowerSub string) bool {
 	return n == 0
 }
 
+// equalLower reports whether s, lower-cased as store.NormalizeAddress
+// does, is lower; an ASCII s is compared in place.
+func equalLower(s, lower string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.ToLower(s) == lower
+		}
+	}
+	return len(s) == len(lower) && equalLowerASCII(s, lower)
+}
+
 // equalLowerASCII reports whether the ASCII a, lower-cased, is b.
 func equalLowerASCII(a, b string) bool {
 	for i := 0; i < len(b); i++ {

@@ -348,6 +348,12 @@ func TestContains(t *testing.T) {
 		if got, want := contains(c[0], c[1]), strings.Contains(strings.ToLower(c[0]), c[1]); got != want {
 			t.Errorf("contains(%q, %q) = %v, want %v", c[0], c[1], got, want)
 		}
+		// equalLower: the exact-address filters, as the stores compare.
+		for _, lower := range []string{c[1], strings.ToLower(c[0]), store.NormalizeAddress(c[0] + c[1])} {
+			if got, want := equalLower(c[0], lower), strings.ToLower(c[0]) == lower; got != want {
+				t.Errorf("equalLower(%q, %q) = %v, want %v", c[0], lower, got, want)
+			}
+		}
 	}
 }
 
