@@ -18,11 +18,14 @@ import { fileURLToPath } from 'node:url';
 import nodemailer from 'nodemailer';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { stop } from './stop.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const acme = 'node-mcp-acme-key';
 const globex = 'node-mcp-globex-key';
 let proc, dir, http, smtpPort, logs = '';
+let exited; // resolves when mailsink has exited
+
 const clients = [];
 
 function freePort() {
@@ -74,6 +77,7 @@ before(async () => {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  exited = new Promise((r) => proc.once('exit', r));
   proc.stdout.on('data', (b) => { logs = (logs + b).slice(-65536); });
   proc.stderr.on('data', (b) => { logs = (logs + b).slice(-65536); });
   await poll('mailsink to be ready', async () => {
@@ -84,12 +88,11 @@ before(async () => {
 
 after(async () => {
   for (const c of clients) await c.close().catch(() => {});
-  if (proc && proc.exitCode === null) {
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
+  try {
+    await stop(proc, exited, () => logs);
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
   }
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 // agentConfig is docs/agents.md's HTTP configuration for this mailsink and key.

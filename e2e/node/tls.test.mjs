@@ -14,10 +14,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import nodemailer from 'nodemailer';
+import { stop } from './stop.mjs';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const key = 'node-test-key';
 let proc, dir, http, smtpPort, smtpsPort, certPEM, logs = '';
+let exited; // resolves when mailsink has exited
+
 
 // freePort asks the kernel for a free port on loopback.
 function freePort() {
@@ -69,6 +72,7 @@ before(async () => {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  exited = new Promise((r) => proc.once('exit', r));
   proc.stdout.on('data', (b) => { logs = (logs + b).slice(-65536); });
   proc.stderr.on('data', (b) => { logs = (logs + b).slice(-65536); });
   await waitReady(30_000);
@@ -80,12 +84,11 @@ before(async () => {
 });
 
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
+  try {
+    await stop(proc, exited, () => logs);
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
   }
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 async function received(recipient) {

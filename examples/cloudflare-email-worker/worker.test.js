@@ -14,7 +14,7 @@ import worker, { forward } from "./worker.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const key = "worker-test-key";
-let dir, proc, base, logs = "", logBytes = 0;
+let dir, proc, exited, base, logs = "", logBytes = 0;
 
 // keepLog keeps the last 64 KiB of mailsink's output for error messages:
 // bounded, so that a chatty process cannot fill the test's heap.
@@ -67,6 +67,7 @@ before(async () => {
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  exited = new Promise((r) => proc.once("exit", r));
   proc.stdout.on("data", keepLog);
   proc.stderr.on("data", keepLog);
   base = `http://127.0.0.1:${http}`;
@@ -77,20 +78,22 @@ before(async () => {
 // to drain and exit; one that does not within 20 s is killed and fails the
 // run with the end of its output.
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    const exited = new Promise((r) => proc.once("exit", r));
-    proc.kill("SIGTERM");
-    let timer;
-    const late = new Promise((r) => (timer = setTimeout(() => r("late"), 20000)));
-    const how = await Promise.race([exited, late]);
-    clearTimeout(timer);
-    if (how === "late") {
-      proc.kill("SIGKILL");
-      await exited;
-      throw new Error(`mailsink did not exit within 20 s of SIGTERM (${logBytes} bytes of output); its last output:\n` + logs);
+  try {
+    if (proc && proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+    if (proc) {
+      let timer;
+      const late = new Promise((r) => (timer = setTimeout(() => r("late"), 20000)));
+      const how = await Promise.race([exited, late]);
+      clearTimeout(timer);
+      if (how === "late") {
+        proc.kill("SIGKILL");
+        await exited;
+        throw new Error(`mailsink did not exit within 20 s of SIGTERM (${logBytes} bytes of output); its last output:\n` + logs);
+      }
     }
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
   }
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 // message builds an object shaped like Cloudflare's ForwardableEmailMessage.
