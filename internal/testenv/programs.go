@@ -33,7 +33,9 @@ func Run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, Program(t, name), args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, Program(t, name), args...)
+	cmd.WaitDelay = 5 * time.Second // a child that keeps the output open does not hold the test
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
@@ -64,6 +66,7 @@ func Fetchmail(t testing.TB, protocol, addr, user, password string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-f", rcFile, "--nosyslog", "--nodetach", "--pidfile", filepath.Join(dir, "pid"))
 	cmd.Env = append(os.Environ(), "HOME="+dir, "FETCHMAILHOME="+dir)
+	cmd.WaitDelay = 5 * time.Second // its delivery command may outlive it holding the output open
 	if got, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("fetchmail: %v\n%s", err, got)
 	}
