@@ -95,10 +95,19 @@ func TestRound3ServerShare(t *testing.T) {
 	res := listResult(List1MLoad, "redis", 10_000, 2*time.Millisecond, time.Second)
 	res.AccountEmails = 1_000_000
 	res.ListServer = &listHistogram{Fast: 9900, Total: 10_000}
+	res.LoadRate = 1000
+	res.Load = &IngestResult{Sent: 10_000, Elapsed: 10 * time.Second}
 	r := &Report{Suite: SuiteLarge, Results: []*Result{res}}
 	checkRound3(t, r, text, Met, "9900 of 10000 list requests within 1 ms server-side (99.00%")
 	res.ListServer.Fast = 9899
 	checkRound3(t, r, text, NotMet, "98.99%")
+	// A lighter ingest than asked, or one with failures, proves nothing.
+	res.ListServer.Fast = 9900
+	res.Load = &IngestResult{Sent: 5_000, Elapsed: 10 * time.Second}
+	checkRound3(t, r, text, NotMeasured, "did not run at its rate")
+	res.Load = &IngestResult{Sent: 10_000, Failed: 1, Elapsed: 10 * time.Second}
+	checkRound3(t, r, text, NotMeasured, "did not run at its rate")
+	res.Load = &IngestResult{Sent: 10_000, Elapsed: 10 * time.Second}
 	res.AccountEmails = 20_000
 	checkRound3(t, r, text, NotMeasured, "fewer than")
 	// A standard run has none: the section says how to measure it.
