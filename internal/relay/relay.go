@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -455,6 +456,11 @@ func (sess *session) within(ctx context.Context, step func() error) error {
 			return fmt.Errorf("no answer within MAILSINK_RELEASE_TIMEOUT (%s)", sess.timeout)
 		}
 		return fmt.Errorf("the request ended first: %w", ctx.Err())
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// go-smtp's own deadline (CommandTimeout, SubmissionTimeout: the
+		// same timeout) passed a moment before ctx's.
+		return fmt.Errorf("no answer within MAILSINK_RELEASE_TIMEOUT (%s): %w", sess.timeout, err)
 	}
 	return err
 }
