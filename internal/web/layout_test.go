@@ -143,8 +143,13 @@ func TestLayoutAndScreenshots(t *testing.T) {
 	p.screenshot("tablet-mailboxes")
 	p.click("#folder-archived")
 	p.waitFor("the drawer closed after a choice", `getComputedStyle(document.querySelector('#sidebar')).visibility === 'hidden' && document.querySelector('#search').value === 'status:archived'`)
+	if eval[bool](p, `!!document.activeElement.closest('#sidebar')`) {
+		t.Error("the focus stayed in the closed drawer")
+	}
+	p.do(chromedp.Focus(chromedp.CSS("#search")))
 	p.do(clear("#search"))
 	p.press("\r")
+	p.waitFor("every message again", `document.querySelectorAll('#message-list .row').length === 5`)
 
 	for _, width := range []int64{375, 360} {
 		p.do(chromedp.EmulateViewport(width, 812))

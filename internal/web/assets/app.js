@@ -123,6 +123,9 @@ class Dashboard {
     this.search = new SearchBox(() => this.reload());
     this.sidebar = new Sidebar((q) => {
       this.toggleSidebar(false);
+      // A drawer that closes takes the focus out with it, at once: left
+      // on a hidden link, the next Enter would choose it again.
+      if (matchMedia('(max-width: 1099px)').matches) this.sidebarToggle.focus();
       this.search.set(q);
       if (location.hash !== '#/' && matchMedia('(max-width: 800px)').matches) location.hash = '#/';
     }, () => {
