@@ -128,6 +128,42 @@ func (f *serverFlags) start(ctx context.Context, bin, backend string, pprof bool
 	return loadgen.StartServer(ctx, o)
 }
 
+// eachStore starts mailsink on each of stores (a comma-separated list of
+// backends) in turn, with adjust's changes to its options, calls run with
+// it and stops it. A store that fails to start, run or stop is a line of
+// the returned failures, and the next one goes on; redis is the version of
+// the Redis the stores used, if any.
+func (f *serverFlags) eachStore(ctx context.Context, bin, stores string, pprof bool, adjust func(*loadgen.ServerOptions),
+	logf func(string, ...any), run func(*loadgen.Server) error) (failures []string, redis string, err error) {
+	for _, backend := range strings.Split(stores, ",") {
+		backend = strings.TrimSpace(backend)
+		so, err := f.options(bin, backend, pprof)
+		if err != nil {
+			return failures, redis, err
+		}
+		if adjust != nil {
+			adjust(&so)
+		}
+		srv, err := loadgen.StartServer(ctx, so)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("%s: start mailsink: %v", backend, err))
+			continue
+		}
+		logf("started mailsink (pid %d, %s store): SMTP %s, HTTP %s, pprof %s", srv.PID, backend, srv.SMTP, srv.HTTP, srv.PProf)
+		if info, err := srv.RedisInfo(ctx, "server"); err == nil && info != nil {
+			redis = fmt.Sprintf("redis_version %s at %s on the same machine", info["redis_version"], f.redisURL)
+		}
+		if err := run(srv); err != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", backend, err))
+		}
+		logf("stopping mailsink (%s) and deleting its data", backend)
+		if err := srv.Stop(); err != nil {
+			failures = append(failures, fmt.Sprintf("%s: stop: %v", backend, err))
+		}
+	}
+	return failures, redis, nil
+}
+
 func (f *serverFlags) options(bin, backend string, pprof bool) (loadgen.ServerOptions, error) {
 	o := loadgen.ServerOptions{Binary: bin, PProf: pprof}
 	switch backend {

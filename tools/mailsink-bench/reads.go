@@ -59,33 +59,19 @@ func reads(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	for _, backend := range strings.Split(*stores, ",") {
-		backend = strings.TrimSpace(backend)
-		so, err := sf.options(bin, backend, *pprof)
-		if err != nil {
-			return err
-		}
-		so.OtherAccount = true
-		srv, err := loadgen.StartServer(ctx, so)
-		if err != nil {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: start mailsink: %v", backend, err))
-			continue
-		}
-		logf("started mailsink (pid %d, %s store): SMTP %s, HTTP %s, pprof %s", srv.PID, backend, srv.SMTP, srv.HTTP, srv.PProf)
-		if info, err := srv.RedisInfo(ctx, "server"); err == nil && info != nil {
-			rep.Machine.Redis = fmt.Sprintf("redis_version %s at %s on the same machine", info["redis_version"], sf.redisURL)
-		}
+	failures, redis, err := sf.eachStore(ctx, bin, *stores, *pprof, func(so *loadgen.ServerOptions) { so.OtherAccount = true }, logf, func(srv *loadgen.Server) error {
 		res, err := loadgen.RunReads(ctx, srv.Target, o)
 		if res != nil {
 			rep.Results = append(rep.Results, res)
 		}
-		if err != nil {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %v", backend, err))
-		}
-		logf("stopping mailsink (%s) and deleting its data", backend)
-		if err := srv.Stop(); err != nil {
-			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: stop: %v", backend, err))
-		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rep.Failures = append(rep.Failures, failures...)
+	if redis != "" {
+		rep.Machine.Redis = redis
 	}
 	rep.Elapsed = time.Since(rep.Started)
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
