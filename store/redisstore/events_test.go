@@ -199,7 +199,10 @@ func TestCatchUpPublishesMissedEvents(t *testing.T) {
 	s := newTestStore(t, backends[0])
 	ctx := context.Background()
 	account := "catchup-" + randomHex(4)
-	sub := s.hub.Subscribe(account)
+	// Subscribe waits for the Store's own subscription to Redis: one taken
+	// from the hub before it is confirmed is ended then (it may have missed
+	// events), which a loaded machine showed as no live event at all.
+	sub := s.Subscribe(account)
 	defer sub.Close()
 	var ids []string
 	for i := range 4 {
