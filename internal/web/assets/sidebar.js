@@ -63,13 +63,34 @@ export class Sidebar {
 
   render() {
     const s = this.stats;
-    replace(this.fixed,
-      this.entry('', 'All mail', s?.total, s?.unread, 'folder-all'),
-      this.entry('is:unread', 'Unread', s?.unread, s?.unread, 'folder-unread'),
-      STATUSES.map(([status, label]) => this.entry(`status:${status}`, label, s?.statuses?.[status], undefined, `folder-${status}`)));
+    this.fill(this.fixed, [
+      ['', 'All mail', s?.total, s?.unread, 'folder-all'],
+      ['is:unread', 'Unread', s?.unread, s?.unread, 'folder-unread'],
+      ...STATUSES.map(([status, label]) => [`status:${status}`, label, s?.statuses?.[status], undefined, `folder-${status}`])]);
     const labels = s?.labels || [];
     this.labelsTitle.hidden = labels.length === 0;
-    replace(this.labels, labels.map((l) => this.entry(`label:${quote(l.name)}`, l.name, l.total, l.unread)));
+    this.fill(this.labels, labels.map((l) => [`label:${quote(l.name)}`, l.name, l.total, l.unread]));
     this.setQuery(this.query);
+  }
+
+  /**
+   * Shows entries (the arguments of entry) in list. An entry already there
+   * keeps its link, with its name and count brought up to date: counts
+   * change with every new message, and a link drawn again under the
+   * pointer or the keyboard focus would lose the click or the focus.
+   */
+  fill(list, entries) {
+    const have = new Map([...list.children].map((li) => [li.firstChild.dataset.q, li]));
+    const want = entries.map((args) => {
+      const fresh = this.entry(...args);
+      const li = have.get(args[0]);
+      if (!li) return fresh;
+      const a = li.firstChild, b = fresh.firstChild;
+      a.replaceChildren(...b.childNodes);
+      if (b.hasAttribute('title')) a.setAttribute('title', b.getAttribute('title'));
+      else a.removeAttribute('title');
+      return li;
+    });
+    if (want.length !== list.children.length || want.some((li, i) => list.children[i] !== li)) replace(list, want);
   }
 }
