@@ -10,7 +10,9 @@ const MaxCheckBytes = 1 << 20
 // Checks keeps the results of an email's checks (HTML compatibility,
 // links, spam score, authentication), each under a short name, so that a
 // check is not run again for every reader. A result lives as long as its
-// email: deleting the email deletes its results.
+// email: deleting the email deletes its results. Results are derived from
+// the email and can be made again, so a store may lose the latest of them
+// in a crash (the embedded store does not wait for the disk to keep them).
 type Checks interface {
 	// PutCheck stores result under name for the email with id in the
 	// account, replacing what name held. It returns NotFound when there

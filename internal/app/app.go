@@ -148,6 +148,9 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		ParsePanics:     m.ParsePanics,
 		Log:             log.With("component", "ingest"),
+		// Search makes the digests of mail stored here from the bytes
+		// in hand (a.search is set below, before anything is delivered).
+		Stored: func(raw []byte, emails []*store.Email) { a.search.Fresh(raw, emails) },
 	})
 	// Ingest stores bodies unparsed; readers get them parsed on first
 	// read, under the read budget.

@@ -193,6 +193,30 @@ func (s *Service) Parsed(ctx context.Context, accountID, id string) (*Read, erro
 	return s.open(ctx, accountID, id, true)
 }
 
+// ParsedRaw is Parsed for a caller that holds the email's raw source
+// already (it has just stored it, as received: no parts given by a create
+// request): raw is parsed under the budget as Parsed does, and neither the
+// email nor its body is read from the store. The Read's Email is nil. Its
+// errors are Busy and ctx's.
+func (s *Service) ParsedRaw(ctx context.Context, accountID, id string, raw []byte) (_ *Read, err error) {
+	key := accountID + "/" + id
+	cost := baseCost + loadFactor*int64(len(raw))
+	if !s.cached(key) {
+		cost += parseFactor * int64(len(raw))
+	}
+	r := &Read{s: s, accountID: accountID}
+	if err := r.Grow(ctx, cost); err != nil {
+		return nil, err
+	}
+	p, err := s.parsed(ctx, key, raw)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.Body = &Body{Raw: raw, Text: p.Text, HTML: p.HTML, Headers: p.Headers, Attachments: p.Attachments, Cut: p.Cut}
+	return r, nil
+}
+
 func (s *Service) open(ctx context.Context, accountID, id string, parsed bool) (_ *Read, err error) {
 	e, err := s.store.GetEmail(ctx, accountID, id)
 	if err != nil {

@@ -62,6 +62,12 @@ type Config struct {
 	ParsePanics prometheus.Counter
 	// Log receives a line for each such message; nil logs nothing.
 	Log *slog.Logger
+	// Stored, when not nil, is told of each delivery Deliver stored, with
+	// its raw source and its emails, once every account's step succeeded:
+	// search makes the emails' digests from the bytes in hand rather than
+	// reading them back from the store. It runs on the delivery's path, so
+	// it must only take note; raw is shared and must not be changed.
+	Stored func(raw []byte, emails []*store.Email)
 }
 
 // New returns a Service that stores into s and reads the time from now.
@@ -200,6 +206,9 @@ func (s *Service) Deliver(ctx context.Context, raw []byte, env Envelope) ([]*sto
 			s.undo(stored)
 		}
 		return nil, err
+	}
+	if s.cfg.Stored != nil {
+		s.cfg.Stored(raw, out)
 	}
 	return out, nil
 }

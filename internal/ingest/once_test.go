@@ -38,13 +38,18 @@ func (f *failingAccount) heal() {
 
 func newFailing(t *testing.T, account string) (*Service, *failingAccount) {
 	t.Helper()
+	return newFailingWith(t, account, Config{})
+}
+
+func newFailingWith(t *testing.T, account string, cfg Config) (*Service, *failingAccount) {
+	t.Helper()
 	st, err := pebblestore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	f := &failingAccount{Store: st, account: account}
-	return New(f, func() time.Time { return now }, Config{}), f
+	return New(f, func() time.Time { return now }, cfg), f
 }
 
 var twoAccounts = Envelope{Sender: "app@example.com", Recipients: []Recipient{
@@ -54,9 +59,13 @@ var twoAccounts = Envelope{Sender: "app@example.com", Recipients: []Recipient{
 // A delivery to several accounts that fails on a later account stores
 // nothing: the sender retries the whole delivery, and must not find the
 // earlier account's copy there already.
+// Config.Stored hears of the delivery that stored, not of the failed one.
 func TestFailedDeliveryStoresNothing(t *testing.T) {
 	t.Parallel()
-	svc, st := newFailing(t, globex.ID)
+	var told [][]*store.Email
+	svc, st := newFailingWith(t, globex.ID, Config{Stored: func(raw []byte, emails []*store.Email) {
+		told = append(told, emails)
+	}})
 	raw := message("Subject: hi", "", "body")
 	if _, err := svc.Deliver(context.Background(), raw, twoAccounts); !store.IsCode(err, store.Unavailable) {
 		t.Fatalf("Deliver = %v, want the outage", err)
@@ -64,12 +73,19 @@ func TestFailedDeliveryStoresNothing(t *testing.T) {
 	if got := stored(t, st, acme); len(got) != 0 {
 		t.Fatalf("acme keeps %d emails of a failed delivery, want 0", len(got))
 	}
+	if len(told) != 0 {
+		t.Errorf("Stored was told of a failed delivery: %v", told)
+	}
 	st.heal()
-	if _, err := svc.Deliver(context.Background(), raw, twoAccounts); err != nil {
+	got, err := svc.Deliver(context.Background(), raw, twoAccounts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if a, g := len(stored(t, st, acme)), len(stored(t, st, globex)); a != 1 || g != 1 {
 		t.Errorf("after the retry: acme %d, globex %d emails; want 1 and 1", a, g)
+	}
+	if len(told) != 1 || len(told[0]) != 2 || told[0][0].ID != got[0].ID || told[0][1].ID != got[1].ID {
+		t.Errorf("Stored was told of %v, want once of the stored %v", told, got)
 	}
 }
 

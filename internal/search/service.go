@@ -57,7 +57,33 @@ type Service struct {
 	work chan key
 	// subs are the subscribers to the index's changes, by account.
 	subs map[string]map[*subscription]bool
+
+	// fresh holds the raw sources of emails this process has just stored
+	// (Fresh), until their digests are made from them; freshBytes is what
+	// it holds, at most freshBudget. freshMu also orders a digest's
+	// arrival in the index against Fresh, so that nothing is kept for an
+	// email whose digest is made already.
+	freshMu    sync.Mutex
+	fresh      map[key]freshSource
+	freshBytes int64
 }
+
+// freshSource is the raw source of a just-stored email, and when it came.
+type freshSource struct {
+	raw []byte
+	at  time.Time
+}
+
+// Bounds of what Fresh keeps. A source larger than freshMax is read back
+// from the store (under the read budget) like any other; past freshBudget
+// in all, sources are left to the store too, so that a burst of mail costs
+// at most that much memory here. A source not taken within freshAge (its
+// email was deleted before its digest, say) is dropped by the sweep.
+const (
+	freshMax    = 1 << 20
+	freshBudget = 32 << 20
+	freshAge    = time.Minute
+)
 
 type key struct{ accountID, id string }
 
@@ -88,7 +114,71 @@ func NewService(st Store, cfg Config) *Service {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{idx: NewIndex(), store: st, cfg: cfg, accounts: map[string]*accountState{},
-		added: make(chan struct{}, 1), work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{}}
+		added: make(chan struct{}, 1), work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{},
+		fresh: map[key]freshSource{}}
+}
+
+// Fresh takes note of emails this process has just stored with raw as
+// their source (given as received, with no parts of a create request's), so
+// that their digests are made from raw, without reading them back from the
+// store (ingest.Config.Stored). It only takes note: the digests are made in
+// the background, as for every other email.
+func (s *Service) Fresh(raw []byte, emails []*store.Email) {
+	if len(raw) > freshMax {
+		return
+	}
+	now := time.Now()
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	for _, e := range emails {
+		k := key{e.AccountID, e.ID}
+		if _, digested := s.idx.Has(k.accountID, k.id); digested {
+			continue // a repeat of a delivery, or another replica was quicker
+		}
+		if _, ok := s.fresh[k]; ok || s.freshBytes+int64(len(raw)) > freshBudget {
+			continue
+		}
+		s.fresh[k] = freshSource{raw: raw, at: now}
+		s.freshBytes += int64(len(raw))
+	}
+}
+
+// takeFresh returns the raw source Fresh kept for k, if any, and forgets it.
+func (s *Service) takeFresh(k key) ([]byte, bool) {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	return s.dropFresh(k)
+}
+
+// dropFresh forgets the source kept for k; freshMu is held.
+func (s *Service) dropFresh(k key) ([]byte, bool) {
+	f, ok := s.fresh[k]
+	if ok {
+		delete(s.fresh, k)
+		s.freshBytes -= int64(len(f.raw))
+	}
+	return f.raw, ok
+}
+
+// dropStaleFresh forgets the sources kept for longer than freshAge.
+func (s *Service) dropStaleFresh(now time.Time) {
+	s.freshMu.Lock()
+	defer s.freshMu.Unlock()
+	for k, f := range s.fresh {
+		if now.Sub(f.at) > freshAge {
+			s.dropFresh(k)
+		}
+	}
+}
+
+// setDigest puts the digest of k into the index, and forgets any source
+// Fresh kept for k meanwhile.
+func (s *Service) setDigest(k key, d *Digest) {
+	s.freshMu.Lock()
+	s.idx.SetDigest(k.accountID, k.id, d)
+	s.dropFresh(k)
+	s.freshMu.Unlock()
+	s.notify(k.accountID)
 }
 
 // Run indexes every account, follows their changes and makes the digests
@@ -298,7 +388,8 @@ func (s *Service) digests(ctx context.Context) {
 			return
 		case k := <-s.work:
 			s.digest(ctx, k)
-		case <-sweep.C:
+		case now := <-sweep.C:
+			s.dropStaleFresh(now)
 			s.mu.Lock()
 			ids := make([]string, 0, len(s.accounts))
 			for id := range s.accounts {
@@ -317,20 +408,28 @@ func (s *Service) digests(ctx context.Context) {
 // digest makes the email's digest, unless the store has it (another
 // replica made it), and keeps it in the store and the index.
 func (s *Service) digest(ctx context.Context, k key) {
+	raw, fresh := s.takeFresh(k)
 	if has, digested := s.idx.Has(k.accountID, k.id); !has || digested {
 		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	if v, err := s.store.GetCheck(dctx, k.accountID, k.id, digestCheck); err == nil {
-		var d Digest
-		if json.Unmarshal(v, &d) == nil {
-			s.idx.SetDigest(k.accountID, k.id, &d)
-			s.notify(k.accountID)
-			return
+	var read *bodies.Read
+	var err error
+	if fresh {
+		// Just stored here: no other replica is likely to have made the
+		// digest yet, and the source is in hand.
+		read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, raw)
+	} else {
+		if v, err := s.store.GetCheck(dctx, k.accountID, k.id, digestCheck); err == nil {
+			var d Digest
+			if json.Unmarshal(v, &d) == nil {
+				s.setDigest(k, &d)
+				return
+			}
 		}
+		read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
 	}
-	read, err := s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
 	if err != nil {
 		if !store.IsCode(err, store.NotFound) && ctx.Err() == nil {
 			s.cfg.Log.Warn("search: reading an email to index it failed; it is tried again later", "account", k.accountID, "err", err)
@@ -344,8 +443,7 @@ func (s *Service) digest(ctx context.Context, k key) {
 	if err := s.store.PutCheck(dctx, k.accountID, k.id, digestCheck, v); err != nil && !store.IsCode(err, store.NotFound) {
 		s.cfg.Log.Warn("search: keeping an email's digest failed", "account", k.accountID, "err", err)
 	}
-	s.idx.SetDigest(k.accountID, k.id, d)
-	s.notify(k.accountID)
+	s.setDigest(k, d)
 }
 
 // ready waits until the account's emails are in the index, and applies

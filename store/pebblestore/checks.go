@@ -32,15 +32,15 @@ func (s *Store) PutCheck(ctx context.Context, accountID, id, name string, result
 		return err
 	}
 	defer s.leave()
-	_, err := s.change(func(b *pebble.Batch) (int, error) {
+	err := s.changeDerived(func(b *pebble.Batch) error {
 		found, err := s.has(emailKey(accountID, id))
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if !found {
-			return 0, store.ErrNotFound
+			return store.ErrNotFound
 		}
-		return 0, b.Set(checkKey(accountID, id, name), result, nil)
+		return b.Set(checkKey(accountID, id, name), result, nil)
 	})
 	return wrap(err, "put check")
 }

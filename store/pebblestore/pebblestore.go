@@ -310,6 +310,21 @@ func (s *Store) change(fill func(b *pebble.Batch) (events int, err error)) (firs
 // changeBatch is change with a batch that may hold writes already, made
 // before s.mu is taken; it closes b.
 func (s *Store) changeBatch(b *pebble.Batch, fill func(b *pebble.Batch) (events int, err error)) (first uint64, err error) {
+	return s.apply(b, !s.memory, fill)
+}
+
+// changeDerived is change for what can be made again from the store's
+// other data (check results): it does not wait for the disk, so a crash
+// may lose it, and it publishes no event. The next synced change (any
+// create or delete) takes it to the disk with its own.
+func (s *Store) changeDerived(fill func(b *pebble.Batch) error) error {
+	_, err := s.apply(s.db.NewBatch(), false, func(b *pebble.Batch) (int, error) { return 0, fill(b) })
+	return err
+}
+
+// apply fills b under s.mu and applies it, waiting for the disk when sync
+// is set; it closes b.
+func (s *Store) apply(b *pebble.Batch, sync bool, fill func(b *pebble.Batch) (events int, err error)) (first uint64, err error) {
 	defer b.Close()
 	s.mu.Lock()
 	n, err := fill(b)
@@ -318,10 +333,10 @@ func (s *Store) changeBatch(b *pebble.Batch, fill func(b *pebble.Batch) (events 
 		return 0, err
 	}
 	first = s.seq + 1
-	if s.memory {
-		err = s.db.Apply(b, pebble.NoSync)
-	} else {
+	if sync {
 		err = s.db.ApplyNoSyncWait(b, pebble.Sync)
+	} else {
+		err = s.db.Apply(b, pebble.NoSync)
 	}
 	if err != nil {
 		s.mu.Unlock()
@@ -329,7 +344,7 @@ func (s *Store) changeBatch(b *pebble.Batch, fill func(b *pebble.Batch) (events 
 	}
 	s.seq += uint64(n)
 	s.mu.Unlock()
-	if !s.memory {
+	if sync {
 		if err := b.SyncWait(); err != nil {
 			// The change is in the memtable but not on disk: it is
 			// answered as failed and its events are not published.

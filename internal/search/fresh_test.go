@@ -1,0 +1,132 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mailsink/mailsink/internal/bodies"
+	"github.com/mailsink/mailsink/internal/ingest"
+	"github.com/mailsink/mailsink/internal/mailparse"
+	"github.com/mailsink/mailsink/store"
+	"github.com/mailsink/mailsink/store/pebblestore"
+)
+
+// readCounter is a real store that counts the reads of bodies and check
+// results that the digests' old path makes.
+type readCounter struct {
+	*pebblestore.Store
+	bodies, checks atomic.Int64
+}
+
+func (c *readCounter) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
+	c.bodies.Add(1)
+	return c.Store.GetBody(ctx, accountID, id)
+}
+
+func (c *readCounter) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {
+	c.checks.Add(1)
+	return c.Store.GetCheck(ctx, accountID, id, name)
+}
+
+// freshSetup runs a Service and an ingest Service over one store in memory,
+// the ingest telling the search service of what it stores.
+func freshSetup(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.Account) {
+	t.Helper()
+	st, err := pebblestore.OpenInMemory(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rc := &readCounter{Store: st}
+	acc := &store.Account{ID: "acme-id", Slug: "acme"}
+	s := NewService(rc, Config{Accounts: func() []*store.Account { return []*store.Account{acc} },
+		Bodies: bodies.New(rc, bodies.Config{CacheBytes: -1})})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ing := ingest.New(rc, time.Now, ingest.Config{Stored: s.Fresh})
+	return s, ing, rc, acc
+}
+
+// waitDigest waits until the index has the digest of the email.
+func waitDigest(t *testing.T, s *Service, accountID, id string) *Digest {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if d := s.Digest(accountID, id); d != nil {
+			return d
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no digest of %s after 20s", id)
+	return nil
+}
+
+func TestDigestOfFreshMailIsMadeFromTheBytesInHand(t *testing.T) {
+	t.Parallel()
+	s, ing, rc, acc := freshSetup(t)
+	raw := []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: fresh\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n\r\nthe word zanzibar is in the body\r\n")
+	env := ingest.Envelope{Sender: "a@example.com", Recipients: []ingest.Recipient{
+		{Address: "b@example.com", Account: acc}, {Address: "c@example.com", Account: acc}}}
+	emails, err := ing.Deliver(context.Background(), raw, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := mailparse.Parse(raw)
+	want := MakeDigest(Content{Headers: msg.Body.Headers, Text: msg.Body.Text, HTML: msg.Body.HTML})
+	for _, e := range emails {
+		waitDigest(t, s, acc.ID, e.ID)
+		// Kept in the store, for replicas and restarts (the index keeps
+		// the text's words, not the text).
+		v, err := rc.Store.GetCheck(context.Background(), acc.ID, e.ID, digestCheck)
+		var got Digest
+		if err == nil {
+			err = json.Unmarshal(v, &got)
+		}
+		if err != nil || !reflect.DeepEqual(&got, want) {
+			t.Errorf("digest of %s in the store: %+v, %v\nwant %+v", e.ID, got, err, want)
+		}
+	}
+	if ids, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID, Limit: 10}, mustParse(t, "zanzibar")); err != nil || len(ids) != 2 {
+		t.Errorf("search for a body word: %v, %v; want both emails", ids, err)
+	}
+	if n, m := rc.bodies.Load(), rc.checks.Load(); n != 0 || m != 0 {
+		t.Errorf("the digests read %d bodies and %d check results from the store, want none", n, m)
+	}
+	s.freshMu.Lock()
+	held, kept := s.freshBytes, len(s.fresh)
+	s.freshMu.Unlock()
+	if held != 0 || kept != 0 {
+		t.Errorf("%d sources of %d bytes still kept after their digests", kept, held)
+	}
+}
+
+func TestFreshKeepsWithinItsBounds(t *testing.T) {
+	t.Parallel()
+	s := NewService(nil, Config{})
+	e := func(id string) []*store.Email { return []*store.Email{{AccountID: "acme-id", ID: id}} }
+	s.Fresh(make([]byte, freshMax+1), e("large"))
+	if len(s.fresh) != 0 {
+		t.Errorf("a source of %d bytes was kept, over freshMax", freshMax+1)
+	}
+	one := make([]byte, freshMax)
+	n := 0
+	for s.freshBytes+freshMax <= freshBudget {
+		s.Fresh(one, e(string(rune('a'+n))))
+		n++
+	}
+	s.Fresh(one, e("over"))
+	if s.freshBytes > freshBudget || len(s.fresh) != n {
+		t.Errorf("%d sources of %d bytes kept, want %d within %d", len(s.fresh), s.freshBytes, n, freshBudget)
+	}
+	s.dropStaleFresh(time.Now().Add(freshAge + time.Second))
+	if s.freshBytes != 0 || len(s.fresh) != 0 {
+		t.Errorf("%d sources of %d bytes kept past freshAge", len(s.fresh), s.freshBytes)
+	}
+}
