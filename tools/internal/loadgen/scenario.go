@@ -78,7 +78,10 @@ type Result struct {
 	// Load is the ingest that ran during the list requests (LoadConns).
 	Load *IngestResult
 	// Server process during the timed phase (ingest, or the queries of a
-	// list scenario); zero when the PID is unknown.
+	// list scenario); zero when the PID is unknown. An ingest's phase
+	// lasts until the server went idle after the last message (settle),
+	// so that its CPU figures, and Redis's, count the background work the
+	// messages caused.
 	Before, After ProcSample
 	// PeakAnon is the largest RssAnon of the server seen during the timed
 	// phase, sampled every 20 ms: its own memory at its peak, without the
@@ -205,6 +208,9 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		}
 		r.logf("%s: prefill took %s (%.0f msg/s, %.0f emails/s)", s.Name, in.Elapsed.Round(time.Millisecond), in.PerSecond(), in.PerSecond()*float64(s.PerMessage))
 		res.Ingest = in
+		// The requests are timed alone, not beside the prefill's
+		// background work.
+		r.settle(ctx, s.Name)
 	}
 
 	stopProfile, err := r.startProfile(ctx, s)
@@ -247,6 +253,11 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		}
 	default:
 		err = fmt.Errorf("unknown scenario kind %q", s.Kind)
+	}
+	if s.Kind == "ingest" && err == nil {
+		// The CPU figures count the work the messages left the server
+		// (search's digests of new mail) as well as their delivery.
+		r.settle(ctx, s.Name)
 	}
 	res.AccountEmails = r.emails
 	res.RedisUsedAfter = r.redisUsedMemory(ctx)
@@ -303,6 +314,44 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// Bounds of settle: the server is idle once it uses less than idleCPU of
+// one CPU over idleWindow; settle waits at most settleMax.
+const (
+	idleWindow = 500 * time.Millisecond
+	idleCPU    = 0.05
+	settleMax  = 2 * time.Minute
+)
+
+// settle waits until the server has done the work a phase left it: search
+// makes the digests of new mail in the background, and a phase that ended
+// before they did would leave their CPU out of its figures and put it into
+// the next phase's. Without the server's PID there is nothing to watch.
+func (r *Runner) settle(ctx context.Context, name string) {
+	if r.Target.PID == 0 {
+		return
+	}
+	start := time.Now()
+	prev, err := r.proc()
+	for err == nil && time.Since(start) < settleMax {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(idleWindow):
+		}
+		var now ProcSample
+		if now, err = r.proc(); err == nil {
+			if float64(now.CPU-prev.CPU) < idleCPU*float64(idleWindow) {
+				if waited := time.Since(start); waited > idleWindow {
+					r.logf("%s: the server went idle %s after the phase", name, waited.Round(100*time.Millisecond))
+				}
+				return
+			}
+			prev = now
+		}
+	}
+	r.logf("%s: the server was still busy %s after the phase", name, time.Since(start).Round(time.Second))
 }
 
 // Summary is one line of the result's main figures.
