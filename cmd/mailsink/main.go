@@ -30,6 +30,7 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/app"
 	"github.com/mailsink/mailsink/internal/certs"
+	"github.com/mailsink/mailsink/internal/memlimit"
 	"github.com/mailsink/mailsink/internal/web"
 	"github.com/mailsink/mailsink/store/redisstore"
 )
@@ -127,9 +128,6 @@ func serve(stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Version = versionOf(version, readBuildInfo())
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit(cfg))
-	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
@@ -158,6 +156,9 @@ func serve(stdout, stderr io.Writer) int {
 		go servePProf(ln)
 	}
 	err = app.Run(ctx, cfg, log, hup, func(a *app.App) {
+		if os.Getenv("GOMEMLIMIT") == "" {
+			go memlimit.New(memlimit.Config{Held: a.MemoryHeld, Large: a.LargeTransfers, Max: worstMemory(cfg)}).Run(ctx)
+		}
 		go banner(ctx, stdout, a, cfg, generatedKey, pprofAddr)
 	})
 	if err != nil {
@@ -270,16 +271,13 @@ func healthcheck(stderr io.Writer) int {
 	return 0
 }
 
-// memoryLimit is the soft memory limit mailsink gives Go's garbage
-// collector unless GOMEMLIMIT sets one: 256 MiB for everything but large
-// messages, plus three times the largest message for each large transfer
-// under way (the message, the store's record of it, the store's write
-// buffer), plus the read budget (MAILSINK_READ_BUDGET_BYTES), plus the
-// store's bound when it is in memory (MAILSINK_MEMORY_MAX_BYTES). Without a
-// limit the collector lets the heap grow to twice what is live, which after
-// a burst of 25 MB messages is most of a gigabyte; with it, it collects sooner (docs/benchmarks.md). It is soft: past it the
-// collector works harder, nothing fails.
-func memoryLimit(cfg *config.Config) int64 {
+// worstMemory is the most the memory limit is set to (memlimit.Config.Max):
+// 256 MiB for everything but large messages, plus three times the largest
+// message for each large transfer (the message, the store's record of it,
+// the store's write buffer), plus the read budget
+// (MAILSINK_READ_BUDGET_BYTES), plus the store's bound when it is in memory
+// (MAILSINK_MEMORY_MAX_BYTES).
+func worstMemory(cfg *config.Config) int64 {
 	limit := 256<<20 + int64(cfg.SMTP.MaxLargeTransfers)*3*cfg.MaxMessageBytes + cfg.Reads.Budget
 	if cfg.Store.InMemory() && !cfg.Store.UsesRedis() {
 		limit += cfg.Store.MemoryMaxBytes
@@ -293,8 +291,8 @@ func memoryLimit(cfg *config.Config) int64 {
 // that arrived during a collection waited for it. With 400, list by
 // recipient under an SMTP ingest of 1,000 msg/s answered its p99 in 1.14,
 // 1.35, 1.42 and 1.33 ms against 3.28, 1.91, 1.52 and 1.71 ms
-// (docs/benchmarks.md), for about 12 MiB more RSS; the memory limit above
-// still bounds the heap.
+// (docs/benchmarks.md), for about 12 MiB more RSS; the memory limit
+// (package memlimit) makes it collect sooner once the heap is large.
 const defaultGCPercent = 400
 
 // servePProf serves net/http/pprof's handlers on ln, a debug listener that is

@@ -74,6 +74,9 @@ type App struct {
 	// smtpBuffers is the memory SMTP messages' first MiB share
 	// (MAILSINK_SMTP_MAX_BUFFERED_BYTES).
 	smtpBuffers *gate.Budget
+	// reads and indexReads read stored bodies for people and for search,
+	// each under its share of the read budget.
+	reads, indexReads *bodies.Service
 
 	// ctx is Start's, under which retention runs.
 	ctx context.Context
@@ -166,15 +169,17 @@ func StartWithStore(ctx context.Context, cfg *config.Config, st store.Store, log
 		ParsePanics: m.ParsePanics,
 		Log:         log.With("component", "bodies"),
 	})
+	a.reads = reads
+	a.indexReads = bodies.New(st, bodies.Config{Budget: indexBudget, Wait: time.Minute, CacheBytes: -1,
+		ParsePanics: m.ParsePanics, Log: log.With("component", "search")})
 	// Search keeps an index of every account in memory, from the store and
 	// its events; the digests of bodies it needs are made in the
 	// background, one at a time.
 	a.search = search.NewService(st, search.Config{
 		Accounts: reg.Accounts,
-		Bodies: bodies.New(st, bodies.Config{Budget: indexBudget, Wait: time.Minute, CacheBytes: -1,
-			ParsePanics: m.ParsePanics, Log: log.With("component", "search")}),
-		Timeout: cfg.Store.Timeout,
-		Log:     log.With("component", "search"),
+		Bodies:   a.indexReads,
+		Timeout:  cfg.Store.Timeout,
+		Log:      log.With("component", "search"),
 	})
 	// One budget of wrong API keys per address, over HTTP and SMTP AUTH.
 	guard := authlimit.New(cfg.HTTP.AuthFailuresPerMinute, time.Minute, !cfg.HTTP.AuthLimitLoopback, time.Now)
@@ -625,6 +630,20 @@ const bodyBudget = 64 << 20
 
 // LargeGate returns the turns that large request bodies take.
 func (a *App) LargeGate() *gate.Gate { return a.large }
+
+// MemoryHeld returns the bytes that messages and reads hold now, for the
+// memory limit (package memlimit): what the SMTP buffers, the HTTP request
+// bodies and the reads of stored bodies hold of their budgets.
+func (a *App) MemoryHeld() int64 {
+	return a.smtpBuffers.Used() + a.bodies.Used() + a.reads.Used() + a.indexReads.Used()
+}
+
+// LargeTransfers reports whether a large message or request body is being
+// received (its turn taken), for the memory limit.
+func (a *App) LargeTransfers() bool {
+	active, _ := a.large.Counts()
+	return active > 0
+}
 
 // BodyBudget returns the memory that request bodies' first MiB share.
 func (a *App) BodyBudget() *gate.Budget { return a.bodies }

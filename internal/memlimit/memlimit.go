@@ -1,0 +1,119 @@
+// Package memlimit keeps Go's soft memory limit near what mailsink needs
+// at the moment, so that its resident memory falls back after a burst.
+//
+// A fixed limit had to make room for the worst case at all times (every
+// large-transfer turn taken by a message at the size limit, the whole read
+// budget held): 662 MiB at the defaults, and with GOGC 400 the heap grew to
+// it after any busy minute and stayed there. The limit is now set, a few
+// times a second, to twice the heap that was live after the last
+// collection (at least Floor) plus the bytes large messages and reads hold
+// at that moment, and never more than the worst case (Config.Max), which
+// is the limit while large messages are being received: the
+// collector runs about once per live heap allocated, and sooner than GOGC
+// alone would let it once the heap is large, while a burst of large
+// messages gets room as it arrives. The limit is soft: past it the
+// collector works harder, nothing fails.
+package memlimit
+
+import (
+	"context"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// DefaultFloor is the least limit: below it the collector follows GOGC.
+const DefaultFloor = 128 << 20
+
+// liveMetric is the heap that was live after the last collection.
+const liveMetric = "/gc/heap/live:bytes"
+
+// Config is what a Limiter watches.
+type Config struct {
+	// Floor is the least limit; 0 means DefaultFloor.
+	Floor int64
+	// Held returns the bytes that large messages and reads hold now,
+	// beyond the live heap's share; nil holds none.
+	Held func() int64
+	// Every is how often the limit is set again; 0 means 100 ms.
+	Every time.Duration
+	// Max, when not 0, is the most the limit is set to: what the process
+	// needs at worst, so that a burst whose messages are most of the live
+	// heap does not double it.
+	Max int64
+	// Large, when not nil, reports whether large messages are being
+	// received: the limit is then Max. Their memory comes and goes faster
+	// than the live heap is measured (a collection apart), and a limit
+	// that lagged it made the collector run without pause: 100 messages
+	// of 25 MB at once took 70 s instead of 52 s and 18 of them timed out.
+	Large func() bool
+}
+
+// Limiter sets the process's memory limit (debug.SetMemoryLimit). One
+// process runs one.
+type Limiter struct {
+	cfg Config
+	// live reads the live heap, and set sets the limit; tests replace them.
+	live func() int64
+	set  func(int64)
+	last int64
+}
+
+// New returns a Limiter; Run sets the limit.
+func New(cfg Config) *Limiter {
+	if cfg.Floor <= 0 {
+		cfg.Floor = DefaultFloor
+	}
+	if cfg.Held == nil {
+		cfg.Held = func() int64 { return 0 }
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = 100 * time.Millisecond
+	}
+	return &Limiter{cfg: cfg, live: readLive, set: func(n int64) { debug.SetMemoryLimit(n) }}
+}
+
+// Limit returns the limit the process needs now.
+func (l *Limiter) Limit() int64 {
+	if l.cfg.Max > 0 && l.cfg.Large != nil && l.cfg.Large() {
+		return l.cfg.Max
+	}
+	n := max(l.cfg.Floor, 2*l.live()) + max(l.cfg.Held(), 0)
+	if l.cfg.Max > 0 {
+		n = min(n, l.cfg.Max)
+	}
+	return n
+}
+
+// Run sets the limit now and every Config.Every until ctx ends. The limit
+// is set again only when it moved by more than a sixteenth, since setting
+// it makes the runtime work out its pacing anew.
+func (l *Limiter) Run(ctx context.Context) {
+	tick := time.NewTicker(l.cfg.Every)
+	defer tick.Stop()
+	for {
+		l.update()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (l *Limiter) update() {
+	n := l.Limit()
+	if d := n - l.last; d > l.last/16 || -d > l.last/16 {
+		l.set(n)
+		l.last = n
+	}
+}
+
+func readLive() int64 {
+	s := []metrics.Sample{{Name: liveMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
