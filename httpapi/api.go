@@ -395,8 +395,9 @@ func (a *API) writesReady(w http.ResponseWriter, _ *http.Request) {
 
 func (a *API) listEmails(w http.ResponseWriter, r *http.Request) {
 	v := newValidationError()
-	q, wait := parseListQuery(r.URL.Query(), v)
-	sq := parseSearch(r.URL.Query(), v)
+	query := r.URL.Query()
+	q, wait := parseListQuery(query, v)
+	sq := parseSearch(query, v)
 	if !v.empty() {
 		writeValidation(w, v)
 		return

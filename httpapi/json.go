@@ -41,11 +41,12 @@ func (a *API) emailJSON(e *store.Email) emailJSON {
 func (a *API) writeList(w http.ResponseWriter, status int, emails []*store.Email) {
 	buf := a.buffer()
 	b := append(*buf, `{"items":[`...)
+	var acc pageAccount
 	for i, e := range emails {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = a.appendEmail(b, e)
+		b = a.appendEmailIn(b, e, &acc)
 	}
 	b = append(b, "]}\n"...)
 	writeBytes(w, status, b)
@@ -95,19 +96,30 @@ func writeBytes(w http.ResponseWriter, status int, b []byte) {
 
 // appendEmail appends e's summary, as encoding/json writes a.emailJSON(e).
 func (a *API) appendEmail(b []byte, e *store.Email) []byte {
+	return a.appendEmailIn(b, e, &pageAccount{})
+}
+
+// pageAccount is where in an answer being written the last email's
+// account was encoded: the emails of a page share their account, so it is
+// looked up and encoded once (by offsets, as the buffer may move).
+type pageAccount struct {
+	id         string
+	start, end int
+	set        bool
+}
+
+// appendEmailIn appends e's summary as appendEmail does, copying the
+// account's JSON from earlier in b when acc says it is there.
+func (a *API) appendEmailIn(b []byte, e *store.Email, acc *pageAccount) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, e.ID)
 	b = append(b, `,"account":`...)
-	if acc := a.accounts.ByID(e.AccountID); acc != nil {
-		b = append(b, `{"id":`...)
-		b = jsonenc.AppendString(b, acc.ID)
-		b = append(b, `,"slug":`...)
-		b = jsonenc.AppendString(b, acc.Slug)
-		b = append(b, `,"name":`...)
-		b = jsonenc.AppendString(b, acc.Name)
-		b = append(b, '}')
+	if acc.set && acc.id == e.AccountID {
+		b = append(b, b[acc.start:acc.end]...)
 	} else {
-		b = append(b, "null"...)
+		*acc = pageAccount{id: e.AccountID, start: len(b), set: true}
+		b = a.appendAccount(b, a.accounts.ByID(e.AccountID))
+		acc.end = len(b)
 	}
 	b = append(b, `,"messageId":`...)
 	b = appendOptString(b, e.MessageID)
@@ -154,6 +166,21 @@ func (a *API) appendEmail(b []byte, e *store.Email) []byte {
 	} else {
 		b = append(b, `null,"attachmentCount":null`...)
 	}
+	return append(b, '}')
+}
+
+// appendAccount appends acc as the account of an email summary: null
+// when it is not known.
+func (a *API) appendAccount(b []byte, acc *store.Account) []byte {
+	if acc == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"id":`...)
+	b = jsonenc.AppendString(b, acc.ID)
+	b = append(b, `,"slug":`...)
+	b = jsonenc.AppendString(b, acc.Slug)
+	b = append(b, `,"name":`...)
+	b = jsonenc.AppendString(b, acc.Name)
 	return append(b, '}')
 }
 

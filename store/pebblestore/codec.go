@@ -234,7 +234,7 @@ func decodeEmailInto(r *emailRecord, k, v []byte) error {
 	// One allocation for the strings of key and record.
 	var sb strings.Builder
 	sb.Grow(len(accountID) + len(id) + len(v))
-	sb.WriteString(accountID)
+	sb.Write(accountID)
 	sb.Write(id)
 	sb.Write(v)
 	s := sb.String()

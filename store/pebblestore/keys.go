@@ -80,17 +80,18 @@ func accountKey(accountID string, part byte, extra int) []byte {
 }
 
 // accountOf returns the account id that key begins with, and the rest of
-// the key after it and its part byte.
-func accountOf(key []byte) (accountID string, rest []byte, ok bool) {
+// the key after it and its part byte. Both share key's memory, so that
+// decoding a list's keys (one per email) allocates nothing for them.
+func accountOf(key []byte) (accountID, rest []byte, ok bool) {
 	if len(key) < 2 || key[0] != tagAccount {
-		return "", nil, false
+		return nil, nil, false
 	}
 	n, size := binary.Uvarint(key[1:])
 	if size <= 0 || n >= uint64(len(key)-1-size) {
-		return "", nil, false
+		return nil, nil, false
 	}
 	start := 1 + size
-	return string(key[start : start+int(n)]), key[start+int(n)+1:], true
+	return key[start : start+int(n)], key[start+int(n)+1:], true
 }
 
 func emailKey(accountID, id string) []byte {

@@ -212,6 +212,11 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		// background work.
 		r.settle(ctx, s.Name)
 	}
+	if s.Kind == "list" {
+		if err := r.waitIdle(ctx); err != nil {
+			return res, err
+		}
+	}
 
 	stopProfile, err := r.startProfile(ctx, s)
 	if err != nil {
@@ -413,6 +418,49 @@ func samplePeakAnon(pid int, peak *int64) (stop func()) {
 	return func() {
 		close(done)
 		<-finished
+	}
+}
+
+// idleCPU is the share of one CPU below which the server counts as idle:
+// the background work that follows a prefill (search digests, the
+// embedded store's compactions) is done.
+const idleCPU = 0.02
+
+// waitIdle waits until the server has used under idleCPU of a CPU for a
+// whole second, so that the work that follows the prefill is not counted
+// in the timed phase. After two minutes it logs and goes on. Without a
+// process id it returns at once.
+func (r *Runner) waitIdle(ctx context.Context) error {
+	if r.Target.PID == 0 {
+		return nil
+	}
+	start := time.Now()
+	limit := time.NewTimer(2 * time.Minute)
+	defer limit.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	prev, err := r.proc()
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-limit.C:
+			r.logf("server still busy after %s: timing anyway", time.Since(start).Round(time.Second))
+			return nil
+		case <-tick.C:
+		}
+		cur, err := r.proc()
+		if err != nil {
+			return err
+		}
+		if cur.CPU-prev.CPU < time.Duration(idleCPU*float64(time.Second)) {
+			r.logf("server idle after %s", time.Since(start).Round(time.Second))
+			return nil
+		}
+		prev = cur
 	}
 }
 
