@@ -208,14 +208,11 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 		}
 		r.logf("%s: prefill took %s (%.0f msg/s, %.0f emails/s)", s.Name, in.Elapsed.Round(time.Millisecond), in.PerSecond(), in.PerSecond()*float64(s.PerMessage))
 		res.Ingest = in
-		// The requests are timed alone, not beside the prefill's
-		// background work.
-		r.settle(ctx, s.Name)
 	}
 	if s.Kind == "list" {
-		if err := r.waitIdle(ctx); err != nil {
-			return res, err
-		}
+		// The requests are timed alone, not beside the background work
+		// of the prefill or of the rows before.
+		r.settle(ctx, s.Name)
 	}
 
 	stopProfile, err := r.startProfile(ctx, s)
@@ -322,10 +319,12 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 }
 
 // Bounds of settle: the server is idle once it uses less than idleCPU of
-// one CPU over idleWindow; settle waits at most settleMax.
+// one CPU over idleWindow (the background work that follows an ingest,
+// search's digests and the embedded store's compactions, is done); settle
+// waits at most settleMax.
 const (
-	idleWindow = 500 * time.Millisecond
-	idleCPU    = 0.05
+	idleWindow = time.Second
+	idleCPU    = 0.02
 	settleMax  = 2 * time.Minute
 )
 
@@ -418,49 +417,6 @@ func samplePeakAnon(pid int, peak *int64) (stop func()) {
 	return func() {
 		close(done)
 		<-finished
-	}
-}
-
-// idleCPU is the share of one CPU below which the server counts as idle:
-// the background work that follows a prefill (search digests, the
-// embedded store's compactions) is done.
-const idleCPU = 0.02
-
-// waitIdle waits until the server has used under idleCPU of a CPU for a
-// whole second, so that the work that follows the prefill is not counted
-// in the timed phase. After two minutes it logs and goes on. Without a
-// process id it returns at once.
-func (r *Runner) waitIdle(ctx context.Context) error {
-	if r.Target.PID == 0 {
-		return nil
-	}
-	start := time.Now()
-	limit := time.NewTimer(2 * time.Minute)
-	defer limit.Stop()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	prev, err := r.proc()
-	if err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-limit.C:
-			r.logf("server still busy after %s: timing anyway", time.Since(start).Round(time.Second))
-			return nil
-		case <-tick.C:
-		}
-		cur, err := r.proc()
-		if err != nil {
-			return err
-		}
-		if cur.CPU-prev.CPU < time.Duration(idleCPU*float64(time.Second)) {
-			r.logf("server idle after %s", time.Since(start).Round(time.Second))
-			return nil
-		}
-		prev = cur
 	}
 }
 
