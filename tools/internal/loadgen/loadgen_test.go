@@ -22,6 +22,9 @@ func TestScenarios(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			env := testenv.Start(t, b, func(c *config.Config) { c.Accounts = c.Accounts[:1] })
 			r := NewRunner(Target{SMTP: env.SMTP, HTTP: env.BaseURL, APIKey: testenv.AcmeKey, PID: os.Getpid(), Backend: b.Name}, nil, nil)
+			// The server is this process, whose tests never quite go
+			// idle: the wait is tried, and bounded.
+			r.SettleMax = time.Second
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			loaded := 0

@@ -143,9 +143,13 @@ type Runner struct {
 	// Server, when the runner started mailsink itself, gives Redis figures.
 	Server *Server
 	Log    io.Writer
-	emails int
-	seq    int
-	run    string
+	// SettleMax is the longest the runner waits for the server to go
+	// idle after an ingest and before timing a list (settle); NewRunner
+	// sets settleMax.
+	SettleMax time.Duration
+	emails    int
+	seq       int
+	run       string
 	// listed is the messages of the last list scenario that stored any:
 	// a list scenario with nothing to store looks up their recipients.
 	listed *Messages
@@ -157,7 +161,7 @@ func NewRunner(t Target, srv *Server, log io.Writer) *Runner {
 	if err != nil {
 		tag = strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
-	return &Runner{Target: t, Server: srv, Log: log, run: tag}
+	return &Runner{Target: t, Server: srv, Log: log, run: tag, SettleMax: settleMax}
 }
 
 func (r *Runner) logf(format string, args ...any) {
@@ -321,7 +325,7 @@ func (r *Runner) Run(ctx context.Context, s Scenario) (*Result, error) {
 // Bounds of settle: the server is idle once it uses less than idleCPU of
 // one CPU over idleWindow (the background work that follows an ingest,
 // search's digests and the embedded store's compactions, is done); settle
-// waits at most settleMax.
+// waits at most settleMax by default (Runner.SettleMax).
 const (
 	idleWindow = time.Second
 	idleCPU    = 0.02
@@ -338,7 +342,7 @@ func (r *Runner) settle(ctx context.Context, name string) {
 	}
 	start := time.Now()
 	prev, err := r.proc()
-	for err == nil && time.Since(start) < settleMax {
+	for err == nil && time.Since(start) < r.SettleMax {
 		select {
 		case <-ctx.Done():
 			return
