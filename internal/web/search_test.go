@@ -94,6 +94,10 @@ func searchWithOperators(t *testing.T, b testenv.Backend) {
 	p.click(`#search-help .operator`) // from:shop.example, added to the search
 	p.waitFor("the operator in the box", `document.querySelector('#search').value === 'from: from:shop.example' && !document.querySelector('#search-help:popover-open')`)
 	p.search("")
+	// The error's line goes with the answer to the empty search: the
+	// sidebar moves up by it, so a click aimed before would miss.
+	p.rowsAre("every email again", "Weekly digest", "Password reset", "Notes on the engine", "Your order #1042 has shipped")
+	p.waitFor("the error gone", `!document.querySelector('#search').hasAttribute('aria-invalid') && document.querySelector('#search-error').textContent === ''`)
 
 	// The mailboxes: counts, and a search each.
 	p.waitFor("the counts", `document.querySelector('#folder-all .folder-count')?.textContent === '4' && document.querySelector('#folder-unread .folder-count').textContent === '4'`)
