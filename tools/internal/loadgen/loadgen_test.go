@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bufio"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,5 +164,20 @@ func TestWriteDotStuffed(t *testing.T) {
 		if b.String() != want {
 			t.Errorf("writeDotStuffed(%q) = %q, want %q", in, b.String(), want)
 		}
+	}
+}
+
+// A connection that fails is nil, so the sender dials again rather than
+// sending on it (a typed nil in the interface crashed the tool).
+func TestConnectFailureIsNil(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c, err := connect(context.Background(), addr, IngestOptions{})
+	if err == nil || c != nil {
+		t.Errorf("connect to a closed port: %v, %v; want an error and nil", c, err)
 	}
 }

@@ -174,7 +174,13 @@ func pace(ctx context.Context, o IngestOptions, start time.Time, i int) bool {
 
 func connect(ctx context.Context, addr string, o IngestOptions) (smtpConn, error) {
 	if !o.GoSMTP {
-		return dialRaw(ctx, addr, o.Pipeline)
+		// Not returned directly: a nil *rawConn in the interface would
+		// not be nil, and the caller would send on it.
+		c, err := dialRaw(ctx, addr, o.Pipeline)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	c, err := dial(ctx, addr)
 	if err != nil {
