@@ -382,14 +382,24 @@ class Dashboard {
     }, 200);
   }
 
-  async countNow() {
+  /**
+   * Counts the matching emails. settle, when given, runs just before the
+   * answer is shown, in the same step: a deletion stops leaving its emails
+   * out of the count only when a count without them arrives.
+   */
+  async countNow(settle) {
     const token = this.query;
+    const seq = this.countSeq = (this.countSeq || 0) + 1;
+    let count = null;
     try {
-      const data = await this.client.count(this.search.current);
-      if (token === this.query) this.list.setCount(data.count);
+      count = (await this.client.count(this.search.current)).count;
     } catch {
-      this.list.setCount(null);
+      // Shown as unknown.
     }
+    settle?.();
+    // An answer to an earlier question, or to another search, is not shown.
+    if (token === this.query && seq === this.countSeq) this.list.setCount(count);
+    else if (settle) this.list.update();
   }
 
   /** Reads the sidebar's counts; a server without them (404) hides them. */
@@ -551,8 +561,12 @@ class Dashboard {
   async commitDelete(ids) {
     const keepalive = !!this.leaving;
     const results = await Promise.allSettled(ids.map((id) => this.client.remove(id, keepalive)));
-    for (const id of ids) this.pending.delete(id);
-    this.hidden();
+    // The count the list has was taken with these emails: they stay left
+    // out of it until the server counts without them.
+    await this.countNow(() => {
+      for (const id of ids) this.pending.delete(id);
+      this.list.hiddenCount = this.pending.size;
+    });
     const failure = results.find((r) => r.status === 'rejected' && r.reason.status !== 404);
     if (failure) {
       this.failed(failure.reason, 'Some messages were not deleted');
@@ -589,7 +603,8 @@ class Dashboard {
 
   async removeMatching() {
     const q = this.search.current;
-    const n = this.list.total ?? this.list.items.length;
+    // The number the list's count shows, deletions still undoable left out.
+    const n = this.list.count();
     const what = q ? `all ${messages(n)} matching “${q}”` : `all ${messages(n)} of ${this.account.name}`;
     if (!(await confirmDialog(`Delete ${what}? This cannot be undone.`, 'Delete them'))) return;
     try {

@@ -255,11 +255,16 @@ export class MessageList {
     return li;
   }
 
+  /** How many messages the list has: the total less those hidden while their deletion can be undone. */
+  count() {
+    const shown = this.items.length;
+    return this.total === null ? shown : Math.max(this.total - this.hiddenCount, shown);
+  }
+
   /** Updates the count, the toolbar and the empty state; the toolbar keeps its height. */
   update() {
     const shown = this.items.length;
-    const n = this.total === null ? shown : Math.max(this.total - this.hiddenCount, shown);
-    let text = messages(n);
+    let text = messages(this.count());
     if (this.selected.size) text += `, ${formatCount(this.selected.size)} selected`;
     this.countEl.textContent = text;
     this.bulk.hidden = this.selected.size === 0;
