@@ -83,6 +83,9 @@ type options struct {
 	reserve int64
 	// memTableSize is Pebble's MemTableSize.
 	memTableSize uint64
+	// rewriteAge is the age past which a blob file with garbage is
+	// rewritten (valueSeparation).
+	rewriteAge time.Duration
 }
 
 // WithLogger sends Pebble's own log lines to log, at debug level for its
@@ -123,6 +126,35 @@ const memTableSize = 16 << 20
 // id reads filter blocks from the files.
 const blockCache = 32 << 20
 
+// valueSeparation has Pebble keep values of separateValues bytes or more
+// (message bodies) in blob files that compactions do not rewrite: they
+// carry only the keys and a reference, where they rewrote every body each
+// time its table moved down a level (most of the CPU of storing 25 MB
+// messages, and copies of them in memory, docs/benchmarks.md). Records
+// and index entries stay in the tables, next to their keys, for lists. A
+// blob file is dropped once none of its values is referenced, and
+// rewritten without the deleted ones once garbageRatio of it is garbage
+// and it is older than rewriteAge: the space of deleted mail comes back
+// about rewriteAge after the deletes at the latest.
+func valueSeparation(rewriteAge time.Duration) pebble.ValueSeparationPolicy {
+	return pebble.ValueSeparationPolicy{
+		Enabled:               true,
+		MinimumSize:           separateValues,
+		MaxBlobReferenceDepth: 10,
+		RewriteMinimumAge:     rewriteAge,
+		TargetGarbageRatio:    garbageRatio,
+	}
+}
+
+const (
+	// separateValues is the least value kept in a blob file: a body of a
+	// few lines is, an email's record (about 200 bytes) and its index
+	// entries (empty) are not.
+	separateValues = 1 << 10
+	rewriteAge     = time.Minute
+	garbageRatio   = 0.2
+)
+
 // memoryTableSize is the memtables' size in memory, where they count
 // against the store's bound.
 const memoryTableSize = 8 << 20
@@ -132,7 +164,7 @@ const memoryTableSize = 8 << 20
 // after the lock timeout with an error with code Unavailable. Its errors are
 // for the operator, not a client: they name the directory.
 func Open(dir string, opts ...Option) (*Store, error) {
-	o := options{lockTimeout: time.Second, reserve: DefaultReserve, memTableSize: memTableSize}
+	o := options{lockTimeout: time.Second, reserve: DefaultReserve, memTableSize: memTableSize, rewriteAge: rewriteAge}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -143,7 +175,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // and holds at most maxBytes (see WithMaxBytes; 0 bounds it only by the
 // memory there is). Nothing of it survives Close.
 func OpenInMemory(maxBytes int64, opts ...Option) (*Store, error) {
-	o := options{memTableSize: memoryTableSize}
+	o := options{memTableSize: memoryTableSize, rewriteAge: rewriteAge}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -167,6 +199,7 @@ func open(fsys vfs.FS, dir string, memory bool, o options) (*Store, error) {
 		// In memory there is nothing to recover after a crash: no log.
 		DisableWAL: memory,
 	}
+	popts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy { return valueSeparation(o.rewriteAge) }
 	for i := range popts.Levels {
 		// Creates look up ids that are new: a filter answers without
 		// reading a block.

@@ -243,3 +243,59 @@ func TestFullThenRoomAgain(t *testing.T) {
 		})
 	}
 }
+
+// withRewriteAge sets the age past which blob files with garbage are
+// rewritten, so that a test need not wait the default.
+func withRewriteAge(d time.Duration) Option {
+	return func(o *options) { o.rewriteAge = d }
+}
+
+// TestSpaceOfSomeDeletedMailComesBack deletes every other email, so that
+// every blob file keeps live bodies beside deleted ones, and checks that
+// the space of the deleted half comes back while the store stays open:
+// the blob files are rewritten without them.
+func TestSpaceOfSomeDeletedMailComesBack(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "store")
+	s := openTemp(t, dir, withRewriteAge(time.Second))
+	const n = 4000
+	ids, _ := fillLikeSMTP(t, s, "acct", n, 4096)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	full, _ := dirSize(t, dir)
+	if m := s.db.Metrics(); m.BlobFiles.LiveCount == 0 {
+		t.Fatalf("no blob files after storing %d bodies of 4 KB: values are not separated", n)
+	}
+	ctx := context.Background()
+	for i, id := range ids {
+		if i%2 == 0 {
+			if err := s.DeleteEmail(ctx, "acct", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start := time.Now()
+	deadline := start.Add(time.Minute)
+	var left int64
+	for {
+		left, _ = dirSize(t, dir)
+		if left < full*6/10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d emails of 4 KB: %d B stored; after deleting every other one, %d B, %.1f s later", n, full, left, time.Since(start).Seconds())
+	if left >= full*6/10 {
+		t.Errorf("after deleting half the emails the store holds %d of its %d B", left, full)
+	}
+	for i, id := range ids {
+		_, err := s.GetBody(ctx, "acct", id)
+		if deleted := i%2 == 0; deleted != store.IsCode(err, store.NotFound) || !deleted && err != nil {
+			t.Fatalf("body of email %d (deleted %v): %v", i, deleted, err)
+		}
+	}
+}

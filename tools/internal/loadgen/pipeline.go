@@ -47,14 +47,41 @@ type rawConn struct {
 	pipeline bool
 }
 
+// The client waits as long as RFC 5321 (section 4.5.3.2) has an SMTP
+// client wait, as a patient MTA does: a server that is busy may keep a
+// client waiting (mailsink takes large messages a few at a time, and 100
+// of 25 MB at once wait for their turn in the middle of DATA), and a
+// shorter deadline than real clients keep would count that wait as a
+// failure the server did not make.
+const (
+	// dialTimeout bounds the TCP connect, which RFC 5321 leaves to the
+	// system.
+	dialTimeout = time.Minute
+	// replyTimeout is the wait for the greeting and for the reply to a
+	// command: 5 minutes (2 for DATA's, but one figure will do).
+	replyTimeout = 5 * time.Minute
+	// blockTimeout is the wait for each write of the message's content.
+	blockTimeout = 3 * time.Minute
+	// doneTimeout is the wait for the reply to the end of the content.
+	doneTimeout = 10 * time.Minute
+)
+
+// blockWriter writes to conn, each write with its own deadline of
+// blockTimeout.
+type blockWriter struct{ conn net.Conn }
+
+func (w blockWriter) Write(p []byte) (int, error) {
+	w.conn.SetWriteDeadline(time.Now().Add(blockTimeout))
+	return w.conn.Write(p)
+}
+
 func dialRaw(ctx context.Context, addr string, pipeline bool) (*rawConn, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
+	d := net.Dialer{Timeout: dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &rawConn{conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriterSize(conn, 64<<10), pipeline: pipeline}
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c := &rawConn{conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriterSize(blockWriter{conn}, 64<<10), pipeline: pipeline}
 	if _, _, err := c.expect(220); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("greeting: %w", err)
@@ -87,7 +114,6 @@ func (c *rawConn) send(m *Messages, i int, raw []byte) error {
 
 // transaction sends raw from one sender to the recipients.
 func (c *rawConn) transaction(from string, to []string, raw []byte) error {
-	c.conn.SetDeadline(time.Now().Add(60 * time.Second))
 	// Every reply is read even after a failure, so the next transaction
 	// starts in step.
 	var first error
@@ -114,7 +140,7 @@ func (c *rawConn) transaction(from string, to []string, raw []byte) error {
 	if err := c.w.Flush(); err != nil {
 		return err
 	}
-	if _, _, err := c.expect(250); err != nil {
+	if _, _, err := c.expectWithin(250, doneTimeout); err != nil {
 		return fmt.Errorf("end of DATA: %w", err)
 	}
 	return nil
@@ -141,7 +167,6 @@ func (c *rawConn) replies(want *[]string, first *error) {
 // auth authenticates with AUTH PLAIN and an API key as the password, so
 // that every recipient of the session lands in that key's account.
 func (c *rawConn) auth(key string) error {
-	c.conn.SetDeadline(time.Now().Add(30 * time.Second))
 	c.w.WriteString("AUTH PLAIN " + base64.StdEncoding.EncodeToString([]byte("\x00bench\x00"+key)) + "\r\n")
 	if err := c.w.Flush(); err != nil {
 		return err
@@ -151,7 +176,6 @@ func (c *rawConn) auth(key string) error {
 }
 
 func (c *rawConn) quit() error {
-	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
 	c.w.WriteString("QUIT\r\n")
 	if err := c.w.Flush(); err != nil {
 		return err
@@ -162,8 +186,15 @@ func (c *rawConn) quit() error {
 
 func (c *rawConn) close() error { return c.conn.Close() }
 
-// expect reads one reply, all its lines, and fails unless its code is want.
+// expect reads one reply, all its lines, and fails unless its code is
+// want: a command's reply, waited for replyTimeout.
 func (c *rawConn) expect(want int) (int, string, error) {
+	return c.expectWithin(want, replyTimeout)
+}
+
+// expectWithin is expect with a wait of d.
+func (c *rawConn) expectWithin(want int, d time.Duration) (int, string, error) {
+	c.conn.SetReadDeadline(time.Now().Add(d))
 	var text strings.Builder
 	for {
 		line, err := c.r.ReadString('\n')

@@ -190,14 +190,14 @@ func connect(ctx context.Context, addr string, o IngestOptions) (smtpConn, error
 }
 
 func dial(ctx context.Context, addr string) (*smtp.Client, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
+	d := net.Dialer{Timeout: dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	c := smtp.NewClient(conn)
-	c.CommandTimeout = 30 * time.Second
-	c.SubmissionTimeout = 60 * time.Second
+	c.CommandTimeout = replyTimeout
+	c.SubmissionTimeout = doneTimeout
 	if err := c.Hello("loadgen.bench.test"); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("EHLO: %w", err)
