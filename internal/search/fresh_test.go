@@ -3,7 +3,10 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +19,33 @@ import (
 )
 
 // readCounter is a real store that counts the reads of bodies and check
-// results that the digests' old path makes.
+// results that the digests' old path makes, and the writes of check
+// results: the number of PutCheck calls, and the size of each PutChecks
+// call in order.
 type readCounter struct {
 	*pebblestore.Store
 	bodies, checks atomic.Int64
+	puts           atomic.Int64
+	mu             sync.Mutex
+	batches        []int
+}
+
+func (c *readCounter) PutCheck(ctx context.Context, accountID, id, name string, result []byte) error {
+	c.puts.Add(1)
+	return c.Store.PutCheck(ctx, accountID, id, name, result)
+}
+
+func (c *readCounter) PutChecks(ctx context.Context, accountID, name string, results map[string][]byte) error {
+	c.mu.Lock()
+	c.batches = append(c.batches, len(results))
+	c.mu.Unlock()
+	return c.Store.PutChecks(ctx, accountID, name, results)
+}
+
+func (c *readCounter) putBatches() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.batches)
 }
 
 func (c *readCounter) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
@@ -36,6 +62,14 @@ func (c *readCounter) GetCheck(ctx context.Context, accountID, id, name string) 
 // the ingest telling the search service of what it stores.
 func freshSetup(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.Account) {
 	t.Helper()
+	s, ing, rc, acc := freshServices(t)
+	run(t, s)
+	return s, ing, rc, acc
+}
+
+// freshServices is freshSetup without running the search service.
+func freshServices(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.Account) {
+	t.Helper()
 	st, err := pebblestore.OpenInMemory(0)
 	if err != nil {
 		t.Fatal(err)
@@ -45,12 +79,17 @@ func freshSetup(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.A
 	acc := &store.Account{ID: "acme-id", Slug: "acme"}
 	s := NewService(rc, Config{Accounts: func() []*store.Account { return []*store.Account{acc} },
 		Bodies: bodies.New(rc, bodies.Config{CacheBytes: -1})})
+	ing := ingest.New(rc, time.Now, ingest.Config{Stored: s.Fresh})
+	return s, ing, rc, acc
+}
+
+// run runs s until the test ends.
+func run(t *testing.T, s *Service) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	ing := ingest.New(rc, time.Now, ingest.Config{Stored: s.Fresh})
-	return s, ing, rc, acc
 }
 
 // waitDigest waits until the index has the digest of the email.
@@ -105,6 +144,75 @@ func TestDigestOfFreshMailIsMadeFromTheBytesInHand(t *testing.T) {
 	if held != 0 || kept != 0 {
 		t.Errorf("%d sources of %d bytes still kept after their digests", kept, held)
 	}
+}
+
+// TestDigestsQueuedTogetherAreKeptInOneCall queues the digests of several
+// fresh emails before the digest worker starts: it takes them together,
+// keeps them in the store with one PutChecks, and every email becomes
+// searchable by its body.
+func TestDigestsQueuedTogetherAreKeptInOneCall(t *testing.T) {
+	t.Parallel()
+	s, ing, rc, acc := freshServices(t)
+	const messages = 5
+	var emails []*store.Email
+	for i := range messages {
+		raw := fmt.Appendf(nil, "From: a@example.com\r\nTo: b@example.com\r\nSubject: batch %d\r\n"+
+			"Content-Type: text/plain; charset=utf-8\r\n\r\nthe word quokka%d and the word wombat\r\n", i, i)
+		env := ingest.Envelope{Sender: "a@example.com", Recipients: []ingest.Recipient{
+			{Address: "b@example.com", Account: acc}, {Address: "c@example.com", Account: acc}}}
+		got, err := ing.Deliver(context.Background(), raw, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emails = append(emails, got...)
+	}
+	// What loading the account does for each email, before the worker
+	// runs, so that all are queued when it takes the first.
+	for _, e := range emails {
+		s.idx.Put(e)
+		s.queue(e.AccountID, e.ID)
+	}
+	run(t, s)
+	for _, e := range emails {
+		waitDigest(t, s, acc.ID, e.ID)
+	}
+	if got, want := rc.putBatches(), []int{len(emails)}; !slices.Equal(got, want) {
+		t.Errorf("PutChecks calls of %v results, want one of %d", got, len(emails))
+	}
+	if n := rc.puts.Load(); n != 0 {
+		t.Errorf("%d PutCheck calls, want none", n)
+	}
+	stored, err := rc.Store.GetChecks(context.Background(), acc.ID, ids(emails), digestCheck)
+	if err != nil || len(stored) != len(emails) {
+		t.Errorf("GetChecks of the digests = %d of %d, %v", len(stored), len(emails), err)
+	}
+	if got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, "wombat")); err != nil || len(got) != len(emails) {
+		t.Errorf("search for the common body word: %d emails, %v; want %d", len(got), err, len(emails))
+	}
+	for i := range messages {
+		got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, fmt.Sprintf("quokka%d", i)))
+		if want := ids(emails[2*i : 2*i+2]); err != nil || !equalSets(got, want) {
+			t.Errorf("search for quokka%d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	if n := rc.bodies.Load(); n != 0 {
+		t.Errorf("the digests read %d bodies from the store, want none", n)
+	}
+}
+
+func ids(emails []*store.Email) []string {
+	out := make([]string, len(emails))
+	for i, e := range emails {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func equalSets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 func TestFreshKeepsWithinItsBounds(t *testing.T) {

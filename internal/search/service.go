@@ -377,8 +377,13 @@ func (s *Service) queue(accountID, id string) {
 // digest that no queue holds (the queue was full, or making it failed).
 const sweepEvery = 10 * time.Second
 
-// digests makes the digests of queued emails, one at a time, and sweeps
-// for those left out.
+// maxDigestBatch bounds the queued emails the digest worker takes at once:
+// their digests are kept in the store with one call per account
+// (store.Checks.PutChecks) rather than one per email.
+const maxDigestBatch = 64
+
+// digests makes the digests of queued emails, a batch of those queued
+// together at a time, and sweeps for those left out.
 func (s *Service) digests(ctx context.Context) {
 	sweep := time.NewTicker(sweepEvery)
 	defer sweep.Stop()
@@ -387,7 +392,7 @@ func (s *Service) digests(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case k := <-s.work:
-			s.digest(ctx, k)
+			s.digestBatch(ctx, s.takeQueued(k))
 		case now := <-sweep.C:
 			s.dropStaleFresh(now)
 			s.mu.Lock()
@@ -405,12 +410,76 @@ func (s *Service) digests(ctx context.Context) {
 	}
 }
 
-// digest makes the email's digest, unless the store has it (another
-// replica made it), and keeps it in the store and the index.
-func (s *Service) digest(ctx context.Context, k key) {
+// takeQueued returns first and whatever else is queued already, without
+// waiting for more, up to maxDigestBatch emails, each once.
+func (s *Service) takeQueued(first key) []key {
+	batch := []key{first}
+	seen := map[key]bool{first: true}
+	for len(batch) < maxDigestBatch {
+		var k key
+		select {
+		case k = <-s.work:
+		default:
+			return batch
+		}
+		if !seen[k] {
+			seen[k] = true
+			batch = append(batch, k)
+		}
+	}
+	return batch
+}
+
+// madeDigest is a digest made for an email, and its form in the store.
+type madeDigest struct {
+	k key
+	d *Digest
+	v []byte
+}
+
+// digestBatch makes the digests of the emails of batch, keeps them in the
+// store with one PutChecks per account, then puts them in the index. A
+// digest that could not be kept in the store is put in the index all the
+// same: it is made again after a restart.
+func (s *Service) digestBatch(ctx context.Context, batch []key) {
+	made := make([]madeDigest, 0, len(batch))
+	byAccount := map[string]map[string][]byte{}
+	for _, k := range batch {
+		if ctx.Err() != nil {
+			return
+		}
+		d, ok := s.digest(ctx, k)
+		if !ok {
+			continue
+		}
+		v, _ := json.Marshal(d)
+		made = append(made, madeDigest{k, d, v})
+		if byAccount[k.accountID] == nil {
+			byAccount[k.accountID] = map[string][]byte{}
+		}
+		byAccount[k.accountID][k.id] = v
+	}
+	for accountID, results := range byAccount {
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		err := s.store.PutChecks(pctx, accountID, digestCheck, results)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("search: keeping emails' digests failed", "account", accountID, "emails", len(results), "err", err)
+		}
+	}
+	for _, m := range made {
+		s.setDigest(m.k, m.d)
+	}
+}
+
+// digest makes the email's digest, for digestBatch to keep, unless the
+// index has it or the store does (another replica made it): then it puts
+// the store's in the index and reports false, as it does when there is no
+// such email or reading it failed (the sweep tries again).
+func (s *Service) digest(ctx context.Context, k key) (*Digest, bool) {
 	raw, fresh := s.takeFresh(k)
 	if has, digested := s.idx.Has(k.accountID, k.id); !has || digested {
-		return
+		return nil, false
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -425,7 +494,7 @@ func (s *Service) digest(ctx context.Context, k key) {
 			var d Digest
 			if json.Unmarshal(v, &d) == nil {
 				s.setDigest(k, &d)
-				return
+				return nil, false
 			}
 		}
 		read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
@@ -434,16 +503,12 @@ func (s *Service) digest(ctx context.Context, k key) {
 		if !store.IsCode(err, store.NotFound) && ctx.Err() == nil {
 			s.cfg.Log.Warn("search: reading an email to index it failed; it is tried again later", "account", k.accountID, "err", err)
 		}
-		return
+		return nil, false
 	}
 	b := read.Body
 	d := MakeDigest(Content{Headers: b.Headers, Text: b.Text, HTML: b.HTML, Attachments: len(b.Attachments)})
 	read.Close()
-	v, _ := json.Marshal(d)
-	if err := s.store.PutCheck(dctx, k.accountID, k.id, digestCheck, v); err != nil && !store.IsCode(err, store.NotFound) {
-		s.cfg.Log.Warn("search: keeping an email's digest failed", "account", k.accountID, "err", err)
-	}
-	s.setDigest(k, d)
+	return d, true
 }
 
 // ready waits until the account's emails are in the index, and applies
