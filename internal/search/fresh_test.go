@@ -28,6 +28,9 @@ type readCounter struct {
 	puts           atomic.Int64
 	mu             sync.Mutex
 	batches        []int
+	// onGetCheck, when set before the services run, is called by each
+	// GetCheck before it reads.
+	onGetCheck func()
 }
 
 func (c *readCounter) PutCheck(ctx context.Context, accountID, id, name string, result []byte) error {
@@ -55,6 +58,9 @@ func (c *readCounter) GetBody(ctx context.Context, accountID, id string) (*store
 
 func (c *readCounter) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {
 	c.checks.Add(1)
+	if c.onGetCheck != nil {
+		c.onGetCheck()
+	}
 	return c.Store.GetCheck(ctx, accountID, id, name)
 }
 
@@ -197,6 +203,34 @@ func TestDigestsQueuedTogetherAreKeptInOneCall(t *testing.T) {
 	}
 	if n := rc.bodies.Load(); n != 0 {
 		t.Errorf("the digests read %d bodies from the store, want none", n)
+	}
+}
+
+// TestSourceThatComesDuringTheStoreReadIsUsed has ingest tell Fresh of an
+// email only after its digest was queued and while the worker asks the
+// store for a digest (the event that queues an email can come before
+// ingest's Stored): the digest is made from the source, not from a read of
+// the body.
+func TestSourceThatComesDuringTheStoreReadIsUsed(t *testing.T) {
+	t.Parallel()
+	s, _, rc, acc := freshServices(t)
+	raw := []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: late\r\n\r\nthe word capybara\r\n")
+	late := ingest.New(rc, time.Now, ingest.Config{})
+	emails, err := late.Deliver(context.Background(), raw, ingest.Envelope{Sender: "a@example.com",
+		Recipients: []ingest.Recipient{{Address: "b@example.com", Account: acc}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.onGetCheck = func() { s.Fresh(raw, emails) }
+	s.idx.Put(emails[0])
+	s.queue(acc.ID, emails[0].ID)
+	run(t, s)
+	waitDigest(t, s, acc.ID, emails[0].ID)
+	if got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, "capybara")); err != nil || len(got) != 1 {
+		t.Errorf("search for the body word: %v, %v; want the email", got, err)
+	}
+	if n := rc.bodies.Load(); n != 0 {
+		t.Errorf("the digest read %d bodies from the store, want none", n)
 	}
 }
 

@@ -497,7 +497,14 @@ func (s *Service) digest(ctx context.Context, k key) (*Digest, bool) {
 				return nil, false
 			}
 		}
-		read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
+		// The event that queued a new email can come before ingest
+		// tells Fresh of it (Stored runs once the create has answered);
+		// by the end of the read above the source is often in hand.
+		if raw, fresh = s.takeFresh(k); fresh {
+			read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, raw)
+		} else {
+			read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
+		}
 	}
 	if err != nil {
 		if !store.IsCode(err, store.NotFound) && ctx.Err() == nil {
