@@ -272,3 +272,74 @@ func TestFreshKeepsWithinItsBounds(t *testing.T) {
 		t.Errorf("%d sources of %d bytes kept past freshAge", len(s.fresh), s.freshBytes)
 	}
 }
+
+// TestRecipientsOfOneMessageShareItsDigest delivers one message to three
+// recipients: its source is kept once, its digest made once, and the three
+// emails share it in the index.
+func TestRecipientsOfOneMessageShareItsDigest(t *testing.T) {
+	t.Parallel()
+	s, ing, rc, acc := freshServices(t)
+	raw := []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: shared\r\n\r\nthe word axolotl\r\n")
+	var rcpts []ingest.Recipient
+	for _, a := range []string{"b@example.com", "c@example.com", "d@example.com"} {
+		rcpts = append(rcpts, ingest.Recipient{Address: a, Account: acc})
+	}
+	emails, err := ing.Deliver(context.Background(), raw, ingest.Envelope{Sender: "a@example.com", Recipients: rcpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.freshBytes != int64(len(raw)) || len(s.fresh) != 3 {
+		t.Errorf("kept %d bytes for %d emails, want the source's %d once for 3", s.freshBytes, len(s.fresh), len(raw))
+	}
+	for _, e := range emails {
+		s.idx.Put(e)
+		s.queue(e.AccountID, e.ID)
+	}
+	run(t, s)
+	first := waitDigest(t, s, acc.ID, emails[0].ID)
+	for _, e := range emails[1:] {
+		if d := waitDigest(t, s, acc.ID, e.ID); d != first {
+			t.Errorf("the digest of %s is a copy of its fellow recipient's, want the same one", e.ID)
+		}
+	}
+	if got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, "axolotl")); err != nil || len(got) != 3 {
+		t.Errorf("search for the body word: %v, %v; want the three emails", got, err)
+	}
+	if n := rc.bodies.Load(); n != 0 {
+		t.Errorf("the digests read %d bodies from the store, want none", n)
+	}
+	s.freshMu.Lock()
+	held, kept := s.freshBytes, len(s.fresh)
+	s.freshMu.Unlock()
+	if held != 0 || kept != 0 {
+		t.Errorf("%d sources of %d bytes still kept after their digests", kept, held)
+	}
+}
+
+// TestBacklogLargerThanTheQueueIsDigested stores more emails than the
+// digest queue holds and than a sweep takes, with no tick of the sweep's
+// timer in the test's time: every email gets its digest all the same, the
+// worker sweeping again whenever the queue runs dry.
+func TestBacklogLargerThanTheQueueIsDigested(t *testing.T) {
+	t.Parallel()
+	s, _, rc, acc := freshServices(t)
+	s.work = make(chan key, 10)
+	s.sweepLimit = 25
+	s.sweepEvery = time.Hour
+	plain := ingest.New(rc, time.Now, ingest.Config{})
+	const n = 200
+	var emails []*store.Email
+	for i := range n {
+		raw := fmt.Appendf(nil, "From: a@example.com\r\nTo: b@example.com\r\nSubject: backlog %d\r\n\r\nword%d\r\n", i, i)
+		got, err := plain.Deliver(context.Background(), raw, ingest.Envelope{Sender: "a@example.com",
+			Recipients: []ingest.Recipient{{Address: "b@example.com", Account: acc}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		emails = append(emails, got...)
+	}
+	run(t, s)
+	for _, e := range emails {
+		waitDigest(t, s, acc.ID, e.ID)
+	}
+}
