@@ -21,6 +21,15 @@ type Checks interface {
 	// MaxCheckBytes.
 	PutCheck(ctx context.Context, accountID, id, name string, result []byte) error
 
+	// PutChecks stores each of results under name for the account's
+	// email whose id is its key, replacing what name held, in one call:
+	// like PutCheck for each, without a round trip for each. An id with
+	// no such email (another account's, or one deleted while its check
+	// ran) is skipped, and nothing is kept for it. It returns Invalid
+	// when results holds more than MaxCheckBatch results, and TooLarge
+	// when one is over MaxCheckBytes; then nothing is stored.
+	PutChecks(ctx context.Context, accountID, name string, results map[string][]byte) error
+
 	// GetCheck returns the result stored under name for the email with
 	// id in the account. It returns NotFound when there is none, or no
 	// such email.
@@ -32,5 +41,21 @@ type Checks interface {
 	GetChecks(ctx context.Context, accountID string, ids []string, name string) (map[string][]byte, error)
 }
 
-// MaxCheckBatch bounds the ids of one GetChecks call.
+// MaxCheckBatch bounds the ids of one GetChecks call, and the results of
+// one PutChecks call.
 const MaxCheckBatch = 1000
+
+// CheckBatchError returns the error PutChecks answers for results over its
+// limits (Invalid or TooLarge), or nil when they are within them: the one
+// test that every store makes before it stores anything.
+func CheckBatchError(results map[string][]byte) error {
+	if len(results) > MaxCheckBatch {
+		return Errorf(Invalid, "%d check results in one put, over the limit of %d", len(results), MaxCheckBatch)
+	}
+	for _, r := range results {
+		if len(r) > MaxCheckBytes {
+			return Errorf(TooLarge, "check result of %d bytes is over the limit of %d", len(r), MaxCheckBytes)
+		}
+	}
+	return nil
+}

@@ -3,7 +3,10 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +19,36 @@ import (
 )
 
 // readCounter is a real store that counts the reads of bodies and check
-// results that the digests' old path makes.
+// results that the digests' old path makes, and the writes of check
+// results: the number of PutCheck calls, and the size of each PutChecks
+// call in order.
 type readCounter struct {
 	*pebblestore.Store
 	bodies, checks atomic.Int64
+	puts           atomic.Int64
+	mu             sync.Mutex
+	batches        []int
+	// onGetCheck, when set before the services run, is called by each
+	// GetCheck before it reads.
+	onGetCheck func()
+}
+
+func (c *readCounter) PutCheck(ctx context.Context, accountID, id, name string, result []byte) error {
+	c.puts.Add(1)
+	return c.Store.PutCheck(ctx, accountID, id, name, result)
+}
+
+func (c *readCounter) PutChecks(ctx context.Context, accountID, name string, results map[string][]byte) error {
+	c.mu.Lock()
+	c.batches = append(c.batches, len(results))
+	c.mu.Unlock()
+	return c.Store.PutChecks(ctx, accountID, name, results)
+}
+
+func (c *readCounter) putBatches() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.batches)
 }
 
 func (c *readCounter) GetBody(ctx context.Context, accountID, id string) (*store.Body, error) {
@@ -29,12 +58,23 @@ func (c *readCounter) GetBody(ctx context.Context, accountID, id string) (*store
 
 func (c *readCounter) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {
 	c.checks.Add(1)
+	if c.onGetCheck != nil {
+		c.onGetCheck()
+	}
 	return c.Store.GetCheck(ctx, accountID, id, name)
 }
 
 // freshSetup runs a Service and an ingest Service over one store in memory,
 // the ingest telling the search service of what it stores.
 func freshSetup(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.Account) {
+	t.Helper()
+	s, ing, rc, acc := freshServices(t)
+	run(t, s)
+	return s, ing, rc, acc
+}
+
+// freshServices is freshSetup without running the search service.
+func freshServices(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.Account) {
 	t.Helper()
 	st, err := pebblestore.OpenInMemory(0)
 	if err != nil {
@@ -45,12 +85,17 @@ func freshSetup(t *testing.T) (*Service, *ingest.Service, *readCounter, *store.A
 	acc := &store.Account{ID: "acme-id", Slug: "acme"}
 	s := NewService(rc, Config{Accounts: func() []*store.Account { return []*store.Account{acc} },
 		Bodies: bodies.New(rc, bodies.Config{CacheBytes: -1})})
+	ing := ingest.New(rc, time.Now, ingest.Config{Stored: s.Fresh})
+	return s, ing, rc, acc
+}
+
+// run runs s until the test ends.
+func run(t *testing.T, s *Service) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	ing := ingest.New(rc, time.Now, ingest.Config{Stored: s.Fresh})
-	return s, ing, rc, acc
 }
 
 // waitDigest waits until the index has the digest of the email.
@@ -107,6 +152,103 @@ func TestDigestOfFreshMailIsMadeFromTheBytesInHand(t *testing.T) {
 	}
 }
 
+// TestDigestsQueuedTogetherAreKeptInOneCall queues the digests of several
+// fresh emails before the digest worker starts: it takes them together,
+// keeps them in the store with one PutChecks, and every email becomes
+// searchable by its body.
+func TestDigestsQueuedTogetherAreKeptInOneCall(t *testing.T) {
+	t.Parallel()
+	s, ing, rc, acc := freshServices(t)
+	const messages = 5
+	var emails []*store.Email
+	for i := range messages {
+		raw := fmt.Appendf(nil, "From: a@example.com\r\nTo: b@example.com\r\nSubject: batch %d\r\n"+
+			"Content-Type: text/plain; charset=utf-8\r\n\r\nthe word quokka%d and the word wombat\r\n", i, i)
+		env := ingest.Envelope{Sender: "a@example.com", Recipients: []ingest.Recipient{
+			{Address: "b@example.com", Account: acc}, {Address: "c@example.com", Account: acc}}}
+		got, err := ing.Deliver(context.Background(), raw, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emails = append(emails, got...)
+	}
+	// What loading the account does for each email, before the worker
+	// runs, so that all are queued when it takes the first.
+	for _, e := range emails {
+		s.idx.Put(e)
+		s.queue(e.AccountID, e.ID)
+	}
+	run(t, s)
+	for _, e := range emails {
+		waitDigest(t, s, acc.ID, e.ID)
+	}
+	if got, want := rc.putBatches(), []int{len(emails)}; !slices.Equal(got, want) {
+		t.Errorf("PutChecks calls of %v results, want one of %d", got, len(emails))
+	}
+	if n := rc.puts.Load(); n != 0 {
+		t.Errorf("%d PutCheck calls, want none", n)
+	}
+	stored, err := rc.Store.GetChecks(context.Background(), acc.ID, ids(emails), digestCheck)
+	if err != nil || len(stored) != len(emails) {
+		t.Errorf("GetChecks of the digests = %d of %d, %v", len(stored), len(emails), err)
+	}
+	if got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, "wombat")); err != nil || len(got) != len(emails) {
+		t.Errorf("search for the common body word: %d emails, %v; want %d", len(got), err, len(emails))
+	}
+	for i := range messages {
+		got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, fmt.Sprintf("quokka%d", i)))
+		if want := ids(emails[2*i : 2*i+2]); err != nil || !equalSets(got, want) {
+			t.Errorf("search for quokka%d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	if n := rc.bodies.Load(); n != 0 {
+		t.Errorf("the digests read %d bodies from the store, want none", n)
+	}
+}
+
+// TestSourceThatComesDuringTheStoreReadIsUsed has ingest tell Fresh of an
+// email only after its digest was queued and while the worker asks the
+// store for a digest (the event that queues an email can come before
+// ingest's Stored): the digest is made from the source, not from a read of
+// the body.
+func TestSourceThatComesDuringTheStoreReadIsUsed(t *testing.T) {
+	t.Parallel()
+	s, _, rc, acc := freshServices(t)
+	raw := []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: late\r\n\r\nthe word capybara\r\n")
+	late := ingest.New(rc, time.Now, ingest.Config{})
+	emails, err := late.Deliver(context.Background(), raw, ingest.Envelope{Sender: "a@example.com",
+		Recipients: []ingest.Recipient{{Address: "b@example.com", Account: acc}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.onGetCheck = func() { s.Fresh(raw, emails) }
+	s.idx.Put(emails[0])
+	s.queue(acc.ID, emails[0].ID)
+	run(t, s)
+	waitDigest(t, s, acc.ID, emails[0].ID)
+	if got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, "capybara")); err != nil || len(got) != 1 {
+		t.Errorf("search for the body word: %v, %v; want the email", got, err)
+	}
+	if n := rc.bodies.Load(); n != 0 {
+		t.Errorf("the digest read %d bodies from the store, want none", n)
+	}
+}
+
+func ids(emails []*store.Email) []string {
+	out := make([]string, len(emails))
+	for i, e := range emails {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func equalSets(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 func TestFreshKeepsWithinItsBounds(t *testing.T) {
 	t.Parallel()
 	s := NewService(nil, Config{})
@@ -128,5 +270,76 @@ func TestFreshKeepsWithinItsBounds(t *testing.T) {
 	s.dropStaleFresh(time.Now().Add(freshAge + time.Second))
 	if s.freshBytes != 0 || len(s.fresh) != 0 {
 		t.Errorf("%d sources of %d bytes kept past freshAge", len(s.fresh), s.freshBytes)
+	}
+}
+
+// TestRecipientsOfOneMessageShareItsDigest delivers one message to three
+// recipients: its source is kept once, its digest made once, and the three
+// emails share it in the index.
+func TestRecipientsOfOneMessageShareItsDigest(t *testing.T) {
+	t.Parallel()
+	s, ing, rc, acc := freshServices(t)
+	raw := []byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: shared\r\n\r\nthe word axolotl\r\n")
+	var rcpts []ingest.Recipient
+	for _, a := range []string{"b@example.com", "c@example.com", "d@example.com"} {
+		rcpts = append(rcpts, ingest.Recipient{Address: a, Account: acc})
+	}
+	emails, err := ing.Deliver(context.Background(), raw, ingest.Envelope{Sender: "a@example.com", Recipients: rcpts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.freshBytes != int64(len(raw)) || len(s.fresh) != 3 {
+		t.Errorf("kept %d bytes for %d emails, want the source's %d once for 3", s.freshBytes, len(s.fresh), len(raw))
+	}
+	for _, e := range emails {
+		s.idx.Put(e)
+		s.queue(e.AccountID, e.ID)
+	}
+	run(t, s)
+	first := waitDigest(t, s, acc.ID, emails[0].ID)
+	for _, e := range emails[1:] {
+		if d := waitDigest(t, s, acc.ID, e.ID); d != first {
+			t.Errorf("the digest of %s is a copy of its fellow recipient's, want the same one", e.ID)
+		}
+	}
+	if got, err := s.IDs(context.Background(), store.ListQuery{AccountID: acc.ID}, mustParse(t, "axolotl")); err != nil || len(got) != 3 {
+		t.Errorf("search for the body word: %v, %v; want the three emails", got, err)
+	}
+	if n := rc.bodies.Load(); n != 0 {
+		t.Errorf("the digests read %d bodies from the store, want none", n)
+	}
+	s.freshMu.Lock()
+	held, kept := s.freshBytes, len(s.fresh)
+	s.freshMu.Unlock()
+	if held != 0 || kept != 0 {
+		t.Errorf("%d sources of %d bytes still kept after their digests", kept, held)
+	}
+}
+
+// TestBacklogLargerThanTheQueueIsDigested stores more emails than the
+// digest queue holds and than a sweep takes, with no tick of the sweep's
+// timer in the test's time: every email gets its digest all the same, the
+// worker sweeping again whenever the queue runs dry.
+func TestBacklogLargerThanTheQueueIsDigested(t *testing.T) {
+	t.Parallel()
+	s, _, rc, acc := freshServices(t)
+	s.work = make(chan key, 10)
+	s.sweepLimit = 25
+	s.sweepEvery = time.Hour
+	plain := ingest.New(rc, time.Now, ingest.Config{})
+	const n = 200
+	var emails []*store.Email
+	for i := range n {
+		raw := fmt.Appendf(nil, "From: a@example.com\r\nTo: b@example.com\r\nSubject: backlog %d\r\n\r\nword%d\r\n", i, i)
+		got, err := plain.Deliver(context.Background(), raw, ingest.Envelope{Sender: "a@example.com",
+			Recipients: []ingest.Recipient{{Address: "b@example.com", Account: acc}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		emails = append(emails, got...)
+	}
+	run(t, s)
+	for _, e := range emails {
+		waitDigest(t, s, acc.ID, e.ID)
 	}
 }

@@ -115,17 +115,26 @@ func (x *Index) Put(e *store.Email) {
 // SetDigest gives the account's email id its digest; an email the index
 // does not have is not an error.
 func (x *Index) SetDigest(accountID, id string, d *Digest) {
+	x.SetDigests(accountID, []string{id}, d)
+}
+
+// SetDigests gives the account's emails ids the same digest (the
+// recipients of one message): they share its filter and fields in memory.
+// An email the index does not have is not an error.
+func (x *Index) SetDigests(accountID string, ids []string, d *Digest) {
 	bloom := x.bloomOf(d.Text)
+	digest := *d
+	digest.Text = "" // read from the store when needed
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	a := x.accounts[accountID]
 	if a == nil {
 		return
 	}
-	if e, ok := a.byID[id]; ok {
-		digest := *d
-		digest.Text = "" // read from the store when needed
-		e.doc.Digest, e.bloom = &digest, bloom
+	for _, id := range ids {
+		if e, ok := a.byID[id]; ok {
+			e.doc.Digest, e.bloom = &digest, bloom
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mailsink/mailsink/internal/bodies"
@@ -53,8 +54,14 @@ type Service struct {
 	accounts map[string]*accountState
 	// added wakes Run when an account was registered.
 	added chan struct{}
-	// work has the emails whose digest is to be made.
-	work chan key
+	// work has the emails whose digest is to be made; overflow is set
+	// when an email was left out of it, for the next sweep.
+	work     chan key
+	overflow atomic.Bool
+	// sweepEvery and sweepLimit are the consts of those names; tests
+	// change them.
+	sweepEvery time.Duration
+	sweepLimit int
 	// subs are the subscribers to the index's changes, by account.
 	subs map[string]map[*subscription]bool
 
@@ -64,14 +71,21 @@ type Service struct {
 	// arrival in the index against Fresh, so that nothing is kept for an
 	// email whose digest is made already.
 	freshMu    sync.Mutex
-	fresh      map[key]freshSource
+	fresh      map[key]*freshSource
 	freshBytes int64
 }
 
-// freshSource is the raw source of a just-stored email, and when it came.
+// freshSource is the raw source of just-stored emails (the recipients of
+// one message share it), when it came, and how many of them fresh still
+// holds it for. Their digest is the same (it is made from the source
+// alone), so it is made once, for the first of them, and kept here for the
+// others: a message to 50 recipients is parsed once, not 50 times.
 type freshSource struct {
-	raw []byte
-	at  time.Time
+	raw  []byte
+	at   time.Time
+	refs int
+	// made is the digest, once made; only the digest worker uses it.
+	made *madeDigest
 }
 
 // Bounds of what Fresh keeps. A source larger than freshMax is read back
@@ -115,7 +129,7 @@ func NewService(st Store, cfg Config) *Service {
 	}
 	return &Service{idx: NewIndex(), store: st, cfg: cfg, accounts: map[string]*accountState{},
 		added: make(chan struct{}, 1), work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{},
-		fresh: map[key]freshSource{}}
+		fresh: map[key]*freshSource{}, sweepEvery: sweepEvery, sweepLimit: sweepLimit}
 }
 
 // Fresh takes note of emails this process has just stored with raw as
@@ -127,7 +141,7 @@ func (s *Service) Fresh(raw []byte, emails []*store.Email) {
 	if len(raw) > freshMax {
 		return
 	}
-	now := time.Now()
+	src := &freshSource{raw: raw, at: time.Now()}
 	s.freshMu.Lock()
 	defer s.freshMu.Unlock()
 	for _, e := range emails {
@@ -135,29 +149,38 @@ func (s *Service) Fresh(raw []byte, emails []*store.Email) {
 		if _, digested := s.idx.Has(k.accountID, k.id); digested {
 			continue // a repeat of a delivery, or another replica was quicker
 		}
-		if _, ok := s.fresh[k]; ok || s.freshBytes+int64(len(raw)) > freshBudget {
+		if _, ok := s.fresh[k]; ok {
 			continue
 		}
-		s.fresh[k] = freshSource{raw: raw, at: now}
-		s.freshBytes += int64(len(raw))
+		if src.refs == 0 {
+			if s.freshBytes+int64(len(raw)) > freshBudget {
+				return
+			}
+			s.freshBytes += int64(len(raw))
+		}
+		src.refs++
+		s.fresh[k] = src
 	}
 }
 
-// takeFresh returns the raw source Fresh kept for k, if any, and forgets it.
-func (s *Service) takeFresh(k key) ([]byte, bool) {
+// takeFresh returns the source Fresh kept for k, if any, and forgets it.
+func (s *Service) takeFresh(k key) (*freshSource, bool) {
 	s.freshMu.Lock()
 	defer s.freshMu.Unlock()
 	return s.dropFresh(k)
 }
 
-// dropFresh forgets the source kept for k; freshMu is held.
-func (s *Service) dropFresh(k key) ([]byte, bool) {
+// dropFresh forgets the source kept for k; its bytes are no longer counted
+// once no email holds it. freshMu is held.
+func (s *Service) dropFresh(k key) (*freshSource, bool) {
 	f, ok := s.fresh[k]
 	if ok {
 		delete(s.fresh, k)
-		s.freshBytes -= int64(len(f.raw))
+		if f.refs--; f.refs == 0 {
+			s.freshBytes -= int64(len(f.raw))
+		}
 	}
-	return f.raw, ok
+	return f, ok
 }
 
 // dropStaleFresh forgets the sources kept for longer than freshAge.
@@ -174,11 +197,20 @@ func (s *Service) dropStaleFresh(now time.Time) {
 // setDigest puts the digest of k into the index, and forgets any source
 // Fresh kept for k meanwhile.
 func (s *Service) setDigest(k key, d *Digest) {
+	s.setDigests(k.accountID, []string{k.id}, d)
+}
+
+// setDigests gives the account's emails ids the same digest d (the
+// recipients of one message), in the index, and forgets any source Fresh
+// kept for them meanwhile.
+func (s *Service) setDigests(accountID string, ids []string, d *Digest) {
 	s.freshMu.Lock()
-	s.idx.SetDigest(k.accountID, k.id, d)
-	s.dropFresh(k)
+	s.idx.SetDigests(accountID, ids, d)
+	for _, id := range ids {
+		s.dropFresh(key{accountID, id})
+	}
 	s.freshMu.Unlock()
-	s.notify(k.accountID)
+	s.notify(accountID)
 }
 
 // Run indexes every account, follows their changes and makes the digests
@@ -370,47 +402,164 @@ func (s *Service) queue(accountID, id string) {
 	select {
 	case s.work <- key{accountID, id}:
 	default:
+		s.overflow.Store(true)
 	}
 }
 
 // sweepEvery is how often the digest worker looks for emails without a
-// digest that no queue holds (the queue was full, or making it failed).
-const sweepEvery = 10 * time.Second
+// digest that no queue holds (making it failed, or the queue was full);
+// sweepLimit bounds the emails of an account one sweep queues.
+const (
+	sweepEvery = 10 * time.Second
+	sweepLimit = 10_000
+)
 
-// digests makes the digests of queued emails, one at a time, and sweeps
-// for those left out.
+// maxDigestBatch bounds the queued emails the digest worker takes at once:
+// their digests are kept in the store with one call per account
+// (store.Checks.PutChecks) rather than one per email.
+const maxDigestBatch = 64
+
+// digests makes the digests of queued emails, a batch of those queued
+// together at a time, and sweeps for those left out: every sweepEvery,
+// and as soon as the queue is empty when emails were left out of it (it
+// was full, or a sweep had more than its limit), so that a burst larger
+// than the queue (a million emails at once) is digested at full speed
+// rather than sweepLimit a tick. Unless a digest was made since the last
+// sweep (the store is down, say), that sweep waits for the tick.
 func (s *Service) digests(ctx context.Context) {
-	sweep := time.NewTicker(sweepEvery)
-	defer sweep.Stop()
+	tick := time.NewTicker(s.sweepEvery)
+	defer tick.Stop()
+	progress := true
 	for {
+		if progress && len(s.work) == 0 && s.overflow.Swap(false) {
+			progress = false
+			s.sweep()
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case k := <-s.work:
-			s.digest(ctx, k)
-		case now := <-sweep.C:
+			if s.digestBatch(ctx, s.takeQueued(k)) > 0 {
+				progress = true
+			}
+		case now := <-tick.C:
 			s.dropStaleFresh(now)
-			s.mu.Lock()
-			ids := make([]string, 0, len(s.accounts))
-			for id := range s.accounts {
-				ids = append(ids, id)
-			}
-			s.mu.Unlock()
-			for _, accountID := range ids {
-				for _, id := range s.idx.Undigested(accountID, 1000) {
-					s.queue(accountID, id)
-				}
-			}
+			s.overflow.Store(false)
+			s.sweep()
 		}
 	}
 }
 
-// digest makes the email's digest, unless the store has it (another
-// replica made it), and keeps it in the store and the index.
-func (s *Service) digest(ctx context.Context, k key) {
-	raw, fresh := s.takeFresh(k)
+// sweep queues the emails without a digest of every account, at most
+// sweepLimit of each; an account with more is noted as left out.
+func (s *Service) sweep() {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.accounts))
+	for id := range s.accounts {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, accountID := range ids {
+		undigested := s.idx.Undigested(accountID, s.sweepLimit)
+		if len(undigested) == s.sweepLimit {
+			s.overflow.Store(true)
+		}
+		for _, id := range undigested {
+			s.queue(accountID, id)
+		}
+	}
+}
+
+// takeQueued returns first and whatever else is queued already, without
+// waiting for more, up to maxDigestBatch emails, each once.
+func (s *Service) takeQueued(first key) []key {
+	batch := []key{first}
+	seen := map[key]bool{first: true}
+	for len(batch) < maxDigestBatch {
+		var k key
+		select {
+		case k = <-s.work:
+		default:
+			return batch
+		}
+		if !seen[k] {
+			seen[k] = true
+			batch = append(batch, k)
+		}
+	}
+	return batch
+}
+
+// madeDigest is a digest made from a source, and its form in the store.
+type madeDigest struct {
+	d *Digest
+	v []byte
+}
+
+// sameDigest is the emails of one account that get one digest.
+type sameDigest struct {
+	accountID string
+	made      *madeDigest
+	ids       []string
+}
+
+// digestBatch makes the digests of the emails of batch, keeps them in the
+// store with one PutChecks per account, then puts them in the index, those
+// of emails that share a source together. A digest that could not be kept
+// in the store is put in the index all the same: it is made again after a
+// restart. It returns how many emails got a digest.
+func (s *Service) digestBatch(ctx context.Context, batch []key) int {
+	var groups []*sameDigest
+	byMade := map[*madeDigest]*sameDigest{}
+	byAccount := map[string]map[string][]byte{}
+	n := 0
+	for _, k := range batch {
+		if ctx.Err() != nil {
+			return n
+		}
+		m, ok := s.digest(ctx, k)
+		if !ok {
+			continue
+		}
+		n++
+		g := byMade[m]
+		if g == nil || g.accountID != k.accountID {
+			g = &sameDigest{accountID: k.accountID, made: m}
+			byMade[m] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, k.id)
+		if byAccount[k.accountID] == nil {
+			byAccount[k.accountID] = map[string][]byte{}
+		}
+		byAccount[k.accountID][k.id] = m.v
+	}
+	for accountID, results := range byAccount {
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		err := s.store.PutChecks(pctx, accountID, digestCheck, results)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("search: keeping emails' digests failed", "account", accountID, "emails", len(results), "err", err)
+		}
+	}
+	for _, g := range groups {
+		s.setDigests(g.accountID, g.ids, g.made.d)
+	}
+	return n
+}
+
+// digest makes the email's digest, for digestBatch to keep, unless the
+// index has it or the store does (another replica made it): then it puts
+// the store's in the index and reports false, as it does when there is no
+// such email or reading it failed (the sweep tries again).
+func (s *Service) digest(ctx context.Context, k key) (*madeDigest, bool) {
+	src, fresh := s.takeFresh(k)
 	if has, digested := s.idx.Has(k.accountID, k.id); !has || digested {
-		return
+		return nil, false
+	}
+	if fresh && src.made != nil {
+		return src.made, true // another recipient's, from the same source
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -419,31 +568,41 @@ func (s *Service) digest(ctx context.Context, k key) {
 	if fresh {
 		// Just stored here: no other replica is likely to have made the
 		// digest yet, and the source is in hand.
-		read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, raw)
+		read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, src.raw)
 	} else {
 		if v, err := s.store.GetCheck(dctx, k.accountID, k.id, digestCheck); err == nil {
 			var d Digest
 			if json.Unmarshal(v, &d) == nil {
 				s.setDigest(k, &d)
-				return
+				return nil, false
 			}
 		}
-		read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
+		// The event that queued a new email can come before ingest
+		// tells Fresh of it (Stored runs once the create has answered);
+		// by the end of the read above the source is often in hand.
+		if src, fresh = s.takeFresh(k); fresh && src.made != nil {
+			return src.made, true
+		} else if fresh {
+			read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, src.raw)
+		} else {
+			read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
+		}
 	}
 	if err != nil {
 		if !store.IsCode(err, store.NotFound) && ctx.Err() == nil {
 			s.cfg.Log.Warn("search: reading an email to index it failed; it is tried again later", "account", k.accountID, "err", err)
 		}
-		return
+		return nil, false
 	}
 	b := read.Body
 	d := MakeDigest(Content{Headers: b.Headers, Text: b.Text, HTML: b.HTML, Attachments: len(b.Attachments)})
 	read.Close()
 	v, _ := json.Marshal(d)
-	if err := s.store.PutCheck(dctx, k.accountID, k.id, digestCheck, v); err != nil && !store.IsCode(err, store.NotFound) {
-		s.cfg.Log.Warn("search: keeping an email's digest failed", "account", k.accountID, "err", err)
+	m := &madeDigest{d: d, v: v}
+	if fresh {
+		src.made = m
 	}
-	s.setDigest(k, d)
+	return m, true
 }
 
 // ready waits until the account's emails are in the index, and applies

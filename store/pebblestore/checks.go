@@ -45,6 +45,38 @@ func (s *Store) PutCheck(ctx context.Context, accountID, id, name string, result
 	return wrap(err, "put check")
 }
 
+// PutChecks implements store.Checks in one batch, written like PutCheck's:
+// each result only while its email exists, under the lock that deletes
+// take.
+func (s *Store) PutChecks(ctx context.Context, accountID, name string, results map[string][]byte) error {
+	if err := store.CheckBatchError(results); err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	if err := s.enter(ctx, "put checks"); err != nil {
+		return err
+	}
+	defer s.leave()
+	err := s.changeDerived(func(b *pebble.Batch) error {
+		for id, result := range results {
+			found, err := s.has(emailKey(accountID, id))
+			if err != nil {
+				return err
+			}
+			if !found {
+				continue
+			}
+			if err := b.Set(checkKey(accountID, id, name), result, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap(err, "put checks")
+}
+
 // GetCheck implements store.Checks.
 func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {
 	if err := s.enter(ctx, "get check"); err != nil {

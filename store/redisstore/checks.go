@@ -44,6 +44,46 @@ func (s *Store) PutCheck(ctx context.Context, accountID, id, name string, result
 	return nil
 }
 
+// putChecksScript is putCheckScript for many emails of one account in one
+// call: ARGV[1] is the name; for each email, its id and result are
+// ARGV[i] and ARGV[i+1], its key of the older layout and its results hash
+// KEYS[i] and KEYS[i+1] (i = 2, 4, ...), and KEYS[1] is the records hash.
+// It returns how many results it set. The account's keys share a hash
+// slot, so that the one call suits a Redis Cluster too.
+var putChecksScript = redis.NewScript(`
+local n = 0
+for i = 2, #KEYS, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 or redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('HSET', KEYS[i+1], ARGV[1], ARGV[i+1])
+    n = n + 1
+  end
+end
+return n
+`)
+
+// PutChecks implements store.Checks with one run of putChecksScript.
+func (s *Store) PutChecks(ctx context.Context, accountID, name string, results map[string][]byte) error {
+	if err := store.CheckBatchError(results); err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	k := s.account(accountID)
+	keys := make([]string, 1, 1+2*len(results))
+	args := make([]any, 1, 1+2*len(results))
+	keys[0], args[0] = k.records(), name
+	for id, result := range results {
+		id = store.NormalizeID(id)
+		keys = append(keys, k.email(id), k.checks(id))
+		args = append(args, id, result)
+	}
+	if err := putChecksScript.Run(ctx, s.client, keys, args...).Err(); err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
 // GetCheck implements store.Checks. The results hash exists only while its
 // email does.
 func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {

@@ -226,6 +226,21 @@ func TestOlderLayout(t *testing.T) {
 			t.Errorf("the update's event = %+v, %v", events, err)
 		}
 
+		// One PutChecks finds emails of either layout, and keeps nothing
+		// for an id without an email.
+		absent := testEmail(acct, "m@example.com", "n@example.com", 5000)
+		err = s.PutChecks(ctx, acct, "digest", map[string][]byte{oa.ID: []byte("older"), na.ID: []byte("newer"), absent.ID: []byte("none")})
+		if err != nil {
+			t.Fatalf("PutChecks: %v", err)
+		}
+		if got, err := s.GetChecks(ctx, acct, []string{oa.ID, na.ID, absent.ID}, "digest"); err != nil ||
+			len(got) != 2 || string(got[oa.ID]) != "older" || string(got[na.ID]) != "newer" {
+			t.Errorf("GetChecks after PutChecks = %q, %v; want the older and the newer email's", got, err)
+		}
+		if n, err := s.client.Exists(ctx, s.account(acct).checks(absent.ID)).Result(); err != nil || n != 0 {
+			t.Errorf("check results of an id without an email: EXISTS = %d, %v; want 0", n, err)
+		}
+
 		// The shared older body stays until its last email goes.
 		if err := s.DeleteEmail(ctx, acct, oa.ID); err != nil {
 			t.Fatal(err)
@@ -250,6 +265,14 @@ func TestOlderLayout(t *testing.T) {
 		k := s.account(acct)
 		if n, err := s.client.Exists(ctx, k.stats(), k.records(), k.bodyRefs()).Result(); err != nil || n != 0 {
 			t.Errorf("stats, records and body refs of an empty account: EXISTS = %d, %v; want 0", n, err)
+		}
+		// Deleted emails leave no check results, and a PutChecks after
+		// the deletes makes none.
+		if err := s.PutChecks(ctx, acct, "digest", map[string][]byte{oa.ID: []byte("late"), na.ID: []byte("late")}); err != nil {
+			t.Fatalf("PutChecks after the deletes: %v", err)
+		}
+		if n, err := s.client.Exists(ctx, k.checks(oa.ID), k.checks(na.ID)).Result(); err != nil || n != 0 {
+			t.Errorf("check results of deleted emails: EXISTS = %d, %v; want 0", n, err)
 		}
 	})
 }

@@ -97,6 +97,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Sessions", testSessions},
 		{"ReadState", testReadState},
 		{"Checks", testChecks},
+		{"PutChecks", testPutChecks},
 		{"MailboxUIDs", testMailboxUIDs},
 		{"MailboxUIDsConcurrent", testMailboxUIDsConcurrent},
 	}

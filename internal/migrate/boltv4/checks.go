@@ -49,6 +49,40 @@ func (s *Store) PutCheck(ctx context.Context, accountID, id, name string, result
 	return nil
 }
 
+// PutChecks implements store.Checks in one transaction, written like
+// PutCheck's: each result only when its email is in bbolt.
+func (s *Store) PutChecks(ctx context.Context, accountID, name string, results map[string][]byte) error {
+	if err := store.CheckBatchError(results); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return wrap(err, "put checks")
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	values := make(map[string][]byte, len(results))
+	for id, result := range results {
+		if err := s.wal.settleKey(ctx, emailKey(accountID, id)); err != nil {
+			return wrap(err, "put checks")
+		}
+		values[id] = bytes.Clone(result)
+	}
+	err := s.write(func(tx *bolt.Tx) error {
+		emails, checks := tx.Bucket(bucketEmails), tx.Bucket(bucketChecks)
+		for id, value := range values {
+			if emails.Get(emailKey(accountID, id)) == nil {
+				continue
+			}
+			if err := checks.Put(checkKey(accountID, id, name), value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap(err, "put checks")
+}
+
 // GetCheck implements store.Checks.
 func (s *Store) GetCheck(ctx context.Context, accountID, id, name string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
