@@ -94,15 +94,7 @@ func (x *Index) Put(e *store.Email) {
 	}
 	n := &entry{id: e.ID, doc: docOf(e, nil)}
 	a.count(&n.doc, 1)
-	i, _ := slices.BinarySearchFunc(a.entries, n, func(have, want *entry) int {
-		if have == nil {
-			return -1 // deleted: their place does not matter
-		}
-		return compareOrder(have, want)
-	})
-	for i < len(a.entries) && a.entries[i] == nil {
-		i++
-	}
+	i := a.insertAt(n)
 	a.entries = slices.Insert(a.entries, i, n)
 	for j := i; j < len(a.entries); j++ {
 		if a.entries[j] != nil {
@@ -110,6 +102,90 @@ func (x *Index) Put(e *store.Email) {
 		}
 	}
 	a.byID[e.ID] = n
+}
+
+// insertAt returns where n goes in a.entries: after every live entry
+// ordered before it, before every live entry ordered after it. A binary
+// search that took deleted entries (nil) as ordered before anything went
+// wrong once some were deleted: new emails landed out of order.
+func (a *accountIndex) insertAt(n *entry) int {
+	// The live entries before lo are ordered before n, those from hi on
+	// after it.
+	lo, hi := 0, len(a.entries)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		m := mid
+		for m < hi && a.entries[m] == nil {
+			m++
+		}
+		switch {
+		case m == hi: // only deleted entries from mid to hi
+			hi = mid
+		case compareOrder(a.entries[m], n) < 0:
+			lo = m + 1
+		default:
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// PutAll is Put for the account's emails, with one pass over its entries
+// rather than one for each email: an account is loaded a page at a time,
+// newest first, so each email of a load goes before all the others, and
+// putting them one by one moved every entry each time (hours for a million
+// emails). It costs the account's size per call, and the emails' own sort.
+func (x *Index) PutAll(accountID string, emails []*store.Email) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a := x.account(accountID)
+	// The entries added are not in a.entries yet: their pos is pending
+	// until the merge, or dropped when a later email of the same call
+	// replaced them.
+	const pending, dropped = -1, -2
+	var added []*entry
+	for _, e := range emails {
+		old, ok := a.byID[e.ID]
+		switch {
+		case ok && old.doc.ReceivedAt.Equal(e.ReceivedAt):
+			a.count(&old.doc, -1)
+			old.doc = docOf(e, old.doc.Digest)
+			a.count(&old.doc, 1)
+			continue
+		case ok && old.pos == pending:
+			a.count(&old.doc, -1)
+			old.pos = dropped
+		case ok:
+			a.remove(old)
+		}
+		n := &entry{id: e.ID, pos: pending, doc: docOf(e, nil)}
+		a.count(&n.doc, 1)
+		a.byID[e.ID] = n
+		added = append(added, n)
+	}
+	added = slices.DeleteFunc(added, func(e *entry) bool { return e.pos == dropped })
+	if len(added) == 0 {
+		return
+	}
+	slices.SortFunc(added, compareOrder)
+	live := slices.DeleteFunc(a.entries, func(e *entry) bool { return e == nil })
+	n := len(live)
+	a.entries, a.dead = slices.Grow(live, len(added))[:n+len(added)], 0
+	// Merge from the back, in place: the larger of the two last entries
+	// goes last.
+	i, j := n-1, len(added)-1
+	for w := len(a.entries) - 1; j >= 0; w-- {
+		if i >= 0 && compareOrder(a.entries[i], added[j]) > 0 {
+			a.entries[w] = a.entries[i]
+			i--
+		} else {
+			a.entries[w] = added[j]
+			j--
+		}
+	}
+	for k, e := range a.entries {
+		e.pos = k
+	}
 }
 
 // SetDigest gives the account's email id its digest; an email the index

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -296,41 +297,76 @@ func (s *Service) follow(ctx context.Context, accountID string) {
 	}
 }
 
+// load reads an account a page of loadPage emails at a time (the most a
+// list returns), and puts them into the index loadBatch at a time:
+// PutAll costs the account's size per call, so a call per page made the
+// load of a million emails quadratic.
+const (
+	loadPage  = 100
+	loadBatch = 10_000
+)
+
 // load puts every email of the account into the index, with its digest
 // when the store has one, and queues the others' digests.
 func (s *Service) load(ctx context.Context, accountID string) error {
-	q := store.ListQuery{AccountID: accountID, Limit: 100}
+	q := store.ListQuery{AccountID: accountID, Limit: loadPage}
+	var batch []*store.Email
+	digests := map[string][]byte{}
 	for {
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 		page, err := s.store.ListEmails(lctx, q)
-		var digests map[string][]byte
+		var found map[string][]byte
 		if err == nil && len(page) > 0 {
 			ids := make([]string, len(page))
 			for i, e := range page {
 				ids[i] = e.ID
 			}
-			digests, err = s.store.GetChecks(lctx, accountID, ids, digestCheck)
+			found, err = s.store.GetChecks(lctx, accountID, ids, digestCheck)
 		}
 		cancel()
 		if err != nil {
 			return err
 		}
-		for _, e := range page {
-			s.idx.Put(e)
-			if _, digested := s.idx.Has(accountID, e.ID); digested {
-				continue
-			}
-			var d Digest
-			if v, ok := digests[e.ID]; ok && json.Unmarshal(v, &d) == nil {
-				s.idx.SetDigest(accountID, e.ID, &d)
-			} else {
-				s.queue(accountID, e.ID)
-			}
+		batch = append(batch, page...)
+		maps.Copy(digests, found)
+		last := len(page) < q.Limit
+		if last || len(batch) >= loadBatch {
+			s.loadBatch(accountID, batch, digests)
+			batch, digests = batch[:0], map[string][]byte{}
 		}
-		if len(page) < q.Limit {
+		if last {
 			return nil
 		}
 		q.Before = page[len(page)-1].ID
+	}
+}
+
+// loadBatch puts emails into the index, with their digests when digests
+// has them, and queues the others' digests. Emails with the same digest
+// (the recipients of one message) share it in memory, as they do when it
+// is made (setDigests).
+func (s *Service) loadBatch(accountID string, emails []*store.Email, digests map[string][]byte) {
+	s.idx.PutAll(accountID, emails)
+	same := map[string][]string{} // ids by digest, as stored
+	for _, e := range emails {
+		if _, digested := s.idx.Has(accountID, e.ID); digested {
+			continue
+		}
+		if v, ok := digests[e.ID]; ok {
+			same[string(v)] = append(same[string(v)], e.ID)
+		} else {
+			s.queue(accountID, e.ID)
+		}
+	}
+	for v, ids := range same {
+		var d Digest
+		if json.Unmarshal([]byte(v), &d) != nil {
+			for _, id := range ids {
+				s.queue(accountID, id)
+			}
+			continue
+		}
+		s.idx.SetDigests(accountID, ids, &d)
 	}
 }
 
