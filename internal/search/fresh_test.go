@@ -343,3 +343,65 @@ func TestBacklogLargerThanTheQueueIsDigested(t *testing.T) {
 		waitDigest(t, s, acc.ID, e.ID)
 	}
 }
+
+// listCounter is a real store that counts the lists that loading an
+// account makes.
+type listCounter struct {
+	*pebblestore.Store
+	lists atomic.Int64
+}
+
+func (c *listCounter) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
+	c.lists.Add(1)
+	return c.Store.ListEmails(ctx, q)
+}
+
+// TestFallingBehindCatchesUpFromTheHistory holds the index's follower up
+// while 300 emails arrive, more than a subscription may have undelivered:
+// the subscription is dropped, and the follower takes the missed events
+// from the store's history rather than reading the whole account again.
+func TestFallingBehindCatchesUpFromTheHistory(t *testing.T) {
+	t.Parallel()
+	st, err := pebblestore.OpenInMemory(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	lc := &listCounter{Store: st}
+	acc := &store.Account{ID: "acme-id", Slug: "acme"}
+	s := NewService(lc, Config{Accounts: func() []*store.Account { return []*store.Account{acc} },
+		Bodies: bodies.New(lc, bodies.Config{CacheBytes: -1})})
+	run(t, s)
+	ctx := context.Background()
+	if err := s.ready(ctx, acc.ID); err != nil {
+		t.Fatal(err)
+	}
+	lists := lc.lists.Load()
+	state := s.state(acc.ID)
+	state.mu.Lock() // the follower waits for it before each event
+	ing := ingest.New(lc, time.Now, ingest.Config{})
+	var emails []*store.Email
+	for i := range 300 {
+		raw := fmt.Appendf(nil, "From: a@example.com\r\nTo: b@example.com\r\nSubject: burst %d\r\n\r\nburst\r\n", i)
+		got, err := ing.Deliver(ctx, raw, ingest.Envelope{Sender: "a@example.com",
+			Recipients: []ingest.Recipient{{Address: "b@example.com", Account: acc}}})
+		if err != nil {
+			state.mu.Unlock()
+			t.Fatal(err)
+		}
+		emails = append(emails, got...)
+	}
+	state.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, e := range emails {
+		for has, _ := s.idx.Has(acc.ID, e.ID); !has; has, _ = s.idx.Has(acc.ID, e.ID) {
+			if time.Now().After(deadline) {
+				t.Fatalf("email %s is not in the index 20s after the burst", e.ID)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if n := lc.lists.Load() - lists; n != 0 {
+		t.Errorf("the follower listed the account %d times to catch up, want none (the history has the events)", n)
+	}
+}

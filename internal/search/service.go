@@ -262,16 +262,24 @@ func (s *Service) state(accountID string) *accountState {
 }
 
 // follow loads the account's emails into the index, then applies its
-// events; when a subscription ends (events may have been missed), it
-// loads the account again.
+// events. When a subscription ends (it fell behind: a burst of mail), it
+// subscribes again and applies the events it missed from the store's
+// history; only when the history no longer reaches back does it load the
+// account again, which reads every email of it.
 func (s *Service) follow(ctx context.Context, accountID string) {
 	s.mu.Lock()
 	state := s.accounts[accountID]
 	s.mu.Unlock()
+	loaded := false
 	for ctx.Err() == nil {
 		// Subscribe first: what changes while the account is read comes
 		// as events after it.
 		sub := s.store.Subscribe(accountID)
+		if loaded && s.resume(ctx, state, accountID) {
+			s.apply(ctx, state, accountID, sub)
+			sub.Close()
+			continue
+		}
 		state.mu.Lock()
 		state.last = eventhub.ID{MS: time.Now().Add(-replaySlack).UnixMilli()}
 		state.mu.Unlock()
@@ -286,6 +294,7 @@ func (s *Service) follow(ctx context.Context, accountID string) {
 			}
 			continue
 		}
+		loaded = true
 		select {
 		case <-state.loaded:
 		default:
@@ -295,6 +304,16 @@ func (s *Service) follow(ctx context.Context, accountID string) {
 		s.apply(ctx, state, accountID, sub)
 		sub.Close()
 	}
+}
+
+// resume applies the account's events that a subscription which ended
+// did not deliver, and reports whether the store's history had them all
+// (false too when it could not be read).
+func (s *Service) resume(ctx context.Context, state *accountState, accountID string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	complete, err := s.applyHistory(ctx, state, accountID)
+	return err == nil && complete
 }
 
 // load reads an account a page of loadPage emails at a time (the most a
@@ -420,16 +439,24 @@ func (s *Service) catchUp(ctx context.Context, accountID string) error {
 	if state == nil {
 		return nil
 	}
+	_, err := s.applyHistory(ctx, state, accountID)
+	return err
+}
+
+// applyHistory applies the account's events after the last one applied,
+// from the store's history, and reports whether that history reached back
+// to it.
+func (s *Service) applyHistory(ctx context.Context, state *accountState, accountID string) (complete bool, err error) {
 	state.mu.Lock()
 	defer state.mu.Unlock()
-	events, _, err := s.store.EventsAfter(ctx, accountID, state.last.String())
+	events, complete, err := s.store.EventsAfter(ctx, accountID, state.last.String())
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, e := range events {
 		s.applyEvent(state, accountID, e)
 	}
-	return nil
+	return complete, nil
 }
 
 // queue asks for the email's digest; when the queue is full the email is
