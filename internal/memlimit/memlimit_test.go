@@ -27,6 +27,7 @@ func TestLimitFollowsTheLiveHeapAndWhatIsHeld(t *testing.T) {
 		{30, -5, 100},    // nothing held is never less than nothing
 		{450, 20, 920},   // a large index
 		{450, 600, 1000}, // never past the worst case
+		{900, 0, 1400},   // unless the live heap nears it: then half of it more
 	}
 	for _, s := range steps {
 		live, held = s.live, s.held
@@ -44,6 +45,11 @@ func TestLimitFollowsTheLiveHeapAndWhatIsHeld(t *testing.T) {
 	l.update()
 	if got := set[len(set)-1]; got != 1000 {
 		t.Errorf("limit %d while large messages arrive, want the most, 1000", got)
+	}
+	live = 900
+	l.update()
+	if got := set[len(set)-1]; got != 1400 {
+		t.Errorf("limit %d while large messages arrive with 900 live, want 1400", got)
 	}
 }
 
