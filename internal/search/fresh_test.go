@@ -144,6 +144,12 @@ func TestDigestOfFreshMailIsMadeFromTheBytesInHand(t *testing.T) {
 	if n, m := rc.bodies.Load(), rc.checks.Load(); n != 0 || m != 0 {
 		t.Errorf("the digests read %d bodies and %d check results from the store, want none", n, m)
 	}
+	nothingKept(t, s)
+}
+
+// nothingKept fails t when Fresh still holds a source.
+func nothingKept(t *testing.T, s *Service) {
+	t.Helper()
 	s.freshMu.Lock()
 	held, kept := s.freshBytes, len(s.fresh)
 	s.freshMu.Unlock()
@@ -308,12 +314,7 @@ func TestRecipientsOfOneMessageShareItsDigest(t *testing.T) {
 	if n := rc.bodies.Load(); n != 0 {
 		t.Errorf("the digests read %d bodies from the store, want none", n)
 	}
-	s.freshMu.Lock()
-	held, kept := s.freshBytes, len(s.fresh)
-	s.freshMu.Unlock()
-	if held != 0 || kept != 0 {
-		t.Errorf("%d sources of %d bytes still kept after their digests", kept, held)
-	}
+	nothingKept(t, s)
 }
 
 // TestBacklogLargerThanTheQueueIsDigested stores more emails than the

@@ -133,8 +133,9 @@ func (a *accountIndex) insertAt(n *entry) int {
 // PutAll is Put for the account's emails, with one pass over its entries
 // rather than one for each email: an account is loaded a page at a time,
 // newest first, so each email of a load goes before all the others, and
-// putting them one by one moved every entry each time (hours for a million
-// emails). It costs the account's size per call, and the emails' own sort.
+// putting them one by one moved every entry each time: quadratic, 7.65 s
+// for 100,000 emails against 109 ms this way (BenchmarkLoad). It costs the
+// account's size per call, and the emails' own sort.
 func (x *Index) PutAll(accountID string, emails []*store.Email) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -135,7 +135,8 @@ const blockCache = 32 << 20
 // blob file is dropped once none of its values is referenced, and
 // rewritten without the deleted ones once garbageRatio of it is garbage
 // and it is older than rewriteAge: the space of deleted mail comes back
-// about rewriteAge after the deletes at the latest.
+// about rewriteAge after the deletes, but for less than garbageRatio of
+// each blob file.
 func valueSeparation(rewriteAge time.Duration) pebble.ValueSeparationPolicy {
 	return pebble.ValueSeparationPolicy{
 		Enabled:               true,
@@ -148,8 +149,8 @@ func valueSeparation(rewriteAge time.Duration) pebble.ValueSeparationPolicy {
 
 const (
 	// separateValues is the least value kept in a blob file: a body of a
-	// few lines is, an email's record (about 200 bytes) and its index
-	// entries (empty) are not.
+	// few lines is; an email's index entries (empty) are not, nor is its
+	// record unless long notes make it that long.
 	separateValues = 1 << 10
 	rewriteAge     = time.Minute
 	garbageRatio   = 0.2
