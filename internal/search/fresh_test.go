@@ -19,9 +19,9 @@ import (
 )
 
 // readCounter is a real store that counts the reads of bodies and check
-// results that the digests' old path makes, and the writes of check
-// results: the number of PutCheck calls, and the size of each PutChecks
-// call in order.
+// results that the digests' old path makes, the writes of check results
+// (the number of PutCheck calls, and the size of each PutChecks call in
+// order), and the lists of the account.
 type readCounter struct {
 	*pebblestore.Store
 	bodies, checks atomic.Int64
@@ -31,6 +31,13 @@ type readCounter struct {
 	// onGetCheck, when set before the services run, is called by each
 	// GetCheck before it reads.
 	onGetCheck func()
+	// lists counts the lists that loading an account makes.
+	lists atomic.Int64
+}
+
+func (c *readCounter) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
+	c.lists.Add(1)
+	return c.Store.ListEmails(ctx, q)
 }
 
 func (c *readCounter) PutCheck(ctx context.Context, accountID, id, name string, result []byte) error {
@@ -345,34 +352,13 @@ func TestBacklogLargerThanTheQueueIsDigested(t *testing.T) {
 	}
 }
 
-// listCounter is a real store that counts the lists that loading an
-// account makes.
-type listCounter struct {
-	*pebblestore.Store
-	lists atomic.Int64
-}
-
-func (c *listCounter) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Email, error) {
-	c.lists.Add(1)
-	return c.Store.ListEmails(ctx, q)
-}
-
 // TestFallingBehindCatchesUpFromTheHistory holds the index's follower up
 // while 300 emails arrive, more than a subscription may have undelivered:
 // the subscription is dropped, and the follower takes the missed events
 // from the store's history rather than reading the whole account again.
 func TestFallingBehindCatchesUpFromTheHistory(t *testing.T) {
 	t.Parallel()
-	st, err := pebblestore.OpenInMemory(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	lc := &listCounter{Store: st}
-	acc := &store.Account{ID: "acme-id", Slug: "acme"}
-	s := NewService(lc, Config{Accounts: func() []*store.Account { return []*store.Account{acc} },
-		Bodies: bodies.New(lc, bodies.Config{CacheBytes: -1})})
-	run(t, s)
+	s, _, lc, acc := freshSetup(t)
 	ctx := context.Background()
 	if err := s.ready(ctx, acc.ID); err != nil {
 		t.Fatal(err)
