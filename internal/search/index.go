@@ -27,53 +27,6 @@ type Index struct {
 // ids; an email without a digest is left out.
 type Texts func(ctx context.Context, accountID string, ids []string) (map[string]string, error)
 
-type accountIndex struct {
-	entries []*entry          // by ReceivedAt, then ID, ascending; nil where deleted
-	byID    map[string]*entry // the live entries
-	dead    int
-	// counts is Stats of the live entries, kept as they come, change and
-	// go, so that the stats and the counts of the sidebar (is:unread, a
-	// label, a status) cost the same at a million emails as at ten.
-	counts Stats
-}
-
-// count adds (sign 1) or takes away (sign -1) doc from the kept counts.
-func (a *accountIndex) count(doc *Doc, sign int64) {
-	c := &a.counts
-	if c.Statuses == nil {
-		c.Statuses, c.Labels = map[store.Status]int64{}, map[string]LabelStats{}
-	}
-	unread := int64(0)
-	if !doc.Read {
-		unread = sign
-	}
-	c.Total += sign
-	c.Unread += unread
-	if c.Statuses[doc.Status] += sign; c.Statuses[doc.Status] == 0 {
-		delete(c.Statuses, doc.Status)
-	}
-	for i, l := range doc.Labels {
-		if slices.Contains(doc.Labels[:i], l) {
-			continue // an email counts once for a label it carries twice
-		}
-		ls := c.Labels[l]
-		ls.Total += sign
-		ls.Unread += unread
-		if ls.Total == 0 {
-			delete(c.Labels, l)
-		} else {
-			c.Labels[l] = ls
-		}
-	}
-}
-
-type entry struct {
-	id    string
-	pos   int // in entries
-	doc   Doc
-	bloom []uint64 // nil without a digest
-}
-
 // NewIndex returns an empty Index.
 func NewIndex() *Index {
 	return &Index{seed: maphash.MakeSeed(), accounts: map[string]*accountIndex{}}
@@ -84,50 +37,18 @@ func (x *Index) Put(e *store.Email) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	a := x.account(e.AccountID)
-	if old, ok := a.byID[e.ID]; ok && old.doc.ReceivedAt.Equal(e.ReceivedAt) {
-		a.count(&old.doc, -1)
-		old.doc = docOf(e, old.doc.Digest)
-		a.count(&old.doc, 1)
+	digest := uint32(0)
+	if s, ok := a.slot(e.ID); ok && a.recs[s].received == e.ReceivedAt.UnixMilli() {
+		a.update(s, e)
 		return
 	} else if ok {
-		a.remove(old)
+		digest = a.recs[s].digest
+		a.digests.keep(digest)
+		a.remove(s)
 	}
-	n := &entry{id: e.ID, doc: docOf(e, nil)}
-	a.count(&n.doc, 1)
-	i := a.insertAt(n)
-	a.entries = slices.Insert(a.entries, i, n)
-	for j := i; j < len(a.entries); j++ {
-		if a.entries[j] != nil {
-			a.entries[j].pos = j
-		}
-	}
-	a.byID[e.ID] = n
-}
-
-// insertAt returns where n goes in a.entries: after every live entry
-// ordered before it, before every live entry ordered after it. A binary
-// search that took deleted entries (nil) as ordered before anything went
-// wrong once some were deleted: new emails landed out of order.
-func (a *accountIndex) insertAt(n *entry) int {
-	// The live entries before lo are ordered before n, those from hi on
-	// after it.
-	lo, hi := 0, len(a.entries)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		m := mid
-		for m < hi && a.entries[m] == nil {
-			m++
-		}
-		switch {
-		case m == hi: // only deleted entries from mid to hi
-			hi = mid
-		case compareOrder(a.entries[m], n) < 0:
-			lo = m + 1
-		default:
-			hi = mid
-		}
-	}
-	return lo
+	r := a.recordOf(e, digest)
+	i := a.insertAt(a.keyOf(&r))
+	a.order = slices.Insert(a.order, i, a.add(r))
 }
 
 // PutAll is Put for the account's emails, with one pass over its entries
@@ -140,52 +61,56 @@ func (x *Index) PutAll(accountID string, emails []*store.Email) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	a := x.account(accountID)
-	// The entries added are not in a.entries yet: their pos is pending
-	// until the merge, or dropped when a later email of the same call
-	// replaced them.
-	const pending, dropped = -1, -2
-	var added []*entry
+	// The slots added are not in a.order yet: until the merge they are
+	// pending, or dropped when a later email of the same call replaced
+	// them.
+	pending := map[uint32]bool{}
+	var added []uint32
 	for _, e := range emails {
-		old, ok := a.byID[e.ID]
+		digest := uint32(0)
+		s, ok := a.slot(e.ID)
 		switch {
-		case ok && old.doc.ReceivedAt.Equal(e.ReceivedAt):
-			a.count(&old.doc, -1)
-			old.doc = docOf(e, old.doc.Digest)
-			a.count(&old.doc, 1)
+		case ok && a.recs[s].received == e.ReceivedAt.UnixMilli():
+			a.update(s, e)
 			continue
-		case ok && old.pos == pending:
-			a.count(&old.doc, -1)
-			old.pos = dropped
+		case ok && pending[s]:
+			digest = a.recs[s].digest
+			a.digests.keep(digest)
+			pending[s] = false
+			a.release(s)
 		case ok:
-			a.remove(old)
+			digest = a.recs[s].digest
+			a.digests.keep(digest)
+			a.remove(s)
 		}
-		n := &entry{id: e.ID, pos: pending, doc: docOf(e, nil)}
-		a.count(&n.doc, 1)
-		a.byID[e.ID] = n
-		added = append(added, n)
+		s = a.add(a.recordOf(e, digest))
+		pending[s] = true
+		added = append(added, s)
 	}
-	added = slices.DeleteFunc(added, func(e *entry) bool { return e.pos == dropped })
+	// A slot dropped and taken again within the call is pending once.
+	added = slices.DeleteFunc(added, func(s uint32) bool {
+		keep := pending[s]
+		delete(pending, s)
+		return !keep
+	})
 	if len(added) == 0 {
 		return
 	}
-	slices.SortFunc(added, compareOrder)
-	live := slices.DeleteFunc(a.entries, func(e *entry) bool { return e == nil })
+	slices.SortFunc(added, func(s, t uint32) int { return a.compare(&a.recs[s], a.keyOf(&a.recs[t])) })
+	live := slices.DeleteFunc(a.order, func(s uint32) bool { return s == deleted })
 	n := len(live)
-	a.entries, a.dead = slices.Grow(live, len(added))[:n+len(added)], 0
+	a.order, a.dead = slices.Grow(live, len(added))[:n+len(added)], 0
 	// Merge from the back, in place: the larger of the two last entries
 	// goes last.
 	i, j := n-1, len(added)-1
-	for w := len(a.entries) - 1; j >= 0; w-- {
-		if i >= 0 && compareOrder(a.entries[i], added[j]) > 0 {
-			a.entries[w] = a.entries[i]
+	for w := len(a.order) - 1; j >= 0; w-- {
+		if i >= 0 && a.compare(&a.recs[a.order[i]], a.keyOf(&a.recs[added[j]])) > 0 {
+			a.order[w] = a.order[i]
 			i--
 		} else {
-			a.entries[w] = added[j]
+			a.order[w] = added[j]
 			j--
 		}
-	}
-	for k, e := range a.entries {
-		e.pos = k
 	}
 }
 
@@ -208,10 +133,19 @@ func (x *Index) SetDigests(accountID string, ids []string, d *Digest) {
 	if a == nil {
 		return
 	}
+	var slots []uint32
 	for _, id := range ids {
-		if e, ok := a.byID[id]; ok {
-			e.doc.Digest, e.bloom = &digest, bloom
+		if s, ok := a.slot(id); ok {
+			slots = append(slots, s)
 		}
+	}
+	if len(slots) == 0 {
+		return
+	}
+	g := a.digests.add(&digest, bloom, len(slots))
+	for _, s := range slots {
+		a.digests.drop(a.recs[s].digest)
+		a.recs[s].digest = g
 	}
 }
 
@@ -220,8 +154,8 @@ func (x *Index) Delete(accountID, id string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if a := x.accounts[accountID]; a != nil {
-		if e, ok := a.byID[id]; ok {
-			a.remove(e)
+		if s, ok := a.slot(id); ok {
+			a.remove(s)
 		}
 	}
 }
@@ -232,8 +166,8 @@ func (x *Index) Has(accountID, id string) (has, digested bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if a := x.accounts[accountID]; a != nil {
-		if e, ok := a.byID[id]; ok {
-			return true, e.doc.Digest != nil
+		if s, ok := a.slot(id); ok {
+			return true, a.recs[s].digest != 0
 		}
 	}
 	return false, false
@@ -249,9 +183,9 @@ func (x *Index) Undigested(accountID string, limit int) []string {
 		return nil
 	}
 	var out []string
-	for i := len(a.entries) - 1; i >= 0 && len(out) < limit; i-- {
-		if e := a.entries[i]; e != nil && e.doc.Digest == nil {
-			out = append(out, e.id)
+	for i := len(a.order) - 1; i >= 0 && len(out) < limit; i-- {
+		if s := a.order[i]; s != deleted && a.recs[s].digest == 0 {
+			out = append(out, a.id(&a.recs[s]))
 		}
 	}
 	return out
@@ -263,8 +197,8 @@ func (x *Index) Digest(accountID, id string) *Digest {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if a := x.accounts[accountID]; a != nil {
-		if e, ok := a.byID[id]; ok {
-			return e.doc.Digest
+		if s, ok := a.slot(id); ok {
+			return a.digests.get(a.recs[s].digest)
 		}
 	}
 	return nil
@@ -273,47 +207,10 @@ func (x *Index) Digest(accountID, id string) *Digest {
 func (x *Index) account(id string) *accountIndex {
 	a := x.accounts[id]
 	if a == nil {
-		a = &accountIndex{byID: map[string]*entry{}}
+		a = newAccountIndex()
 		x.accounts[id] = a
 	}
 	return a
-}
-
-func (a *accountIndex) remove(e *entry) {
-	a.count(&e.doc, -1)
-	delete(a.byID, e.id)
-	a.entries[e.pos] = nil
-	a.dead++
-	if a.dead > 64 && a.dead > len(a.entries)/4 {
-		live := a.entries[:0]
-		for _, e := range a.entries {
-			if e != nil {
-				e.pos = len(live)
-				live = append(live, e)
-			}
-		}
-		clear(a.entries[len(live):])
-		a.entries, a.dead = live, 0
-	}
-}
-
-func compareOrder(a, b *entry) int {
-	if c := a.doc.ReceivedAt.Compare(b.doc.ReceivedAt); c != 0 {
-		return c
-	}
-	return strings.Compare(a.id, b.id)
-}
-
-func docOf(e *store.Email, d *Digest) Doc {
-	doc := Doc{Sender: e.Sender, Recipient: e.Recipient, Labels: slices.Clone(e.Labels), Status: e.Status, Read: e.Read,
-		RawSize: e.RawSize, ReceivedAt: e.ReceivedAt, Digest: d}
-	if e.Subject != nil {
-		doc.Subject = *e.Subject
-	}
-	if e.MessageID != nil {
-		doc.MessageID = *e.MessageID
-	}
-	return doc
 }
 
 // Search returns the ids of at most f.Limit emails of f.AccountID that
@@ -387,49 +284,63 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		return nil
 	}
 	q = q.cheapFirst()
+	fields := q.fields()
 	sender, recipient := store.NormalizeAddress(f.Sender), store.NormalizeAddress(f.Recipient)
 	subject := strings.ToLower(f.Subject)
+	since := int64(0)
+	if !f.Since.IsZero() {
+		since = f.Since.UnixMilli()
+	}
 	x.mu.RLock()
 	a := x.accounts[f.AccountID]
 	start := -1
 	if a != nil {
-		start = len(a.entries) - 1
+		start = len(a.order) - 1
 	}
 	if f.Before != "" {
-		e := (*entry)(nil)
+		s, ok := uint32(0), false
 		if a != nil {
-			e = a.byID[store.NormalizeID(f.Before)]
+			s, ok = a.slot(store.NormalizeID(f.Before))
 		}
-		if e == nil {
+		if !ok {
 			x.mu.RUnlock()
 			return store.ErrNotFound
 		}
-		start = e.pos - 1
+		i, _ := a.position(a.keyOf(&a.recs[s]))
+		start = i - 1
 	}
 	for i := start; i >= 0 && !stopped; i-- {
 		if i%1024 == 0 && ctx.Err() != nil {
 			x.mu.RUnlock()
 			return store.Wrap(store.Unavailable, ctx.Err(), "the search took too long")
 		}
-		e := a.entries[i]
-		if e == nil {
+		slot := a.order[i]
+		if slot == deleted {
 			continue
 		}
-		d := &e.doc
+		r := &a.recs[slot]
+		if !f.Since.IsZero() && r.received <= since {
+			break // older than Since, as all after it
+		}
+		// The list's filters are decided on the record; the Doc is made
+		// for the query's terms only.
 		switch {
-		case !f.Since.IsZero() && !d.ReceivedAt.After(f.Since):
-			i = -1 // older than Since, as all after it
-			continue
-		case f.Status != "" && d.Status != f.Status,
-			f.Label != "" && !slices.Contains(d.Labels, f.Label),
-			sender != "" && !equalLower(d.Sender, sender),
-			recipient != "" && !equalLower(d.Recipient, recipient),
-			subject != "" && !contains(d.Subject, subject),
-			!q.MatchMeta(d):
+		case f.Status != "" && a.text.get(r.status) != string(f.Status),
+			f.Label != "" && !slices.Contains(a.labels.get(r.labels), f.Label),
+			recipient != "" && !equalLower(a.text.get(r.recipient), recipient),
+			sender != "" && !equalLower(a.text.get(r.sender), sender),
+			subject != "" && !contains(a.text.get(r.subject), subject):
 			continue
 		}
+		var d Doc
+		if len(q.Terms) > 0 {
+			if d = a.doc(r, fields); !q.MatchMeta(&d) {
+				continue
+			}
+		}
+		id := a.id(r)
 		if !q.NeedsBody() {
-			if !yield(e.id) {
+			if !yield(id) {
 				stopped = true
 			}
 			continue
@@ -437,9 +348,10 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		// Words: decided here when the Bloom filter rules the body out
 		// or the other fields settle it, else by reading the body.
 		sure := true
-		doc := *d
+		doc := d
+		bloom := a.digests.bloom(r.digest)
 		doc.Body = func(words []string) bool {
-			if e.bloom == nil || !x.mayHave(e.bloom, words) {
+			if bloom == nil || !x.mayHave(bloom, words) {
 				return false
 			}
 			sure = false
@@ -448,17 +360,17 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		match := q.Match(&doc)
 		if sure {
 			if match && len(pending) == 0 {
-				if !yield(e.id) {
+				if !yield(id) {
 					stopped = true
 				}
 			} else if match {
-				pending = append(pending, candidate{id: e.id, doc: *d})
-				pending[len(pending)-1].doc.Body = nil
+				pending = append(pending, candidate{id: id, doc: d})
 			}
 			continue
 		}
-		pending = append(pending, candidate{id: e.id, doc: *d})
+		pending = append(pending, candidate{id: id, doc: d})
 		if len(pending) >= batch {
+			at := a.keyOf(r) // where the scan is, found again after the read
 			x.mu.RUnlock()
 			if err := decide(); err != nil {
 				return err
@@ -470,16 +382,7 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 			if a == nil {
 				break
 			}
-			if e.pos < len(a.entries) && a.entries[e.pos] == e {
-				i = e.pos
-			} else {
-				i, _ = slices.BinarySearchFunc(a.entries, e, func(have, want *entry) int {
-					if have == nil {
-						return -1
-					}
-					return compareOrder(have, want)
-				})
-			}
+			i, _ = a.position(at)
 		}
 	}
 	x.mu.RUnlock()

@@ -30,6 +30,51 @@ type Doc struct {
 	Body func(words []string) bool
 }
 
+// docFields says which fields of a Doc a query's terms read (Read and
+// RawSize are always there): an index makes only those for each email it
+// scans.
+type docFields uint8
+
+const (
+	docSender docFields = 1 << iota
+	docRecipient
+	docSubject
+	docMessageID
+	docLabels
+	docStatus
+	docTime
+	docDigest
+	allDocFields = ^docFields(0)
+)
+
+// fields returns the fields of a Doc that q's terms read.
+func (q Query) fields() docFields {
+	var f docFields
+	for _, t := range q.Terms {
+		switch t.Kind {
+		case From:
+			f |= docSender | docDigest
+		case To:
+			f |= docRecipient | docDigest
+		case Subject:
+			f |= docSubject
+		case Label:
+			f |= docLabels
+		case Status:
+			f |= docStatus
+		case HasAttachment:
+			f |= docDigest
+		case Before, After:
+			f |= docTime
+		case MessageID:
+			f |= docMessageID
+		case Words:
+			f |= docSubject | docSender | docRecipient | docDigest
+		}
+	}
+	return f
+}
+
 // Match reports whether d matches every term of q.
 func (q Query) Match(d *Doc) bool {
 	for i := range q.Terms {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestPutAllEqualsPutOneByOne(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	email := func(i int) *store.Email {
 		subject := fmt.Sprintf("email %d", r.IntN(5))
-		return &store.Email{ID: fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", i), AccountID: "a", Sender: "s@x.example",
+		return &store.Email{ID: testID(i), AccountID: "a", Sender: "s@x.example",
 			Recipient: fmt.Sprintf("r%d@acme.test", r.IntN(4)), Subject: &subject, Status: store.StatusReceived,
 			Labels: []string{fmt.Sprintf("l%d", r.IntN(3))}, Read: r.IntN(2) == 0,
 			// Few distinct times, so that the id decides the order often.
@@ -42,7 +43,10 @@ func TestPutAllEqualsPutOneByOne(t *testing.T) {
 			}
 			if r.IntN(2) == 0 {
 				slices.SortFunc(page, func(a, b *store.Email) int { // newest first, as a load reads
-					return compareOrder(&entry{id: b.ID, doc: docOf(b, nil)}, &entry{id: a.ID, doc: docOf(a, nil)})
+					if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
+						return c
+					}
+					return strings.Compare(b.ID, a.ID)
 				})
 			}
 			for _, e := range page {
@@ -51,7 +55,7 @@ func TestPutAllEqualsPutOneByOne(t *testing.T) {
 			all.PutAll("a", page)
 			for range r.IntN(10) {
 				if next > 0 {
-					id := fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", r.IntN(next))
+					id := testID(r.IntN(next))
 					one.Delete("a", id)
 					all.Delete("a", id)
 				}
@@ -63,9 +67,18 @@ func TestPutAllEqualsPutOneByOne(t *testing.T) {
 	}
 }
 
+// testID is the id of the test's email i: a UUID, or for one in three an
+// id of another form (none that mailsink makes; an index keeps them apart).
+func testID(i int) string {
+	if i%3 == 0 {
+		return fmt.Sprintf("odd-%d", i)
+	}
+	return fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", i)
+}
+
 // indexState is what account "a" of x holds: its live entries in order,
-// with their fields, and its counts. It fails t when an entry's position
-// does not point back at it.
+// with their fields, and its counts. It fails t when the order is wrong,
+// or an email's id does not lead to its entry.
 func indexState(t *testing.T, x *Index) []any {
 	t.Helper()
 	a := x.accounts["a"]
@@ -73,22 +86,27 @@ func indexState(t *testing.T, x *Index) []any {
 		return nil
 	}
 	var live []any
-	var last *entry
-	for i, e := range a.entries {
-		if e == nil {
+	var last *record
+	dead := 0
+	for i, s := range a.order {
+		if s == deleted {
+			dead++
 			continue
 		}
-		if e.pos != i || a.byID[e.id] != e {
-			t.Fatalf("entry %s at %d says it is at %d (in byID: %v)", e.id, i, e.pos, a.byID[e.id] == e)
+		r := &a.recs[s]
+		id := a.id(r)
+		if got, ok := a.slot(id); !ok || got != s || !r.used {
+			t.Fatalf("entry %s at %d is in slot %d; its id leads to %d, %v", id, i, s, got, ok)
 		}
-		if last != nil && compareOrder(last, e) >= 0 {
-			t.Fatalf("entry %s (%s) at %d comes after %s (%s)", e.id, e.doc.ReceivedAt, i, last.id, last.doc.ReceivedAt)
+		if last != nil && a.compare(last, a.keyOf(r)) >= 0 {
+			t.Fatalf("entry %s at %d comes after %s", id, i, a.id(last))
 		}
-		last = e
-		live = append(live, e.id, e.doc.Subject, e.doc.Recipient, e.doc.Labels, e.doc.Read, e.doc.ReceivedAt)
+		last = r
+		d := a.doc(r, allDocFields)
+		live = append(live, id, d.Subject, d.Recipient, d.Labels, d.Read, d.ReceivedAt)
 	}
-	if len(a.byID)*6 != len(live) {
-		t.Fatalf("%d emails by id, %d in order", len(a.byID), len(live)/6)
+	if a.len()*6 != len(live) || dead != a.dead {
+		t.Fatalf("%d emails by id, %d in order; %d deleted entries, %d counted", a.len(), len(live)/6, dead, a.dead)
 	}
 	return []any{live, x.Stats("a")}
 }
@@ -120,4 +138,46 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestTextOfRemovedEmailsIsGivenBack removes most of an account's emails:
+// the chunks that held their strings are given back, and the emails left
+// read as they would in an index that only ever had them.
+func TestTextOfRemovedEmailsIsGivenBack(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	email := func(i int) *store.Email {
+		subject := fmt.Sprintf("email %d: %s", i, strings.Repeat("x", 200))
+		mid := fmt.Sprintf("<%d@x.example>", i)
+		return &store.Email{ID: testID(i), AccountID: "a", Sender: fmt.Sprintf("s%d@x.example", i%7),
+			Recipient: fmt.Sprintf("r%d@acme.test", i), Subject: &subject, MessageID: &mid, Status: store.StatusReceived,
+			Labels: []string{fmt.Sprintf("l%d", i%3)}, ReceivedAt: base.Add(time.Duration(i) * time.Second)}
+	}
+	x, kept := NewIndex(), NewIndex()
+	const n = 3000
+	for i := range n {
+		x.Put(email(i))
+		if i%10 == 0 {
+			kept.Put(email(i))
+		}
+	}
+	before := len(x.accounts["a"].text.chunks)
+	for i := range n {
+		if i%10 != 0 {
+			x.Delete("a", testID(i))
+		}
+	}
+	after := len(x.accounts["a"].text.chunks)
+	if after >= before/2 {
+		t.Errorf("%d chunks of text before the deletes, %d after", before, after)
+	}
+	if got, want := indexState(t, x), indexState(t, kept); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the deletes:\n%v\nwant\n%v", got, want)
+	}
+	for i := n; i < n+100; i++ { // and it goes on as before
+		x.Put(email(i))
+		kept.Put(email(i))
+	}
+	if got, want := indexState(t, x), indexState(t, kept); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after new emails:\n%v\nwant\n%v", got, want)
+	}
 }

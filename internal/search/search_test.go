@@ -421,17 +421,22 @@ func TestKeptCounts(t *testing.T) {
 			}
 		}
 		want := Stats{Statuses: map[store.Status]int64{}, Labels: map[string]LabelStats{}}
-		for _, e := range x.accounts["acct"].byID {
+		a := x.accounts["acct"]
+		for _, s := range a.order {
+			if s == deleted {
+				continue
+			}
+			d := a.doc(&a.recs[s], allDocFields)
 			want.Total++
-			if !e.doc.Read {
+			if !d.Read {
 				want.Unread++
 			}
-			want.Statuses[e.doc.Status]++
-			for i, l := range e.doc.Labels {
-				if !slices.Contains(e.doc.Labels[:i], l) {
+			want.Statuses[d.Status]++
+			for i, l := range d.Labels {
+				if !slices.Contains(d.Labels[:i], l) {
 					ls := want.Labels[l]
 					ls.Total++
-					if !e.doc.Read {
+					if !d.Read {
 						ls.Unread++
 					}
 					want.Labels[l] = ls
