@@ -60,11 +60,29 @@ func MakeDigest(c Content) *Digest {
 		text = htmltext.Text(runecut.Prefix(*c.HTML, 16*MaxTextBytes))
 	}
 	d.Snippet = snippet(text)
-	d.Text = runecut.Prefix(strings.Join(Tokens(text), " "), MaxTextBytes)
-	if i := strings.LastIndexByte(d.Text, ' '); len(d.Text) == MaxTextBytes && i > 0 {
-		d.Text = d.Text[:i] // no word cut in half
-	}
+	d.Text = joinWords(text, MaxTextBytes)
 	return d
+}
+
+// joinWords returns the words of text (WordsOf) separated by single spaces,
+// as many whole words as fit in max bytes.
+func joinWords(text string, max int) string {
+	var b strings.Builder
+	b.Grow(min(len(text), max))
+	for w := range WordsOf(text) {
+		n := len(w)
+		if b.Len() > 0 {
+			n++
+		}
+		if b.Len()+n > max {
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+	}
+	return b.String()
 }
 
 // addressesAndNames reads an address list header value (decoded), as

@@ -408,7 +408,7 @@ func (x *Index) bloomOf(text string) []uint64 {
 	if text == "" {
 		return []uint64{}
 	}
-	var hs []uint64
+	hs := make([]uint64, 0, strings.Count(text, " ")+1)
 	for w := range strings.FieldsSeq(text) {
 		hs = append(hs, maphash.String(x.seed, w))
 	}

@@ -27,6 +27,8 @@ package search
 
 import (
 	"fmt"
+	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -346,28 +348,35 @@ func parseSize(v string) (int64, error) {
 
 // Tokens returns the words of s, lower-cased: the runs of letters and
 // digits. It is how a query's words and an email's text are split, so
-// that a word matches whole words only. s is lower-cased once and the
-// words are cut from it: lower-casing word by word was an allocation a
-// word, most of the cost of a digest's words (TestTokensAsWordByWord
-// checks that the words are the same).
+// that a word matches whole words only.
 func Tokens(s string) []string {
-	s = strings.ToLower(s)
-	var out []string
-	start := -1
-	for i, r := range s {
-		word := isWordRune(r)
-		switch {
-		case word && start < 0:
-			start = i
-		case !word && start >= 0:
-			out = append(out, s[start:i])
-			start = -1
+	return slices.Collect(WordsOf(s))
+}
+
+// WordsOf yields the words of s as Tokens returns them. s is lower-cased
+// once and the words are cut from it: lower-casing word by word was an
+// allocation a word, most of the cost of a digest's words
+// (TestTokensAsWordByWord checks that the words are the same).
+func WordsOf(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		s := strings.ToLower(s)
+		start := -1
+		for i, r := range s {
+			word := isWordRune(r)
+			switch {
+			case word && start < 0:
+				start = i
+			case !word && start >= 0:
+				if !yield(s[start:i]) {
+					return
+				}
+				start = -1
+			}
+		}
+		if start >= 0 {
+			yield(s[start:])
 		}
 	}
-	if start >= 0 {
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 // isWordRune reports whether r is part of a word: a letter, a digit or a

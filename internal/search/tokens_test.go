@@ -110,3 +110,30 @@ func TestBloomAsBySortedWords(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinWordsAsJoinedTokens: a digest's text is the text's words joined
+// by spaces, as joining Tokens made it, when they fit; past the bound, as
+// many whole words of that as fit.
+func TestJoinWordsAsJoinedTokens(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 4))
+	words := []string{"a", "Zanzibar", "été", "ΣΊΣΥΦΟΣ", "x1", "日本語", "naïve"}
+	for range 300 {
+		var b strings.Builder
+		for range r.IntN(40) {
+			b.WriteString(words[r.IntN(len(words))])
+			b.WriteString([]string{" ", ", ", "\n", "--", "\u00a0"}[r.IntN(5)])
+		}
+		text := b.String()
+		all := strings.Join(Tokens(text), " ")
+		max := r.IntN(len(all) + 10)
+		got := joinWords(text, max)
+		switch {
+		case len(all) <= max && got != all:
+			t.Fatalf("%q, max %d: %q, want %q", text, max, got, all)
+		case len(got) > max || !strings.HasPrefix(all, got) || (got != "" && got != all && all[len(got)] != ' '):
+			t.Fatalf("%q, max %d: %q is not the whole words of %q that fit", text, max, got, all)
+		case got != all && len(got)+min(len(got), 1)+len(Tokens(all[len(got):])[0]) <= max:
+			t.Fatalf("%q, max %d: %q leaves out a word that fits", text, max, got)
+		}
+	}
+}
