@@ -169,14 +169,7 @@ func deref(s *string) string {
 // add puts r in a free slot and indexes it by id; it does not place it in
 // order.
 func (a *accountIndex) add(r record) uint32 {
-	var s uint32
-	if n := len(a.free); n > 0 {
-		s, a.free = a.free[n-1], a.free[:n-1]
-		a.recs[s] = r
-	} else {
-		s = uint32(len(a.recs))
-		a.recs = append(a.recs, r)
-	}
+	s := put(&a.recs, &a.free, r)
 	if r.oddID {
 		a.oddIDs[a.odd[oddIndex(r.key)]] = s
 	} else {
@@ -480,15 +473,7 @@ func (l *labelSets) add(labels []string) uint32 {
 		l.sets[i].refs++
 		return i
 	}
-	set := labelSet{labels: slices.Clone(labels), key: key, refs: 1}
-	var i uint32
-	if n := len(l.free); n > 0 {
-		i, l.free = l.free[n-1], l.free[:n-1]
-		l.sets[i] = set
-	} else {
-		i = uint32(len(l.sets))
-		l.sets = append(l.sets, set)
-	}
+	i := put(&l.sets, &l.free, labelSet{labels: slices.Clone(labels), key: key, refs: 1})
 	l.byKey[key] = i
 	return i
 }
@@ -520,15 +505,7 @@ type digestSlot struct {
 }
 
 func (g *digestSlots) add(d *Digest, bloom []uint64, refs int) uint32 {
-	slot := digestSlot{d: d, bloom: bloom, refs: refs}
-	if n := len(g.free); n > 0 {
-		i := g.free[n-1]
-		g.free = g.free[:n-1]
-		g.slots[i] = slot
-		return i
-	}
-	g.slots = append(g.slots, slot)
-	return uint32(len(g.slots) - 1)
+	return put(&g.slots, &g.free, digestSlot{d: d, bloom: bloom, refs: refs})
 }
 
 // keep counts one more email for digest i.
@@ -551,3 +528,16 @@ func (g *digestSlots) drop(i uint32) {
 func (g *digestSlots) get(i uint32) *Digest { return g.slots[i].d }
 
 func (g *digestSlots) bloom(i uint32) []uint64 { return g.slots[i].bloom }
+
+// put puts v in a free slot of slots (one listed in free), or a new one,
+// and returns its index.
+func put[T any](slots *[]T, free *[]uint32, v T) uint32 {
+	if n := len(*free); n > 0 {
+		i := (*free)[n-1]
+		*free = (*free)[:n-1]
+		(*slots)[i] = v
+		return i
+	}
+	*slots = append(*slots, v)
+	return uint32(len(*slots) - 1)
+}
