@@ -223,11 +223,14 @@ func (a *accountIndex) remove(s uint32) {
 type orderKey struct {
 	received int64
 	key      uuidKey
-	odd      string // the id when it is not a UUID (key is then unused)
+	// oddID says the id is odd, not a UUID (key is then unused): "" is an
+	// odd id too, so odd cannot say it alone.
+	oddID bool
+	odd   string
 }
 
 func (a *accountIndex) keyOf(r *record) orderKey {
-	k := orderKey{received: r.received, key: r.key}
+	k := orderKey{received: r.received, key: r.key, oddID: r.oddID}
 	if r.oddID {
 		k.odd = a.odd[oddIndex(r.key)]
 	}
@@ -243,9 +246,9 @@ func (a *accountIndex) compare(r *record, k orderKey) int {
 		return 1
 	}
 	switch {
-	case !r.oddID && k.odd == "":
+	case !r.oddID && !k.oddID:
 		return slices.Compare(r.key[:], k.key[:])
-	case k.odd == "":
+	case !k.oddID:
 		return strings.Compare(a.id(r), k.key.String())
 	}
 	return strings.Compare(a.id(r), k.odd)
