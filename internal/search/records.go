@@ -213,6 +213,15 @@ func (a *accountIndex) remove(s uint32) {
 		a.dead++
 	}
 	a.release(s)
+	// Deleted entries at either end are cut off at once: retention deletes
+	// the oldest emails one by one, and finding each behind a run of those
+	// before it cost the run's length (97 µs a delete with 400,000 emails).
+	for len(a.order) > 0 && a.order[0] == deleted {
+		a.order, a.dead = a.order[1:], a.dead-1
+	}
+	for n := len(a.order); n > 0 && a.order[n-1] == deleted; n-- {
+		a.order, a.dead = a.order[:n-1], a.dead-1
+	}
 	if a.dead > 64 && a.dead > len(a.order)/4 {
 		a.order = slices.DeleteFunc(a.order, func(s uint32) bool { return s == deleted })
 		a.dead = 0

@@ -453,3 +453,26 @@ func checkSearch(t *testing.T, step int, r *rand.Rand, x *Index, base time.Time,
 		t.Fatalf("step %d: search before %q since %v:\n%q\nwant\n%q", step, f.Before, f.Since, got, wantIDs)
 	}
 }
+
+// TestDeletingTheOldestLeavesNoDeletedEntries deletes an account's emails
+// oldest first, as retention does, and newest first: no deleted entry is
+// left at either end of the order, where every later delete would step
+// over all of them.
+func TestDeletingTheOldestLeavesNoDeletedEntries(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	x := NewIndex()
+	const n = 200
+	for i := range n {
+		x.Put(&store.Email{ID: testID(i), AccountID: "a", Status: store.StatusReceived, ReceivedAt: base.Add(time.Duration(i) * time.Second)})
+	}
+	x.Delete("a", testID(1))
+	for i := range 50 {
+		x.Delete("a", testID(i))
+		x.Delete("a", testID(n-1-i))
+	}
+	a := x.accounts["a"]
+	if a.dead != 0 || len(a.order) != n-100 {
+		t.Fatalf("%d entries in order, %d deleted; want %d, none", len(a.order), a.dead, n-100)
+	}
+	indexState(t, x)
+}
