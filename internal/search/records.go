@@ -206,6 +206,15 @@ func (a *accountIndex) remove(s uint32) {
 		a.dead++
 	}
 	a.release(s)
+	// Deleted entries at either end are cut off at once: retention deletes
+	// the oldest emails one by one, and finding each behind a run of those
+	// before it cost the run's length (97 µs a delete with 400,000 emails).
+	for len(a.order) > 0 && a.order[0] == deleted {
+		a.order, a.dead = a.order[1:], a.dead-1
+	}
+	for n := len(a.order); n > 0 && a.order[n-1] == deleted; n-- {
+		a.order, a.dead = a.order[:n-1], a.dead-1
+	}
 	if a.dead > 64 && a.dead > len(a.order)/4 {
 		a.order = slices.DeleteFunc(a.order, func(s uint32) bool { return s == deleted })
 		a.dead = 0
@@ -216,11 +225,14 @@ func (a *accountIndex) remove(s uint32) {
 type orderKey struct {
 	received int64
 	key      uuidKey
-	odd      string // the id when it is not a UUID (key is then unused)
+	// oddID says the id is odd, not a UUID (key is then unused): "" is an
+	// odd id too, so odd cannot say it alone.
+	oddID bool
+	odd   string
 }
 
 func (a *accountIndex) keyOf(r *record) orderKey {
-	k := orderKey{received: r.received, key: r.key}
+	k := orderKey{received: r.received, key: r.key, oddID: r.oddID}
 	if r.oddID {
 		k.odd = a.odd[oddIndex(r.key)]
 	}
@@ -236,9 +248,9 @@ func (a *accountIndex) compare(r *record, k orderKey) int {
 		return 1
 	}
 	switch {
-	case !r.oddID && k.odd == "":
+	case !r.oddID && !k.oddID:
 		return slices.Compare(r.key[:], k.key[:])
-	case k.odd == "":
+	case !k.oddID:
 		return strings.Compare(a.id(r), k.key.String())
 	}
 	return strings.Compare(a.id(r), k.odd)
