@@ -181,3 +181,34 @@ func TestTextOfRemovedEmailsIsGivenBack(t *testing.T) {
 		t.Fatalf("after new emails:\n%v\nwant\n%v", got, want)
 	}
 }
+
+// TestTextOfChangedFieldsIsGivenBack changes the subjects of an account's
+// emails again and again: the strings they no longer read are given back,
+// as those of removed emails are.
+func TestTextOfChangedFieldsIsGivenBack(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	email := func(i, round int) *store.Email {
+		subject := fmt.Sprintf("email %d, round %d: %s", i, round, strings.Repeat("x", 100))
+		return &store.Email{ID: testID(i), AccountID: "a", Sender: "s@x.example", Recipient: "r@acme.test",
+			Subject: &subject, Status: store.StatusReceived, Labels: []string{}, ReceivedAt: base.Add(time.Duration(i) * time.Second)}
+	}
+	x, last := NewIndex(), NewIndex()
+	const n, rounds = 100, 100
+	for round := range rounds {
+		for i := range n {
+			x.Put(email(i, round))
+		}
+	}
+	for i := range n {
+		last.Put(email(i, rounds-1))
+	}
+	// 10,000 subjects of about 130 bytes were written, 20 chunks; the text
+	// is copied once 1,024 of them are no longer read, so at most 1,124
+	// are kept: 3 chunks.
+	if got := len(x.accounts["a"].text.chunks); got > 3 {
+		t.Errorf("%d chunks of text for %d emails", got, n)
+	}
+	if got, want := indexState(t, x), indexState(t, last); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the changes:\n%v\nwant\n%v", got, want)
+	}
+}

@@ -32,8 +32,9 @@ type accountIndex struct {
 	text    text
 	labels  labelSets
 	digests digestSlots
-	// removed counts the records removed since text was last compacted.
-	removed int
+	// stale counts the records removed and the strings replaced since
+	// text was last compacted: what it holds that no record reads.
+	stale int
 	// counts is Stats of the live entries, kept as they come, change and
 	// go, so that the stats and the counts of the sidebar (is:unread, a
 	// label, a status) cost the same at a million emails as at ten.
@@ -151,12 +152,19 @@ func (a *accountIndex) update(s uint32, e *store.Email) {
 	a.count(r, -1)
 	a.labels.drop(r.labels)
 	r.rawSize, r.read, r.labels = e.RawSize, e.Read, a.labels.add(e.Labels)
+	was := [...]span{r.sender, r.recipient, r.status, r.subject, r.messageID}
 	r.sender = a.text.keep(r.sender, e.Sender)
 	r.recipient = a.text.keep(r.recipient, e.Recipient)
 	r.status = a.text.keep(r.status, string(e.Status))
 	r.subject = a.text.keep(r.subject, deref(e.Subject))
 	r.messageID = a.text.keep(r.messageID, deref(e.MessageID))
 	a.count(r, 1)
+	for i, sp := range [...]span{r.sender, r.recipient, r.status, r.subject, r.messageID} {
+		if sp != was[i] {
+			a.stale++
+		}
+	}
+	a.compactIfStale()
 }
 
 func deref(s *string) string {
@@ -192,10 +200,8 @@ func (a *accountIndex) release(s uint32) {
 	a.digests.drop(r.digest)
 	*r = record{}
 	a.free = append(a.free, s)
-	a.removed++
-	if a.removed > 1024 && a.removed > a.len() {
-		a.compactText()
-	}
+	a.stale++
+	a.compactIfStale()
 }
 
 // remove takes the email in slot s out of the account.
@@ -355,6 +361,14 @@ func (a *accountIndex) count(r *record, sign int64) {
 	}
 }
 
+// compactIfStale compacts text once it holds more that no record reads
+// than there are records: the copy then costs each change O(1).
+func (a *accountIndex) compactIfStale() {
+	if a.stale > 1024 && a.stale > a.len() {
+		a.compactText()
+	}
+}
+
 // compactText copies the live records' strings (and odd ids) into new
 // chunks, so that what removed emails held is given back.
 func (a *accountIndex) compactText() {
@@ -379,7 +393,7 @@ func (a *accountIndex) compactText() {
 			r.key = uuidKey{byte(i), byte(i >> 8), byte(i >> 16), byte(i >> 24)}
 		}
 	}
-	a.odd, a.removed = odd, 0
+	a.odd, a.stale = odd, 0
 }
 
 // text keeps strings in chunks of chunkSize bytes that are only appended

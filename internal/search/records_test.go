@@ -99,7 +99,7 @@ func TestRecordsAsAModel(t *testing.T) {
 			}())
 		}
 		a := x.accounts["a"]
-		if a.removed == 0 {
+		if a.stale == 0 {
 			compactions++
 		}
 		checkRecords(t, step, a, func(id string) (*store.Email, string, bool) {
