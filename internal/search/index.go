@@ -97,9 +97,9 @@ func (x *Index) PutAll(accountID string, emails []*store.Email) {
 		return
 	}
 	slices.SortFunc(added, func(s, t uint32) int { return a.compare(&a.recs[s], a.keyOf(&a.recs[t])) })
-	live := slices.DeleteFunc(a.order, func(s uint32) bool { return s == deleted })
-	n := len(live)
-	a.order, a.dead = slices.Grow(live, len(added))[:n+len(added)], 0
+	a.dropGhosts()
+	n := len(a.order)
+	a.order = slices.Grow(a.order, len(added))[:n+len(added)]
 	// Merge from the back, in place: the larger of the two last entries
 	// goes last.
 	i, j := n-1, len(added)-1
@@ -184,8 +184,8 @@ func (x *Index) Undigested(accountID string, limit int) []string {
 	}
 	var out []string
 	for i := len(a.order) - 1; i >= 0 && len(out) < limit; i-- {
-		if s := a.order[i]; s != deleted && a.recs[s].digest == 0 {
-			out = append(out, a.id(&a.recs[s]))
+		if r := &a.recs[a.order[i]]; r.used && r.digest == 0 {
+			out = append(out, a.id(r))
 		}
 	}
 	return out
@@ -314,11 +314,10 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 			x.mu.RUnlock()
 			return store.Wrap(store.Unavailable, ctx.Err(), "the search took too long")
 		}
-		slot := a.order[i]
-		if slot == deleted {
-			continue
+		r := &a.recs[a.order[i]]
+		if !r.used {
+			continue // a ghost
 		}
-		r := &a.recs[slot]
 		if !f.Since.IsZero() && r.received <= since {
 			break // older than Since, as all after it
 		}

@@ -114,3 +114,26 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeleteBlock deletes a block of 100,000 emails, one by one, from
+// the middle of an account of 400,000 (a bulk delete of one burst of mail
+// while newer mail stays): the CPU of the index's deletes.
+func BenchmarkDeleteBlock(b *testing.B) {
+	const n = 400_000
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	page := make([]*store.Email, 0, n)
+	for i := range n {
+		page = append(page, &store.Email{ID: fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", i), AccountID: "a",
+			Sender: "s@x.example", Recipient: "r@acme.test", Status: store.StatusReceived, Labels: []string{},
+			ReceivedAt: base.Add(time.Duration(i) * time.Second)})
+	}
+	for b.Loop() {
+		b.StopTimer()
+		x := NewIndex()
+		x.PutAll("a", page)
+		b.StartTimer()
+		for _, e := range page[n/4 : n/2] {
+			x.Delete("a", e.ID)
+		}
+	}
+}

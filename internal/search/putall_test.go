@@ -86,16 +86,23 @@ func indexState(t *testing.T, x *Index) []any {
 		return nil
 	}
 	var live []any
-	var last *record
-	dead := 0
+	var last, lastAny *record
+	ghosts := 0
 	for i, s := range a.order {
-		if s == deleted {
-			dead++
+		r := &a.recs[s]
+		if lastAny != nil && a.compare(lastAny, a.keyOf(r)) > 0 {
+			t.Fatalf("entry %d (slot %d, a ghost: %v) is ordered before the one before it", i, s, !r.used)
+		}
+		lastAny = r
+		if !r.used {
+			if slices.Contains(a.free, s) {
+				t.Fatalf("ghost %d at %d is a free slot too", s, i)
+			}
+			ghosts++
 			continue
 		}
-		r := &a.recs[s]
 		id := a.id(r)
-		if got, ok := a.slot(id); !ok || got != s || !r.used {
+		if got, ok := a.slot(id); !ok || got != s {
 			t.Fatalf("entry %s at %d is in slot %d; its id leads to %d, %v", id, i, s, got, ok)
 		}
 		if last != nil && a.compare(last, a.keyOf(r)) >= 0 {
@@ -105,8 +112,9 @@ func indexState(t *testing.T, x *Index) []any {
 		d := a.doc(r, allDocFields)
 		live = append(live, id, d.Subject, d.Recipient, d.Labels, d.Read, d.ReceivedAt)
 	}
-	if a.len()*6 != len(live) || dead != a.dead {
-		t.Fatalf("%d emails by id, %d in order; %d deleted entries, %d counted", a.len(), len(live)/6, dead, a.dead)
+	if a.len()*6 != len(live) || ghosts != a.ghosts || len(a.recs)-len(a.free) != a.len()+ghosts {
+		t.Fatalf("%d emails by id, %d in order; %d ghosts, %d counted; %d slots, %d free",
+			a.len(), len(live)/6, ghosts, a.ghosts, len(a.recs), len(a.free))
 	}
 	return []any{live, x.Stats("a")}
 }

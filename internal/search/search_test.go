@@ -423,7 +423,7 @@ func TestKeptCounts(t *testing.T) {
 		want := Stats{Statuses: map[store.Status]int64{}, Labels: map[string]LabelStats{}}
 		a := x.accounts["acct"]
 		for _, s := range a.order {
-			if s == deleted {
+			if !a.recs[s].used {
 				continue
 			}
 			d := a.doc(&a.recs[s], allDocFields)
