@@ -42,8 +42,7 @@ func (x *Index) Put(e *store.Email) {
 		a.update(s, e)
 		return
 	} else if ok {
-		digest = a.recs[s].digest
-		a.digests.keep(digest)
+		digest = a.keepDigest(s)
 		a.remove(s)
 	}
 	r := a.recordOf(e, digest)
@@ -74,13 +73,11 @@ func (x *Index) PutAll(accountID string, emails []*store.Email) {
 			a.update(s, e)
 			continue
 		case ok && pending[s]:
-			digest = a.recs[s].digest
-			a.digests.keep(digest)
+			digest = a.keepDigest(s)
 			pending[s] = false
 			a.release(s)
 		case ok:
-			digest = a.recs[s].digest
-			a.digests.keep(digest)
+			digest = a.keepDigest(s)
 			a.remove(s)
 		}
 		s = a.add(a.recordOf(e, digest))

@@ -205,6 +205,14 @@ func (a *accountIndex) forget(s uint32) {
 	a.stale++
 }
 
+// keepDigest returns the digest of the email in slot s, counted once more
+// for the record of the same email that replaces it.
+func (a *accountIndex) keepDigest(s uint32) uint32 {
+	d := a.recs[s].digest
+	a.digests.keep(d)
+	return d
+}
+
 // freeSlot makes slot s, not in order, free.
 func (a *accountIndex) freeSlot(s uint32) {
 	a.recs[s] = record{}
