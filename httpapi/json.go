@@ -24,7 +24,7 @@ type (
 )
 
 func (a *API) emailJSON(e *store.Email) emailJSON {
-	return apijson.NewEmail(e, a.accounts.ByID(e.AccountID)).WithDigest(a.digest(e))
+	return apijson.NewEmail(e, a.accounts.ByID(e.AccountID)).WithSummary(a.summary(e))
 }
 
 // The email summaries of list, create, update and inbound answers are
@@ -150,16 +150,16 @@ func (a *API) appendEmailIn(b []byte, e *store.Email, acc *pageAccount) []byte {
 	b = appendTime(b, e.UpdatedAt)
 	b = append(b, `,"read":`...)
 	b = strconv.AppendBool(b, e.Read)
-	d := a.digest(e)
+	d, ok := a.summary(e)
 	b = append(b, `,"fromName":`...)
 	switch {
-	case d != nil && len(d.FromNames) > 0:
-		b = jsonenc.AppendString(b, d.FromNames[0])
+	case d.FromName != "":
+		b = jsonenc.AppendString(b, d.FromName)
 	default:
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"snippet":`...)
-	if d != nil {
+	if ok {
 		b = jsonenc.AppendString(b, d.Snippet)
 		b = append(b, `,"attachmentCount":`...)
 		b = strconv.AppendInt(b, int64(d.Attachments), 10)
@@ -184,12 +184,13 @@ func (a *API) appendAccount(b []byte, acc *store.Account) []byte {
 	return append(b, '}')
 }
 
-// digest returns what the search index holds of e's body, or nil.
-func (a *API) digest(e *store.Email) *search.Digest {
+// summary returns what the search index holds of e's body for a list,
+// and false when it holds nothing yet.
+func (a *API) summary(e *store.Email) (search.Summary, bool) {
 	if a.cfg.Search == nil {
-		return nil
+		return search.Summary{}, false
 	}
-	return a.cfg.Search.Digest(e.AccountID, e.ID)
+	return a.cfg.Search.Summary(e.AccountID, e.ID)
 }
 
 func appendOptString(b []byte, s *string) []byte {

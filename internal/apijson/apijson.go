@@ -76,18 +76,17 @@ type Email struct {
 	AttachmentCount *int    `json:"attachmentCount"`
 }
 
-// WithDigest sets the summary's fields that come from the email's digest:
-// the From header's first display name, the snippet and the attachments'
-// count. A nil d leaves them null.
-func (e Email) WithDigest(d *search.Digest) Email {
-	if d == nil {
+// WithSummary sets the summary's fields that come from the email's digest
+// (search.Summary): the From header's first display name, the snippet and
+// the attachments' count. With ok false (no digest yet) they stay null.
+func (e Email) WithSummary(d search.Summary, ok bool) Email {
+	if !ok {
 		return e
 	}
-	if len(d.FromNames) > 0 {
-		e.FromName = &d.FromNames[0]
+	if d.FromName != "" {
+		e.FromName = &d.FromName
 	}
-	snippet, n := d.Snippet, d.Attachments
-	e.Snippet, e.AttachmentCount = &snippet, &n
+	e.Snippet, e.AttachmentCount = &d.Snippet, &d.Attachments
 	return e
 }
 

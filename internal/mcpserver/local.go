@@ -66,7 +66,7 @@ func (m *Local) summary(e *store.Email) Email {
 	}
 	out := apijson.NewEmail(e, acc)
 	if m.cfg.Search != nil {
-		out = out.WithDigest(m.cfg.Search.Digest(e.AccountID, e.ID))
+		out = out.WithSummary(m.cfg.Search.Summary(e.AccountID, e.ID))
 	}
 	return out
 }

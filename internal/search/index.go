@@ -122,8 +122,7 @@ func (x *Index) SetDigest(accountID, id string, d *Digest) {
 // An email the index does not have is not an error.
 func (x *Index) SetDigests(accountID string, ids []string, d *Digest) {
 	bloom := x.bloomOf(d.Text)
-	digest := *d
-	digest.Text = "" // read from the store when needed
+	p := pack(d) // without its Text, read from the store when needed
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	a := x.accounts[accountID]
@@ -139,7 +138,7 @@ func (x *Index) SetDigests(accountID string, ids []string, d *Digest) {
 	if len(slots) == 0 {
 		return
 	}
-	g := a.digests.add(&digest, bloom, len(slots))
+	g := a.digests.add(p, bloom, len(slots))
 	for _, s := range slots {
 		a.digests.drop(a.recs[s].digest)
 		a.recs[s].digest = g
@@ -189,8 +188,24 @@ func (x *Index) Undigested(accountID string, limit int) []string {
 }
 
 // Digest returns the digest the index holds of an email (without its
-// Text), or nil.
+// Text), or nil; it is the caller's.
 func (x *Index) Digest(accountID, id string) *Digest {
+	return x.packed(accountID, id).unpack()
+}
+
+// Summary returns what a message list shows of the digest the index holds
+// of an email, and false when it holds none. Unlike Digest it allocates
+// nothing.
+func (x *Index) Summary(accountID, id string) (Summary, bool) {
+	p := x.packed(accountID, id)
+	if p == "" {
+		return Summary{}, false
+	}
+	return p.summary(), true
+}
+
+// packed returns the email's digest as the index holds it, "" when none.
+func (x *Index) packed(accountID, id string) packedDigest {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if a := x.accounts[accountID]; a != nil {
@@ -198,7 +213,7 @@ func (x *Index) Digest(accountID, id string) *Digest {
 			return a.digests.get(a.recs[s].digest)
 		}
 	}
-	return nil
+	return ""
 }
 
 func (x *Index) account(id string) *accountIndex {

@@ -24,6 +24,10 @@ type Doc struct {
 	RawSize    int64
 	ReceivedAt time.Time
 	Digest     *Digest
+	// packed is the digest as an index holds it, read in place when Digest
+	// is nil: a scan makes a Doc per email, and unpacking each digest
+	// doubled the cost of from: over 100,000 emails.
+	packed packedDigest
 	// Body reports whether the body text holds words (lower-cased) in a
 	// row; nil when the body has no text or is not indexed yet. An index
 	// may answer it from a filter that can say yes wrongly, then check.
@@ -133,12 +137,12 @@ func (t *Term) match(d *Doc) bool {
 		if contains(d.Sender, t.Text) {
 			return true
 		}
-		return d.Digest != nil && (anyContains(d.Digest.FromAddresses, t.Text) || anyContains(d.Digest.FromNames, t.Text))
+		return d.anyInDigest(fromLists, func(s string) bool { return contains(s, t.Text) })
 	case To:
 		if contains(d.Recipient, t.Text) {
 			return true
 		}
-		return d.Digest != nil && (anyContains(d.Digest.ToAddresses, t.Text) || anyContains(d.Digest.ToNames, t.Text))
+		return d.anyInDigest(toLists, func(s string) bool { return contains(s, t.Text) })
 	case Subject:
 		return contains(d.Subject, t.Text)
 	case Label:
@@ -150,7 +154,7 @@ func (t *Term) match(d *Doc) bool {
 	case Unread:
 		return !d.Read
 	case HasAttachment:
-		return d.Digest != nil && d.Digest.Attachments > 0
+		return d.attachments() > 0
 	case Before:
 		return d.ReceivedAt.Before(t.Time)
 	case After:
@@ -170,19 +174,39 @@ func (t *Term) match(d *Doc) bool {
 // matchWords: the words, in a row, in the subject, an address or a name
 // of the envelope or the header, or the body text.
 func (t *Term) matchWords(d *Doc) bool {
-	fields := []string{d.Subject, d.Sender, d.Recipient}
-	if g := d.Digest; g != nil {
-		fields = append(fields, g.FromAddresses...)
-		fields = append(fields, g.FromNames...)
-		fields = append(fields, g.ToAddresses...)
-		fields = append(fields, g.ToNames...)
+	has := func(f string) bool { return HasPhrase(Tokens(f), t.Words) }
+	if has(d.Subject) || has(d.Sender) || has(d.Recipient) || d.anyInDigest(fromLists|toLists, has) {
+		return true
 	}
-	for _, f := range fields {
-		if HasPhrase(Tokens(f), t.Words) {
+	return d.Body != nil && d.Body(t.Words)
+}
+
+// The digest's lists, as a set for anyInDigest.
+const (
+	fromLists = 1<<listFromNames | 1<<listFromAddresses
+	toLists   = 1<<listToAddresses | 1<<listToNames
+)
+
+// anyInDigest reports whether f is true of a string of the digest's lists
+// in the set lists, the Doc's Digest or else its packed one.
+func (d *Doc) anyInDigest(lists uint8, f func(string) bool) bool {
+	if d.Digest == nil {
+		return d.packed.any(lists, f)
+	}
+	for i, l := range d.Digest.lists() {
+		if lists&(1<<i) != 0 && slices.ContainsFunc(*l, f) {
 			return true
 		}
 	}
-	return d.Body != nil && d.Body(t.Words)
+	return false
+}
+
+// attachments is the digest's count of attachments, 0 without a digest.
+func (d *Doc) attachments() int {
+	if d.Digest == nil {
+		return d.packed.summary().Attachments
+	}
+	return d.Digest.Attachments
 }
 
 // HasPhrase reports whether words holds phrase in a row.

@@ -91,6 +91,10 @@ func BenchmarkScan(b *testing.B) {
 			RawSize: 2048, ReceivedAt: base.Add(time.Duration(i) * time.Second)})
 	}
 	x.PutAll("a", page)
+	for i, e := range page {
+		x.SetDigest("a", e.ID, &Digest{FromNames: []string{fmt.Sprintf("Shop %d", i%150)}, FromAddresses: []string{e.Sender},
+			ToAddresses: []string{e.Recipient}, Snippet: "Your order has shipped and is on its way", Text: "your order has shipped"})
+	}
 	for _, c := range []struct {
 		name string
 		f    store.ListQuery

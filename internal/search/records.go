@@ -339,7 +339,7 @@ func (a *accountIndex) doc(r *record, f docFields) Doc {
 		d.ReceivedAt = time.UnixMilli(r.received).UTC()
 	}
 	if f&docDigest != 0 {
-		d.Digest = a.digests.get(r.digest)
+		d.packed = a.digests.get(r.digest)
 	}
 	return d
 }
@@ -541,13 +541,13 @@ type digestSlots struct {
 }
 
 type digestSlot struct {
-	d     *Digest
+	p     packedDigest
 	bloom []uint64
 	refs  int
 }
 
-func (g *digestSlots) add(d *Digest, bloom []uint64, refs int) uint32 {
-	return put(&g.slots, &g.free, digestSlot{d: d, bloom: bloom, refs: refs})
+func (g *digestSlots) add(p packedDigest, bloom []uint64, refs int) uint32 {
+	return put(&g.slots, &g.free, digestSlot{p: p, bloom: bloom, refs: refs})
 }
 
 // keep counts one more email for digest i.
@@ -567,7 +567,7 @@ func (g *digestSlots) drop(i uint32) {
 	}
 }
 
-func (g *digestSlots) get(i uint32) *Digest { return g.slots[i].d }
+func (g *digestSlots) get(i uint32) packedDigest { return g.slots[i].p }
 
 func (g *digestSlots) bloom(i uint32) []uint64 { return g.slots[i].bloom }
 

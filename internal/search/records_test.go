@@ -154,8 +154,8 @@ func checkRecords(t *testing.T, step int, a *accountIndex, model func(id string)
 			t.Fatalf("step %d: %s reads\n%+v\nwant\n%+v", step, id, d, e)
 		}
 		gotDigest := ""
-		if d.Digest != nil {
-			gotDigest = d.Digest.Snippet
+		if d.packed != "" {
+			gotDigest = d.packed.unpack().Snippet
 		}
 		if gotDigest != digest {
 			t.Fatalf("step %d: %s has digest %q, want %q", step, id, gotDigest, digest)
@@ -201,8 +201,8 @@ func checkRecords(t *testing.T, step int, a *accountIndex, model func(id string)
 		if got := a.digests.slots[i].refs; got != digestRefs[i] {
 			t.Fatalf("step %d: digest slot %d counts %d, used by %d", step, i, got, digestRefs[i])
 		}
-		if (a.digests.slots[i].d == nil) != (digestRefs[i] == 0) {
-			t.Fatalf("step %d: digest slot %d used by %d holds %v", step, i, digestRefs[i], a.digests.slots[i].d)
+		if (a.digests.slots[i].p == "") != (digestRefs[i] == 0) {
+			t.Fatalf("step %d: digest slot %d used by %d holds %v", step, i, digestRefs[i], a.digests.slots[i].p)
 		}
 	}
 	if got, want := len(a.digests.free), len(a.digests.slots)-1-countNonZero(digestRefs[1:]); got != want {

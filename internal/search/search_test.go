@@ -132,6 +132,11 @@ func TestMatch(t *testing.T) {
 		if got := q.Match(doc); got != tt.want {
 			t.Errorf("%q matched %v, want %v", tt.q, got, tt.want)
 		}
+		packed := *doc
+		packed.Digest, packed.packed = nil, pack(doc.Digest)
+		if got := q.Match(&packed); got != tt.want {
+			t.Errorf("%q matched %v with the digest packed, want %v", tt.q, got, tt.want)
+		}
 		if got := q.cheapFirst().Match(doc); got != tt.want {
 			t.Errorf("%q, cheapest terms first, matched %v, want %v", tt.q, got, tt.want)
 		}

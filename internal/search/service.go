@@ -759,6 +759,10 @@ func (s *Service) Stats(ctx context.Context, accountID string) (Stats, error) {
 // Text), nil before it is made.
 func (s *Service) Digest(accountID, id string) *Digest { return s.idx.Digest(accountID, id) }
 
+// Summary returns what a message list shows of the email's digest, and
+// false when the index has none yet (Index.Summary).
+func (s *Service) Summary(accountID, id string) (Summary, bool) { return s.idx.Summary(accountID, id) }
+
 // Index gives the index, for tests.
 func (s *Service) Index() *Index { return s.idx }
 

@@ -1,0 +1,141 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mailsink/mailsink/store"
+)
+
+// TestPackedDigestReadsAsTheDigest packs digests of every shape (empty
+// lists, empty strings, strings past 127 bytes whose lengths take two
+// bytes, invalid UTF-8, NUL bytes) and reads them back: all but Text
+// come back as they were, and the Summary is the list's view of them.
+func TestPackedDigestReadsAsTheDigest(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	str := func() string {
+		switch rng.IntN(5) {
+		case 0:
+			return ""
+		case 1:
+			return strings.Repeat("é", rng.IntN(400))
+		case 2:
+			return "\xff\x00\x80 " + fmt.Sprint(rng.Int())
+		}
+		return fmt.Sprintf("name %d <a%d@example.com>", rng.IntN(1000), rng.IntN(1000))
+	}
+	list := func() []string {
+		var l []string
+		for range rng.IntN(4) * rng.IntN(20) {
+			l = append(l, str())
+		}
+		return l
+	}
+	digests := []*Digest{{}, {Text: "dropped"}, {Attachments: 1 << 40, Snippet: strings.Repeat("x", 70000)}}
+	for range 2000 {
+		digests = append(digests, &Digest{FromAddresses: list(), FromNames: list(), ToAddresses: list(), ToNames: list(),
+			Snippet: str(), Attachments: rng.IntN(300), Text: str()})
+	}
+	for i, d := range digests {
+		p := pack(d)
+		if p == "" {
+			t.Fatalf("digest %d packs to \"\", which is no digest", i)
+		}
+		want := *d
+		want.Text = ""
+		if got := p.unpack(); !reflect.DeepEqual(got, &want) {
+			t.Fatalf("digest %d reads back as\n%+v\nwant\n%+v", i, got, &want)
+		}
+		wantSummary := Summary{Snippet: d.Snippet, Attachments: d.Attachments}
+		if len(d.FromNames) > 0 {
+			wantSummary.FromName = d.FromNames[0]
+		}
+		if got := p.summary(); got != wantSummary {
+			t.Fatalf("digest %d: summary %+v, want %+v", i, got, wantSummary)
+		}
+	}
+	if got := packedDigest("").unpack(); got != nil {
+		t.Errorf("no digest reads as %+v", got)
+	}
+}
+
+// TestSummaryAsDigest: the index's Summary of an email is what its Digest
+// says, and an email without a digest has none.
+func TestSummaryAsDigest(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	x.Put(&store.Email{ID: "0190b6d2-7c3e-7a1b-8c2d-000000000001", AccountID: "a", Status: store.StatusReceived})
+	x.Put(&store.Email{ID: "0190b6d2-7c3e-7a1b-8c2d-000000000002", AccountID: "a", Status: store.StatusReceived})
+	x.SetDigest("a", "0190b6d2-7c3e-7a1b-8c2d-000000000001", &Digest{FromNames: []string{"Ada", "Bob"}, Snippet: "hello", Attachments: 2})
+	if got, ok := x.Summary("a", "0190b6d2-7c3e-7a1b-8c2d-000000000001"); !ok || got != (Summary{FromName: "Ada", Snippet: "hello", Attachments: 2}) {
+		t.Errorf("summary %+v, %v", got, ok)
+	}
+	for _, id := range []string{"0190b6d2-7c3e-7a1b-8c2d-000000000002", "0190b6d2-7c3e-7a1b-8c2d-000000000003"} {
+		if got, ok := x.Summary("a", id); ok || got != (Summary{}) {
+			t.Errorf("%s: summary %+v, %v; want none", id, got, ok)
+		}
+		if d := x.Digest("a", id); d != nil {
+			t.Errorf("%s: digest %+v, want nil", id, d)
+		}
+	}
+}
+
+// TestCandidatesKeepTheirDigest: a scan reads each email's digest into one
+// scratch Digest; the emails whose body must be read are decided later,
+// and must be decided with their own digest, not the last one read. Every
+// tenth email is from "Ada"; every body has "common" and none has "ada",
+// so "ada common" matches exactly Ada's emails, decided by their names
+// and, after the Bloom filters say maybe, their bodies.
+func TestCandidatesKeepTheirDigest(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	texts := map[string]string{}
+	var want []string
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 500 {
+		id := fmt.Sprintf("0190b6d2-7c3e-7a1b-8c2d-%012d", i)
+		x.Put(&store.Email{ID: id, AccountID: "a", Sender: "s@x.example", Recipient: "r@acme.test", Status: store.StatusReceived,
+			ReceivedAt: base.Add(time.Duration(i) * time.Minute)})
+		name := fmt.Sprintf("Sender %d", i)
+		if i%10 == 0 {
+			name = "Ada Lovelace"
+			want = append(want, id)
+		}
+		texts[id] = fmt.Sprintf("common words of email %d", i)
+		x.SetDigest("a", id, &Digest{FromNames: []string{name}, Text: texts[id]})
+	}
+	slices.Reverse(want)
+	var reads int
+	got, err := x.Search(context.Background(), store.ListQuery{AccountID: "a", Limit: 1000}, mustParse(t, "ada common"), textsOf(texts, &reads))
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ada common: %d emails, %v; want %d:\n%v\nwant\n%v", len(got), err, len(want), got, want)
+	}
+	// Ada's bodies are read, and those the Bloom filters let through
+	// wrongly (about 1% of the other 450).
+	if reads < len(want) || reads > len(want)+25 {
+		t.Errorf("read %d bodies, want Ada's %d and a few more at most", reads, len(want))
+	}
+}
+
+// BenchmarkSummary is the cost of what a list shows of a digest, per
+// email.
+func BenchmarkSummary(b *testing.B) {
+	x := NewIndex()
+	id := "0190b6d2-7c3e-7a1b-8c2d-000000000001"
+	x.Put(&store.Email{ID: id, AccountID: "a", Status: store.StatusReceived})
+	x.SetDigest("a", id, &Digest{FromNames: []string{"Shop Team"}, FromAddresses: []string{"shop@example.com"},
+		ToAddresses: []string{"ada@example.com"}, Snippet: strings.Repeat("word ", 32), Attachments: 1})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := x.Summary("a", id); !ok {
+			b.Fatal("no summary")
+		}
+	}
+}
