@@ -12,22 +12,24 @@ func TestLimitFollowsTheLiveHeapAndWhatIsHeld(t *testing.T) {
 	var live, held int64
 	var set []int64
 	large := false
-	l := New(Config{Floor: 100, Held: func() int64 { return held }, Max: 1000, Large: func() bool { return large }})
+	l := New(Config{Floor: 100, Headroom: 40, Held: func() int64 { return held }, Max: 1000, Large: func() bool { return large }})
 	l.live = func() int64 { return live }
 	l.set = func(n int64) { set = append(set, n) }
 	steps := []struct {
 		live, held, want int64
 	}{
 		{0, 0, 100},      // the floor
-		{40, 0, 100},     // twice the live heap is under it
-		{80, 0, 160},     // twice the live heap
-		{80, 500, 660},   // a burst of large messages gets room
-		{80, 0, 160},     // and gives it back
-		{82, 0, 160},     // a move under a sixteenth is not set
+		{40, 0, 100},     // the live heap and the headroom are under it
+		{72, 0, 112},     // the live heap and the headroom
+		{80, 0, 120},     // the headroom is more than half the live heap
+		{120, 0, 180},    // half the live heap is more than the headroom
+		{120, 500, 680},  // a burst of large messages gets room
+		{120, 0, 180},    // and gives it back
+		{124, 0, 180},    // a move under a sixteenth is not set
 		{30, -5, 100},    // nothing held is never less than nothing
-		{450, 20, 920},   // a large index
+		{450, 20, 695},   // a large index
 		{450, 600, 1000}, // never past the worst case
-		{900, 0, 1400},   // unless the live heap nears it: then half of it more
+		{900, 0, 1350},   // a live heap near it: half of it more, by either rule
 	}
 	for _, s := range steps {
 		live, held = s.live, s.held
@@ -65,7 +67,7 @@ func TestRunSetsTheProcessLimit(t *testing.T) {
 	cancel()
 	l.Run(ctx)
 	runtime.KeepAlive(keep)
-	if min := int64(2*64<<20 + 7<<20); got < min || got > min+64<<20 {
+	if min := int64(64<<20 + 32<<20 + 7<<20); got < min || got > min+64<<20 {
 		t.Errorf("limit %d MiB with 64 MiB live and 7 MiB held, want about %d MiB", got>>20, min>>20)
 	}
 }
