@@ -97,6 +97,62 @@ func countParses(s *Service, release chan struct{}) *atomic.Int32 {
 	return &n
 }
 
+// TestParsedTextLeavesTheAttachmentsUnread: ParsedText is the parse without
+// the attachments' sizes, under the budget, and not kept in the cache;
+// once a whole parse is in the cache, it is used.
+func TestParsedTextLeavesTheAttachmentsUnread(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	s := New(st, Config{})
+	parses := countParses(s, nil)
+	var textParses atomic.Int32
+	s.parseText = func(ctx context.Context, raw []byte) (*mailparse.Message, error) {
+		textParses.Add(1)
+		return mailparse.ParseText(ctx, raw)
+	}
+	id := put(t, st, message)
+	want, _ := mailparse.Parse(message)
+	sizeless := Attachments(want.Body.Attachments)
+	sizeless[0].Size = 0
+	r, err := s.ParsedText(context.Background(), account, id, message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Used() == 0 {
+		t.Error("an open ParsedText holds none of the budget")
+	}
+	b := r.Body
+	if !reflect.DeepEqual(b.Text, want.Body.Text) || !reflect.DeepEqual(b.HTML, want.Body.HTML) ||
+		!reflect.DeepEqual(b.Headers, want.Body.Headers) || !reflect.DeepEqual(b.Attachments, sizeless) {
+		t.Errorf("body %+v\nwant %+v with attachments %+v", b, want.Body, sizeless)
+	}
+	r.Close()
+	if s.Used() != 0 {
+		t.Errorf("%d bytes of the budget held after Close", s.Used())
+	}
+	// Not cached: a reader of the whole body parses it, with the sizes.
+	r, err = s.Parsed(context.Background(), account, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Body.Attachments; len(got) != 1 || got[0].Size != 4 {
+		t.Errorf("attachments after a ParsedText: %+v, want the 4 bytes of r.pdf", got)
+	}
+	r.Close()
+	// Now cached: ParsedText uses the whole parse.
+	r, err = s.ParsedText(context.Background(), account, id, message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Body.Attachments; len(got) != 1 || got[0].Size != 4 {
+		t.Errorf("ParsedText with the parse cached: %+v", got)
+	}
+	r.Close()
+	if p, tp := parses.Load(), textParses.Load(); p != 1 || tp != 1 {
+		t.Errorf("%d parses and %d text parses, want 1 and 1", p, tp)
+	}
+}
+
 func TestParsedIsWhatParsingGives(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)

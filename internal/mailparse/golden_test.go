@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,7 @@ func TestGolden(t *testing.T) {
 		t.Run(filepath.ToSlash(rel), func(t *testing.T) {
 			raw := readFixture(t, rel)
 			m := &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
-			parse(context.Background(), m, raw) // without Parse's recover, so a panic fails the test
+			parse(context.Background(), m, raw, true) // without Parse's recover, so a panic fails the test
 			got := marshalGolden(t, toGolden(t, raw, m))
 			path := filepath.Join("testdata", "golden", rel+".json")
 			if *update {
@@ -171,7 +172,7 @@ func checkInvariants(t testing.TB, raw []byte) {
 	t.Helper()
 	orig := bytes.Clone(raw)
 	m := &Message{Body: Body{Raw: raw, Headers: map[string]string{}, Attachments: []Attachment{}}}
-	parse(context.Background(), m, raw)
+	parse(context.Background(), m, raw, true)
 	pm, err := Parse(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +214,19 @@ func checkInvariants(t testing.TB, raw []byte) {
 	}
 	if len(pm.Body.Attachments) != len(m.Body.Attachments) || len(pm.Body.Headers) != len(m.Body.Headers) {
 		t.Error("Parse and parse disagree")
+	}
+	// ParseText is Parse without the attachments' sizes.
+	tm, err := ParseText(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizeless := *pm
+	sizeless.Body.Attachments = slices.Clone(pm.Body.Attachments)
+	for i := range sizeless.Body.Attachments {
+		sizeless.Body.Attachments[i].Size = 0
+	}
+	if !reflect.DeepEqual(tm, &sizeless) {
+		t.Errorf("ParseText is not Parse without the sizes:\n%+v\n%+v", tm, &sizeless)
 	}
 	valid := func(what string, s *string) {
 		t.Helper()

@@ -130,7 +130,23 @@ func ParseContext(ctx context.Context, raw []byte) (m *Message, err error) {
 			err = ErrPanic
 		}
 	}()
-	parse(ctx, m, raw)
+	parse(ctx, m, raw, true)
+	return m, ctx.Err()
+}
+
+// ParseText is ParseContext for a reader of the text and the header alone
+// (search's digest): attachments are found as ParseContext finds them, but
+// their content is not decoded, and their Size is 0. Decoding it, to count
+// the bytes, was half the CPU of an ingest of 100 KB messages with an
+// attachment; the rest of the result is ParseContext's.
+func ParseText(ctx context.Context, raw []byte) (m *Message, err error) {
+	m = newMessage(raw)
+	defer func() {
+		if recover() != nil {
+			err = ErrPanic
+		}
+	}()
+	parse(ctx, m, raw, false)
 	return m, ctx.Err()
 }
 
@@ -261,16 +277,18 @@ func ReadAttachments(ctx context.Context, raw []byte, want map[int]bool) (conten
 	return contents
 }
 
-// parse fills m from raw. Unlike Parse it lets panics through, so tests and
-// the fuzzer see them.
-func parse(ctx context.Context, m *Message, raw []byte) {
+// parse fills m from raw, with the attachments' sizes when sizes. Unlike
+// Parse it lets panics through, so tests and the fuzzer see them.
+func parse(ctx context.Context, m *Message, raw []byte, sizes bool) {
 	hdr, body := splitHeader(skipMboxLine(raw))
 	h, cut := readHeader(hdr)
 	parseFields(m, h)
 	w := walker{ctx: ctx, cut: Cut{HeaderFields: cut}, visit: func(l *leaf, r io.Reader) bool {
 		if l.attachment() {
 			var n int64
-			readChunks(l.decoded(r), func(b []byte) { n += int64(len(b)) })
+			if sizes {
+				readChunks(l.decoded(r), func(b []byte) { n += int64(len(b)) })
+			}
 			m.Body.Attachments = append(m.Body.Attachments, l.metadata(n))
 			return true
 		}

@@ -631,7 +631,7 @@ func (s *Service) digest(ctx context.Context, k key) (*madeDigest, bool) {
 	if fresh {
 		// Just stored here: no other replica is likely to have made the
 		// digest yet, and the source is in hand.
-		read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, src.raw)
+		read, err = s.cfg.Bodies.ParsedText(dctx, k.accountID, k.id, src.raw)
 	} else {
 		if v, err := s.store.GetCheck(dctx, k.accountID, k.id, digestCheck); err == nil {
 			var d Digest
@@ -646,7 +646,7 @@ func (s *Service) digest(ctx context.Context, k key) (*madeDigest, bool) {
 		if src, fresh = s.takeFresh(k); fresh && src.made != nil {
 			return src.made, true
 		} else if fresh {
-			read, err = s.cfg.Bodies.ParsedRaw(dctx, k.accountID, k.id, src.raw)
+			read, err = s.cfg.Bodies.ParsedText(dctx, k.accountID, k.id, src.raw)
 		} else {
 			read, err = s.cfg.Bodies.Parsed(dctx, k.accountID, k.id)
 		}
