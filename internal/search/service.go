@@ -129,7 +129,7 @@ func NewService(st Store, cfg Config) *Service {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{idx: NewIndex(), store: st, cfg: cfg, accounts: map[string]*accountState{},
-		added: make(chan struct{}, 1), work: make(chan key, 100_000), subs: map[string]map[*subscription]bool{},
+		added: make(chan struct{}, 1), work: make(chan key, queueSize), subs: map[string]map[*subscription]bool{},
 		fresh: map[key]*freshSource{}, sweepEvery: sweepEvery, sweepLimit: sweepLimit}
 }
 
@@ -476,6 +476,12 @@ const (
 	sweepEvery = 10 * time.Second
 	sweepLimit = 10_000
 )
+
+// queueSize bounds the emails queued for their digest; past it they are
+// left to the sweep, which queues them as soon as the queue is empty. It
+// holds a sweep's sweepLimit. The queue's buffer is in the live heap, and
+// scanned by the collector, at any queue length: 100,000 keys were 3 MB.
+const queueSize = 16 << 10
 
 // maxDigestBatch bounds the queued emails the digest worker takes at once:
 // their digests are kept in the store with one call per account
