@@ -121,8 +121,7 @@ func (x *Index) SetDigest(accountID, id string, d *Digest) {
 // recipients of one message): they share its filter and fields in memory.
 // An email the index does not have is not an error.
 func (x *Index) SetDigests(accountID string, ids []string, d *Digest) {
-	bloom := x.bloomOf(d.Text)
-	p := pack(d) // without its Text, read from the store when needed
+	p := pack(d, x.bloomOf(d.Text)) // without its Text, read from the store when needed
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	a := x.accounts[accountID]
@@ -138,7 +137,7 @@ func (x *Index) SetDigests(accountID string, ids []string, d *Digest) {
 	if len(slots) == 0 {
 		return
 	}
-	g := a.digests.add(p, bloom, len(slots))
+	g := a.digests.add(p, len(slots))
 	for _, s := range slots {
 		a.digests.drop(a.recs[s].digest)
 		a.recs[s].digest = g
@@ -362,7 +361,7 @@ func (x *Index) scan(ctx context.Context, f store.ListQuery, q Query, texts Text
 		doc := d
 		bloom := a.digests.bloom(r.digest)
 		doc.Body = func(words []string) bool {
-			if bloom == nil || !x.mayHave(bloom, words) {
+			if !x.mayHave(bloom, words) {
 				return false
 			}
 			sure = false
@@ -438,15 +437,14 @@ func (x *Index) bloomOf(text string) []uint64 {
 }
 
 // mayHave reports whether every word may be in the filter.
-func (x *Index) mayHave(bloom []uint64, words []string) bool {
+func (x *Index) mayHave(bloom bloomBits, words []string) bool {
 	if len(bloom) == 0 {
 		return false
 	}
 	for _, w := range words {
 		h1, h2 := x.hash(w)
 		for k := range uint64(hashes) {
-			bit := (h1 + k*h2) % uint64(len(bloom)*64)
-			if bloom[bit/64]&(1<<(bit%64)) == 0 {
+			if !bloom.has((h1 + k*h2) % uint64(len(bloom)*8)) {
 				return false
 			}
 		}

@@ -102,6 +102,7 @@ func BenchmarkScan(b *testing.B) {
 	}{
 		{"recipient", store.ListQuery{Recipient: "user7@acme.test"}, ""},
 		{"all-match-none", store.ListQuery{}, "from:nobody label:vip"},
+		{"word-in-none", store.ListQuery{}, "zebra"},
 		{"status-match-none", store.ListQuery{Status: store.StatusArchived}, ""},
 	} {
 		b.Run(c.name, func(b *testing.B) {

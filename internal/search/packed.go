@@ -9,16 +9,21 @@ import "encoding/binary"
 // a few more, in one object the collector does not scan. Its strings are
 // read as substrings of it, without a copy.
 //
-// Layout, each count and length an unsigned varint: the attachments'
-// count, the snippet's length and bytes, then the lists FromNames,
-// FromAddresses, ToAddresses and ToNames, each as its length and its
-// strings' lengths and bytes. The empty string is "no digest".
+// The Bloom filter of the digest's words (Index.bloomOf) comes first, in
+// the same string: a slot per message holds one string and a count.
+//
+// Layout, each count and length an unsigned varint: the filter's length in
+// 64-bit words and its words, 8 bytes each, little-endian; the
+// attachments' count; the snippet's length and bytes; then the lists
+// FromNames, FromAddresses, ToAddresses and ToNames, each as its length
+// and its strings' lengths and bytes. The empty string is "no digest".
 type packedDigest string
 
-// pack returns d packed; its Text is left out.
-func pack(d *Digest) packedDigest {
+// pack returns d packed with its words' filter bloom; its Text is left
+// out.
+func pack(d *Digest, bloom []uint64) packedDigest {
 	lists := d.lists()
-	n := binary.MaxVarintLen64 * 2
+	n := binary.MaxVarintLen64*3 + 8*len(bloom)
 	n += len(d.Snippet)
 	for _, l := range lists {
 		n += binary.MaxVarintLen64
@@ -27,6 +32,10 @@ func pack(d *Digest) packedDigest {
 		}
 	}
 	b := make([]byte, 0, n)
+	b = binary.AppendUvarint(b, uint64(len(bloom)))
+	for _, w := range bloom {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
 	b = binary.AppendUvarint(b, uint64(max(0, d.Attachments)))
 	b = appendString(b, d.Snippet)
 	for _, l := range lists {
@@ -62,6 +71,7 @@ func (p packedDigest) any(lists uint8, f func(string) bool) bool {
 		return false
 	}
 	r := packedReader{p: p}
+	r.skipBloom()
 	r.uvarint()
 	r.string()
 	for i := range 4 {
@@ -87,9 +97,24 @@ type Summary struct {
 	Attachments int
 }
 
+// bloomBits is a Bloom filter as packed: bit b is bit b%8 of byte b/8,
+// as in 64-bit words written little-endian.
+type bloomBits string
+
+func (b bloomBits) has(bit uint64) bool { return b[bit/8]&(1<<(bit%8)) != 0 }
+
+// bloom returns p's filter; "" when p is no digest or its text had no
+// words.
+func (p packedDigest) bloom() bloomBits {
+	r := packedReader{p: p}
+	n := int(min(r.uvarint(), uint64(len(p)-r.off)/8))
+	return bloomBits(p[r.off : r.off+8*n])
+}
+
 // summary reads p's Summary; its strings are p's.
 func (p packedDigest) summary() Summary {
 	r := packedReader{p: p}
+	r.skipBloom()
 	var s Summary
 	s.Attachments = int(r.uvarint())
 	s.Snippet = r.string()
@@ -106,6 +131,7 @@ func (p packedDigest) unpack() *Digest {
 		return nil
 	}
 	r := packedReader{p: p}
+	r.skipBloom()
 	d := &Digest{Attachments: int(r.uvarint()), Snippet: r.string()}
 	for _, l := range d.lists() {
 		for range r.uvarint() {
@@ -133,6 +159,10 @@ func (r *packedReader) uvarint() uint64 {
 		}
 	}
 	return v
+}
+
+func (r *packedReader) skipBloom() {
+	r.off += int(min(r.uvarint(), uint64(len(r.p)-r.off)/8)) * 8
 }
 
 func (r *packedReader) string() string {

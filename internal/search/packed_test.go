@@ -44,7 +44,14 @@ func TestPackedDigestReadsAsTheDigest(t *testing.T) {
 			Snippet: str(), Attachments: rng.IntN(300), Text: str()})
 	}
 	for i, d := range digests {
-		p := pack(d)
+		var bloom []uint64
+		for range rng.IntN(3) * rng.IntN(40) {
+			bloom = append(bloom, rng.Uint64())
+		}
+		p := pack(d, bloom)
+		if got := p.bloom(); len(got) != 8*len(bloom) || !bloomEqual(got, bloom) {
+			t.Fatalf("digest %d: its filter reads back as %x, want %x", i, got, bloom)
+		}
 		if p == "" {
 			t.Fatalf("digest %d packs to \"\", which is no digest", i)
 		}
@@ -63,6 +70,45 @@ func TestPackedDigestReadsAsTheDigest(t *testing.T) {
 	}
 	if got := packedDigest("").unpack(); got != nil {
 		t.Errorf("no digest reads as %+v", got)
+	}
+}
+
+// bloomEqual reports whether the packed filter b has the bits of words.
+func bloomEqual(b bloomBits, words []uint64) bool {
+	for bit := range uint64(64 * len(words)) {
+		if b.has(bit) != (words[bit/64]&(1<<(bit%64)) != 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPackedFilterFindsTheWords: every word of a digest's text may be in
+// its packed filter, and few others are (about 1% by its sizing).
+func TestPackedFilterFindsTheWords(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	var words []string
+	for i := range 300 {
+		words = append(words, fmt.Sprintf("word%d", i))
+	}
+	p := pack(&Digest{}, x.bloomOf(strings.Join(words, " ")))
+	for _, w := range words {
+		if !x.mayHave(p.bloom(), []string{w}) {
+			t.Fatalf("%q is not in the filter of a text that has it", w)
+		}
+	}
+	wrong := 0
+	for i := range 10000 {
+		if x.mayHave(p.bloom(), []string{fmt.Sprintf("other%d", i)}) {
+			wrong++
+		}
+	}
+	if wrong > 300 {
+		t.Errorf("%d of 10,000 words not in the text may be in its filter", wrong)
+	}
+	if x.mayHave(packedDigest("").bloom(), []string{"word1"}) || x.mayHave(pack(&Digest{}, x.bloomOf("")).bloom(), []string{"word1"}) {
+		t.Error("no digest, or a digest of no words, may have a word")
 	}
 }
 

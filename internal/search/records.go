@@ -541,13 +541,12 @@ type digestSlots struct {
 }
 
 type digestSlot struct {
-	p     packedDigest
-	bloom []uint64
-	refs  int
+	p    packedDigest
+	refs int
 }
 
-func (g *digestSlots) add(p packedDigest, bloom []uint64, refs int) uint32 {
-	return put(&g.slots, &g.free, digestSlot{p: p, bloom: bloom, refs: refs})
+func (g *digestSlots) add(p packedDigest, refs int) uint32 {
+	return put(&g.slots, &g.free, digestSlot{p: p, refs: refs})
 }
 
 // keep counts one more email for digest i.
@@ -569,7 +568,7 @@ func (g *digestSlots) drop(i uint32) {
 
 func (g *digestSlots) get(i uint32) packedDigest { return g.slots[i].p }
 
-func (g *digestSlots) bloom(i uint32) []uint64 { return g.slots[i].bloom }
+func (g *digestSlots) bloom(i uint32) bloomBits { return g.slots[i].p.bloom() }
 
 // put puts v in a free slot of slots (one listed in free), or a new one,
 // and returns its index.

@@ -133,7 +133,7 @@ func TestMatch(t *testing.T) {
 			t.Errorf("%q matched %v, want %v", tt.q, got, tt.want)
 		}
 		packed := *doc
-		packed.Digest, packed.packed = nil, pack(doc.Digest)
+		packed.Digest, packed.packed = nil, pack(doc.Digest, nil)
 		if got := q.Match(&packed); got != tt.want {
 			t.Errorf("%q matched %v with the digest packed, want %v", tt.q, got, tt.want)
 		}
