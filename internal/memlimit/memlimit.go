@@ -37,8 +37,12 @@ const (
 	DefaultHeadroom = 32 << 20
 )
 
-// liveMetric is the heap that was live after the last collection.
-const liveMetric = "/gc/heap/live:bytes"
+// liveMetric is the heap that was live after the last collection;
+// allocsMetric the bytes allocated on the heap since the start.
+const (
+	liveMetric   = "/gc/heap/live:bytes"
+	allocsMetric = "/gc/heap/allocs:bytes"
+)
 
 // Config is what a Limiter watches.
 type Config struct {
@@ -63,16 +67,32 @@ type Config struct {
 	// that lagged it made the collector run without pause: 100 messages
 	// of 25 MB at once took 70 s instead of 52 s and 18 of them timed out.
 	Large func() bool
+	// IdleAfter and IdleBytes say when the process is idle: it allocated
+	// less than IdleBytes in the last IdleAfter. Once it becomes idle, the
+	// memory the heap does not use is given back to the system at once
+	// (debug.FreeOSMemory), so that resident memory falls to what is live
+	// when a burst ends rather than over the minutes the runtime's own
+	// pacing takes. 0 means 500 ms and 1 MiB.
+	IdleAfter time.Duration
+	IdleBytes int64
 }
 
 // Limiter sets the process's memory limit (debug.SetMemoryLimit). One
 // process runs one.
 type Limiter struct {
 	cfg Config
-	// live reads the live heap, and set sets the limit; tests replace them.
-	live func() int64
-	set  func(int64)
-	last int64
+	// live reads the live heap, allocs the bytes allocated since the
+	// start, set sets the limit and free gives unused memory back; tests
+	// replace them.
+	live   func() int64
+	allocs func() int64
+	set    func(int64)
+	free   func()
+	last   int64
+	// recent is allocs at the last updates, the oldest first, as many as
+	// IdleAfter covers; idle is whether the process was idle at the last.
+	recent []int64
+	idle   bool
 }
 
 // New returns a Limiter; Run sets the limit.
@@ -89,7 +109,14 @@ func New(cfg Config) *Limiter {
 	if cfg.Every <= 0 {
 		cfg.Every = 100 * time.Millisecond
 	}
-	return &Limiter{cfg: cfg, live: readLive, set: func(n int64) { debug.SetMemoryLimit(n) }}
+	if cfg.IdleAfter <= 0 {
+		cfg.IdleAfter = 500 * time.Millisecond
+	}
+	if cfg.IdleBytes <= 0 {
+		cfg.IdleBytes = 1 << 20
+	}
+	return &Limiter{cfg: cfg, live: func() int64 { return readMetric(liveMetric) }, allocs: func() int64 { return readMetric(allocsMetric) },
+		set: func(n int64) { debug.SetMemoryLimit(n) }, free: debug.FreeOSMemory}
 }
 
 // Limit returns the limit the process needs now.
@@ -133,10 +160,20 @@ func (l *Limiter) update() {
 		l.set(n)
 		l.last = n
 	}
+	window := int(l.cfg.IdleAfter/l.cfg.Every) + 1
+	l.recent = append(l.recent, l.allocs())
+	if len(l.recent) > window {
+		l.recent = l.recent[len(l.recent)-window:]
+	}
+	idle := len(l.recent) == window && l.recent[window-1]-l.recent[0] < l.cfg.IdleBytes
+	if idle && !l.idle {
+		l.free()
+	}
+	l.idle = idle
 }
 
-func readLive() int64 {
-	s := []metrics.Sample{{Name: liveMetric}}
+func readMetric(name string) int64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0

@@ -15,6 +15,8 @@ func TestLimitFollowsTheLiveHeapAndWhatIsHeld(t *testing.T) {
 	l := New(Config{Floor: 100, Headroom: 40, Held: func() int64 { return held }, Max: 1000, Large: func() bool { return large }})
 	l.live = func() int64 { return live }
 	l.set = func(n int64) { set = append(set, n) }
+	l.allocs = func() int64 { return 0 }
+	l.free = func() {}
 	steps := []struct {
 		live, held, want int64
 	}{
@@ -55,6 +57,38 @@ func TestLimitFollowsTheLiveHeapAndWhatIsHeld(t *testing.T) {
 	}
 }
 
+// TestIdleGivesMemoryBack: once the process allocates less than IdleBytes
+// over IdleAfter, unused memory is given back, once until it is busy
+// again.
+func TestIdleGivesMemoryBack(t *testing.T) {
+	t.Parallel()
+	var allocs int64
+	frees := 0
+	l := New(Config{Every: 100 * time.Millisecond, IdleAfter: 300 * time.Millisecond, IdleBytes: 1000})
+	l.live = func() int64 { return 0 }
+	l.set = func(int64) {}
+	l.allocs = func() int64 { return allocs }
+	l.free = func() { frees++ }
+	steps := []struct {
+		alloc int64
+		frees int
+	}{
+		{5000, 0}, {5000, 0}, {5000, 0}, {5000, 0}, // busy
+		{100, 0}, {100, 0}, // quieter, but the window still holds the burst
+		{100, 1},                     // 300 bytes over the last 300 ms: idle, memory given back
+		{100, 1}, {100, 1}, {100, 1}, // still idle: not again
+		{2000, 1}, {100, 1}, {100, 1}, // busy once, then quiet while the window holds it
+		{100, 2}, // idle again
+	}
+	for i, st := range steps {
+		allocs += st.alloc
+		l.update()
+		if frees != st.frees {
+			t.Fatalf("step %d: memory given back %d times, want %d", i, frees, st.frees)
+		}
+	}
+}
+
 // The real reading: the live heap is what the runtime reports, and Run
 // sets the process's limit.
 func TestRunSetsTheProcessLimit(t *testing.T) {
@@ -63,6 +97,7 @@ func TestRunSetsTheProcessLimit(t *testing.T) {
 	l := New(Config{Floor: 1 << 20, Held: func() int64 { return 7 << 20 }, Every: time.Millisecond})
 	var got int64
 	l.set = func(n int64) { got = n }
+	l.free = func() {}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	l.Run(ctx)
