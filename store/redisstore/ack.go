@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mailsink/mailsink/internal/batch"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -132,7 +133,7 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 		if s.ackReplicas > 0 {
 			res, err = s.createAcked(ctx, c)
 		} else {
-			res, _, err = s.sendCreate(ctx, s.client, c, false)
+			res, err = s.sendCreateShared(ctx, c)
 		}
 		if err != nil && ambiguous(err) {
 			unknown = true
@@ -182,36 +183,22 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createCall, wait bool) (any, int64, error) {
 	for loaded := false; ; loaded = true {
 		pipe := client.Pipeline()
-		var set redis.Cmder
-		if c.raw != nil {
-			set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
-			pipe.PExpire(ctx, c.keys[1], bodyTTL)
-		} else {
-			set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
-		}
-		run := pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
+		set, run := queueCreate(ctx, pipe, c)
 		var acks *redis.Cmd
 		if wait {
 			// Pipeliner has no Wait method; the command is the same.
 			acks = pipe.Do(ctx, "WAIT", s.ackReplicas, s.ackTimeout.Milliseconds())
 		}
 		_, _ = pipe.Exec(ctx)
-		if err := run.Err(); err != nil {
-			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if err := createScript.Load(ctx, client).Err(); err != nil {
-					return nil, 0, err
-				}
-				continue
+		if !loaded && noScript(run) {
+			if err := createScript.Load(ctx, client).Err(); err != nil {
+				return nil, 0, err
 			}
-			return nil, 0, err
+			continue
 		}
-		res := run.Val()
-		if v, ok := res.(int64); ok && v == -1 && set.Err() != nil {
-			// The script found no body: say why.
-			return nil, 0, set.Err()
-		}
-		if !wait {
-			return res, 0, nil
+		res, err := createAnswer(set, run)
+		if err != nil || !wait {
+			return res, 0, err
 		}
 		if _, ok := res.([]any); !ok {
 			return res, 0, nil // refused or a conflict: nothing was written, nothing to wait for
@@ -221,6 +208,140 @@ func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createC
 		// meanwhile): the caller fences the write as unacknowledged.
 		got, _ := acks.Int64()
 		return res, got, nil
+	}
+}
+
+// queueCreate adds c's body write and create script to pipe.
+func queueCreate(ctx context.Context, pipe redis.Pipeliner, c *createCall) (set redis.Cmder, run *redis.Cmd) {
+	if c.raw != nil {
+		set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
+		pipe.PExpire(ctx, c.keys[1], bodyTTL)
+	} else {
+		set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
+	}
+	return set, pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
+}
+
+// noScript reports whether the node did not know the create script.
+func noScript(run *redis.Cmd) bool {
+	return run.Err() != nil && redis.HasErrorPrefix(run.Err(), "NOSCRIPT")
+}
+
+// createAnswer returns the create script's answer after a pipeline of
+// queueCreate ran.
+func createAnswer(set redis.Cmder, run *redis.Cmd) (any, error) {
+	if err := run.Err(); err != nil {
+		return nil, err
+	}
+	res := run.Val()
+	if v, ok := res.(int64); ok && v == -1 && set.Err() != nil {
+		// The script found no body: say why.
+		return nil, set.Err()
+	}
+	return res, nil
+}
+
+// Concurrent creates without replica acknowledgement share pipelines: a
+// create that arrives while another's pipeline is out waits for it, and
+// the next pipeline carries every create that arrived meanwhile (package
+// batch). Each create keeps its own body write and script run, so its
+// answer, its deadline inside the script and its fence are its own; what
+// the creates share is the round trip, which costs Redis a read and a
+// write on the socket per pipeline rather than per create (measured on
+// the 2 KB ingest row: see the commit that introduced it). A lone create
+// goes out at once, as before.
+
+// maxCreateBatch bounds the creates of one pipeline.
+const maxCreateBatch = 64
+
+// createSend is one create waiting for its pipeline.
+type createSend struct {
+	ctx context.Context
+	c   *createCall
+	res any
+	err error
+}
+
+// createsOf returns the Batcher of the creates of the account: one for
+// every account on a single Redis, one per account in a cluster, so that
+// an account on a node that is failing over holds up no other account's
+// creates.
+func (s *Store) createsOf(accountID string) *batch.Batcher[*createSend] {
+	if s.sharded == nil {
+		accountID = ""
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	b := s.creates[accountID]
+	if b == nil {
+		b = batch.New(maxCreateBatch, s.sendCreates)
+		s.creates[accountID] = b
+	}
+	return b
+}
+
+// sendCreateShared is sendCreate without replica acknowledgement, in a
+// pipeline shared with the concurrent creates.
+func (s *Store) sendCreateShared(ctx context.Context, c *createCall) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // as a pipeline of its own would answer
+	}
+	w := &createSend{ctx: ctx, c: c}
+	if !s.createsOf(c.accountID).Do(w) {
+		return nil, store.Errorf(store.Unavailable, "store closed")
+	}
+	return w.res, w.err
+}
+
+// sendCreates sends a batch of creates in one pipeline, and those the
+// node answered NOSCRIPT again once the script is loaded. The pipeline
+// runs under the latest deadline of the batch (none if a create has none)
+// and no create's cancellation: a create must not fail because another
+// one's caller went away or had less time, and each create's script
+// refuses to write past that create's own deadline anyway.
+func (s *Store) sendCreates(ws []*createSend) {
+	ctx := context.WithoutCancel(ws[0].ctx)
+	var last time.Time
+	for _, w := range ws {
+		d, ok := w.ctx.Deadline()
+		if !ok {
+			last = time.Time{}
+			break
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	if !last.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
+	}
+	for loaded := false; len(ws) > 0; loaded = true {
+		pipe := s.client.Pipeline()
+		sets := make([]redis.Cmder, len(ws))
+		runs := make([]*redis.Cmd, len(ws))
+		for i, w := range ws {
+			sets[i], runs[i] = queueCreate(ctx, pipe, w.c)
+		}
+		_, _ = pipe.Exec(ctx)
+		var again []*createSend
+		for i, w := range ws {
+			if !loaded && noScript(runs[i]) {
+				again = append(again, w)
+				continue
+			}
+			w.res, w.err = createAnswer(sets[i], runs[i])
+		}
+		if len(again) > 0 {
+			if err := createScript.Load(ctx, s.client).Err(); err != nil {
+				for _, w := range again {
+					w.err = err
+				}
+				return
+			}
+		}
+		ws = again
 	}
 }
 

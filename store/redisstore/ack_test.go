@@ -476,3 +476,73 @@ func TestAckWaitEndedByRedisIsFenced(t *testing.T) {
 		t.Errorf("GetEmail of the failed create: %v, want NotFound (fenced)", err)
 	}
 }
+
+// TestSharedPipelineAnswersEachCreate sends creates in one shared pipeline
+// (sendCreates) as concurrent CreateEmails calls would: each gets its own
+// answer, a conflict and a create past its deadline fail alone, and one
+// caller's cancelled context does not fail the others.
+func TestSharedPipelineAnswersEachCreate(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, backends[0])
+	ctx := context.Background()
+	taken := testEmail(acct, "a@example.com", "b@example.com", 1)
+	if err := s.CreateEmails(ctx, testBody("first"), []*store.Email{taken}); err != nil {
+		t.Fatalf("CreateEmails: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	past, cancelPast := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancelPast()
+	fresh := []*store.Email{
+		testEmail(acct, "a@example.com", "b@example.com", 2),
+		testEmail(acct, "c@example.com", "b@example.com", 3),
+		testEmail(acct, "d@example.com", "b@example.com", 4),
+	}
+	dup := testEmail(acct, "e@example.com", "b@example.com", 5)
+	dup.ID = taken.ID
+	late := testEmail(acct, "f@example.com", "b@example.com", 6)
+	calls := []struct {
+		ctx   context.Context
+		email *store.Email
+		want  string // "ok", "conflict" or "refused"
+	}{
+		{ctx, fresh[0], "ok"},
+		{ctx, dup, "conflict"},
+		{cancelled, fresh[1], "ok"},
+		{past, late, "refused"},
+		{ctx, fresh[2], "ok"},
+	}
+	ws := make([]*createSend, len(calls))
+	for i, c := range calls {
+		cc, err := s.createArgs(c.ctx, testBody("shared"), []*store.Email{c.email})
+		if err != nil {
+			t.Fatalf("createArgs: %v", err)
+		}
+		ws[i] = &createSend{ctx: c.ctx, c: cc}
+	}
+	s.sendCreates(ws)
+	for i, c := range calls {
+		w := ws[i]
+		got := "error"
+		switch v := w.res.(type) {
+		case []any:
+			got = "ok"
+		case int64:
+			got = map[int64]string{1: "conflict", -1: "refused"}[v]
+		}
+		if w.err != nil || got != c.want {
+			t.Errorf("create %d: answer %v (%s), error %v; want %s", i, w.res, got, w.err, c.want)
+		}
+	}
+	for _, e := range fresh {
+		if _, err := s.GetEmail(ctx, acct, e.ID); err != nil {
+			t.Errorf("GetEmail of a created email: %v", err)
+		}
+	}
+	if _, err := s.GetEmail(ctx, acct, late.ID); !store.IsCode(err, store.NotFound) {
+		t.Errorf("GetEmail of the late create: %v, want NotFound", err)
+	}
+	if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 4 {
+		t.Errorf("AccountStats = %d, %v; want 4", n, err)
+	}
+}

@@ -118,6 +118,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mailsink/mailsink/internal/batch"
 	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
@@ -171,7 +172,9 @@ type Store struct {
 	ackTimeout  time.Duration
 	reload      *reloader      // nil unless client is a cluster client
 	fences      sync.WaitGroup // fences running in the background
-	closing     chan struct{}  // closed by Close
+	createMu    sync.Mutex
+	creates     map[string]*batch.Batcher[*createSend] // createsOf
+	closing     chan struct{}                          // closed by Close
 
 	hub *eventhub.Hub
 	// With a cluster client, sharded is that client and feeds holds each
@@ -206,6 +209,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	}
 	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
 		ackReplicas: opts.AckReplicas, ackTimeout: opts.AckTimeout, closing: make(chan struct{}),
+		creates:   map[string]*batch.Batcher[*createSend]{},
 		listening: make(chan struct{}), subscribed: make(chan struct{})}
 	if s.ackTimeout <= 0 {
 		s.ackTimeout = DefaultAckTimeout
