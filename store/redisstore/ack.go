@@ -23,10 +23,15 @@ import (
 // write:
 //
 //   - The create script refuses to write once its deadline has passed: the
-//     caller's deadline less deadlineMargin, compared with Redis's TIME. A
-//     write that waited in a stalled server past the moment its caller
-//     gave up finds the deadline gone and writes nothing. This assumes
-//     clocks within deadlineMargin of each other (NTP).
+//     caller's deadline less deadlineMargin, by Redis's clock. A write that
+//     waited in a stalled server past the moment its caller gave up finds
+//     the deadline gone and writes nothing. A body written with SET
+//     expires at the deadline (SET ... PXAT <deadline> NX), and the script
+//     writes nothing when it finds no body: Redis's expiry is the clock,
+//     with no TIME call in the script. A large body (a hash, see
+//     largeBody) keeps its hour (bodyTTL) and the script compares the
+//     deadline with TIME. This assumes clocks within deadlineMargin of
+//     each other (NTP).
 //   - When the outcome is unknown (a timeout, a broken connection, too few
 //     replica acknowledgements), fenceScript runs afterwards for the same
 //     ids: it deletes the emails if this very create stored them (same
@@ -98,18 +103,22 @@ type createCall struct {
 	// The body, written before the script: its value (encodeBodyValue),
 	// or for a large body (largeBody) its raw source and parsed content.
 	body, raw, meta []byte
-	ids             []string
-	events          [][]byte // email.created payloads, in the order of ids
+	// bodyDeadline, when not 0, is the deadline in Unix milliseconds at
+	// which body expires if the script has not made it permanent; the
+	// script then gets "0" for its own deadline check.
+	bodyDeadline int64
+	ids          []string
+	events       [][]byte // email.created payloads, in the order of ids
 }
 
-// deadlineArg returns the create script's deadline for ctx, in Unix
-// milliseconds, or "0" when ctx has none.
-func deadlineArg(ctx context.Context) string {
+// createDeadline returns the create script's deadline for ctx, in Unix
+// milliseconds, or 0 when ctx has none.
+func createDeadline(ctx context.Context) int64 {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return "0"
+		return 0
 	}
-	return formatInt(dl.Add(-deadlineMargin).UnixMilli())
+	return dl.Add(-deadlineMargin).UnixMilli()
 }
 
 // create runs the create script, with replica acknowledgement when
@@ -211,12 +220,18 @@ func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createC
 	}
 }
 
-// queueCreate adds c's body write and create script to pipe.
+// queueCreate adds c's body write and create script to pipe. A body with
+// a deadline is written only if its key is missing (NX): when the key is
+// there, an earlier attempt of this very create wrote it, and its script
+// may have made it permanent, which an expiry in the past would undo.
 func queueCreate(ctx context.Context, pipe redis.Pipeliner, c *createCall) (set redis.Cmder, run *redis.Cmd) {
-	if c.raw != nil {
+	switch {
+	case c.raw != nil:
 		set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
 		pipe.PExpire(ctx, c.keys[1], bodyTTL)
-	} else {
+	case c.bodyDeadline != 0:
+		set = pipe.Do(ctx, "SET", c.keys[1], c.body, "PXAT", c.bodyDeadline, "NX")
+	default:
 		set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
 	}
 	return set, pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
@@ -234,8 +249,9 @@ func createAnswer(set redis.Cmder, run *redis.Cmd) (any, error) {
 		return nil, err
 	}
 	res := run.Val()
-	if v, ok := res.(int64); ok && v == -1 && set.Err() != nil {
-		// The script found no body: say why.
+	if v, ok := res.(int64); ok && v == -1 && set.Err() != nil && !errors.Is(set.Err(), redis.Nil) {
+		// The script found no body: say why. (Nil is a SET NX that found
+		// the key of an earlier attempt, which expired since.)
 		return nil, set.Err()
 	}
 	return res, nil

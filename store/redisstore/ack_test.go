@@ -327,31 +327,41 @@ func (redisError) RedisError()     {}
 // run must answer success and leave the body the email refers to.
 func TestCreateRetryAfterDeadlineOfOwnWrite(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
-		s := newStore(t)
-		ctx := context.Background()
-		e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
-		e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
-		call, err := s.createArgs(ctx, testBody("landed once"), []*store.Email{e1, e2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
-			t.Fatalf("create = %d, %v", pos, err)
-		}
-		call.args[1] = formatInt(time.Now().Add(-time.Second).UnixMilli())
-		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
-			t.Errorf("the same create after its deadline = %d, %v; want 0, nil (it is stored)", pos, err)
-		}
-		for _, e := range []*store.Email{e1, e2} {
-			if b, err := s.GetBody(ctx, acct, e.ID); err != nil || string(b.Raw) != "landed once" {
-				t.Errorf("GetBody(%s) = %v, %v; want the body", e.ID, b, err)
+	// A body written with SET has its expiry as the deadline; a large one
+	// (a hash) is checked against the script's TIME.
+	large := strings.Repeat("x", largeBody)
+	for _, raw := range []string{"landed once", large} {
+		eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+			s := newStore(t)
+			ctx := context.Background()
+			e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
+			e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
+			call, err := s.createArgs(ctx, testBody(raw), []*store.Email{e1, e2})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if ttl, err := s.client.TTL(ctx, call.keys[1]).Result(); err != nil || ttl != -1 {
-			t.Errorf("TTL of the body = %v, %v; want -1 (none)", ttl, err)
-		}
-	})
+			if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+				t.Fatalf("create = %d, %v", pos, err)
+			}
+			past := time.Now().Add(-time.Second).UnixMilli()
+			if call.raw != nil {
+				call.args[1] = formatInt(past)
+			} else {
+				call.bodyDeadline = past
+			}
+			if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+				t.Errorf("the same create after its deadline = %d, %v; want 0, nil (it is stored)", pos, err)
+			}
+			for _, e := range []*store.Email{e1, e2} {
+				if b, err := s.GetBody(ctx, acct, e.ID); err != nil || string(b.Raw) != raw {
+					t.Errorf("GetBody(%s) = %v, %v; want the body", e.ID, err == nil, err)
+				}
+			}
+			if ttl, err := s.client.TTL(ctx, call.keys[1]).Result(); err != nil || ttl != -1 {
+				t.Errorf("TTL of the body = %v, %v; want -1 (none)", ttl, err)
+			}
+		})
+	}
 }
 
 // TestCreateAmbiguousAttemptIsFenced makes a create's first attempt land

@@ -339,14 +339,16 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 	keys := make([]string, 0, 8+3*len(emails))
 	keys = append(keys, k.all(), k.body(bodyID), k.stats(), k.records(), k.bodyRefs(), k.uidCounter(), k.uids())
 	args := make([]any, 0, 6+5*len(emails))
-	args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
-	events := make([]any, 0, len(emails))
 	c := &createCall{accountID: accountID, account: k, bodyID: bodyID}
+	deadline := createDeadline(ctx)
 	if len(body.Raw) >= largeBody {
 		c.raw, c.meta = body.Raw, encodeBodyMeta(body)
 	} else {
-		c.body = encodeBodyValue(&s.zip, body)
+		// The body's expiry is the deadline (see ack.go).
+		c.body, c.bodyDeadline, deadline = encodeBodyValue(&s.zip, body), deadline, 0
 	}
+	args = append(args, bodyID, formatInt(deadline), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
+	events := make([]any, 0, len(emails))
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {
