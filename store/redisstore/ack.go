@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/internal/batch"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -257,108 +256,38 @@ func createAnswer(set redis.Cmder, run *redis.Cmd) (any, error) {
 	return res, nil
 }
 
-// Concurrent creates without replica acknowledgement share pipelines: a
-// create that arrives while another's pipeline is out waits for it, and
-// the next pipeline carries every create that arrived meanwhile (package
-// batch). Each create keeps its own body write and script run, so its
-// answer, its deadline inside the script and its fence are its own; what
-// the creates share is the round trip, which costs Redis a read and a
-// write on the socket per pipeline rather than per create (measured on
-// the 2 KB ingest row: see the commit that introduced it). A lone create
-// goes out at once, as before.
-
-// maxCreateBatch bounds the creates of one pipeline.
-const maxCreateBatch = 64
-
-// createSend is one create waiting for its pipeline.
+// createSend is a create without replica acknowledgement, sent in a
+// pipeline shared with concurrent calls (shared.go).
 type createSend struct {
-	ctx context.Context
 	c   *createCall
+	set redis.Cmder
+	run *redis.Cmd
 	res any
 	err error
 }
 
-// createsOf returns the Batcher of the creates of the account: one for
-// every account on a single Redis, one per account in a cluster, so that
-// an account on a node that is failing over holds up no other account's
-// creates.
-func (s *Store) createsOf(accountID string) *batch.Batcher[*createSend] {
-	if s.sharded == nil {
-		accountID = ""
-	}
-	s.createMu.Lock()
-	defer s.createMu.Unlock()
-	b := s.creates[accountID]
-	if b == nil {
-		b = batch.New(maxCreateBatch, s.sendCreates)
-		s.creates[accountID] = b
-	}
-	return b
+func (w *createSend) queue(ctx context.Context, pipe redis.Pipeliner) {
+	w.set, w.run = queueCreate(ctx, pipe, w.c)
 }
+
+func (w *createSend) answer(retry bool) *redis.Script {
+	if retry && noScript(w.run) {
+		return createScript
+	}
+	w.res, w.err = createAnswer(w.set, w.run)
+	return nil
+}
+
+func (w *createSend) fail(err error) { w.err = err }
 
 // sendCreateShared is sendCreate without replica acknowledgement, in a
-// pipeline shared with the concurrent creates.
+// pipeline shared with concurrent calls.
 func (s *Store) sendCreateShared(ctx context.Context, c *createCall) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err // as a pipeline of its own would answer
-	}
-	w := &createSend{ctx: ctx, c: c}
-	if !s.createsOf(c.accountID).Do(w) {
-		return nil, store.Errorf(store.Unavailable, "store closed")
+	w := &createSend{c: c}
+	if err := s.shared(ctx, c.accountID, w); err != nil {
+		return nil, err
 	}
 	return w.res, w.err
-}
-
-// sendCreates sends a batch of creates in one pipeline, and those the
-// node answered NOSCRIPT again once the script is loaded. The pipeline
-// runs under the latest deadline of the batch (none if a create has none)
-// and no create's cancellation: a create must not fail because another
-// one's caller went away or had less time, and each create's script
-// refuses to write past that create's own deadline anyway.
-func (s *Store) sendCreates(ws []*createSend) {
-	ctx := context.WithoutCancel(ws[0].ctx)
-	var last time.Time
-	for _, w := range ws {
-		d, ok := w.ctx.Deadline()
-		if !ok {
-			last = time.Time{}
-			break
-		}
-		if d.After(last) {
-			last = d
-		}
-	}
-	if !last.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, last)
-		defer cancel()
-	}
-	for loaded := false; len(ws) > 0; loaded = true {
-		pipe := s.client.Pipeline()
-		sets := make([]redis.Cmder, len(ws))
-		runs := make([]*redis.Cmd, len(ws))
-		for i, w := range ws {
-			sets[i], runs[i] = queueCreate(ctx, pipe, w.c)
-		}
-		_, _ = pipe.Exec(ctx)
-		var again []*createSend
-		for i, w := range ws {
-			if !loaded && noScript(runs[i]) {
-				again = append(again, w)
-				continue
-			}
-			w.res, w.err = createAnswer(sets[i], runs[i])
-		}
-		if len(again) > 0 {
-			if err := createScript.Load(ctx, s.client).Err(); err != nil {
-				for _, w := range again {
-					w.err = err
-				}
-				return
-			}
-		}
-		ws = again
-	}
 }
 
 // createAcked sends the body, the create script and WAIT in one pipeline

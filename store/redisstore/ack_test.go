@@ -488,9 +488,10 @@ func TestAckWaitEndedByRedisIsFenced(t *testing.T) {
 }
 
 // TestSharedPipelineAnswersEachCreate sends creates in one shared pipeline
-// (sendCreates) as concurrent CreateEmails calls would: each gets its own
-// answer, a conflict and a create past its deadline fail alone, and one
-// caller's cancelled context does not fail the others.
+// (sendShared) as concurrent CreateEmails calls would, with other kinds of
+// call: each gets its own answer, a conflict and a create past its
+// deadline fail alone, and one caller's cancelled context does not fail
+// the others.
 func TestSharedPipelineAnswersEachCreate(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, backends[0])
@@ -522,17 +523,34 @@ func TestSharedPipelineAnswersEachCreate(t *testing.T) {
 		{past, late, "refused"},
 		{ctx, fresh[2], "ok"},
 	}
-	ws := make([]*createSend, len(calls))
+	ws := make([]*sharedSend, len(calls))
+	creates := make([]*createSend, len(calls))
 	for i, c := range calls {
 		cc, err := s.createArgs(c.ctx, testBody("shared"), []*store.Email{c.email})
 		if err != nil {
 			t.Fatalf("createArgs: %v", err)
 		}
-		ws[i] = &createSend{ctx: c.ctx, c: cc}
+		creates[i] = &createSend{c: cc}
+		ws[i] = &sharedSend{ctx: c.ctx, call: creates[i]}
 	}
-	s.sendCreates(ws)
+	// Other kinds of call in the same pipeline.
+	k := s.account(acct)
+	exists := &existsCall{key: k.records()}
+	check := &scriptCall{script: putChecksScript, keys: []string{k.records(), k.email(taken.ID), k.checks(taken.ID)},
+		args: []any{"c", taken.ID, "result"}}
+	ws = append(ws, &sharedSend{ctx: ctx, call: exists}, &sharedSend{ctx: ctx, call: check})
+	s.sendShared(ws)
+	if n, err := exists.cmd.Result(); err != nil || n != 1 {
+		t.Errorf("EXISTS in the shared pipeline = %d, %v; want 1", n, err)
+	}
+	if n, err := check.cmd.Int(); err != nil || n != 1 {
+		t.Errorf("putChecksScript in the shared pipeline = %d, %v; want 1", n, err)
+	}
+	if v, err := s.GetCheck(ctx, acct, taken.ID, "c"); err != nil || string(v) != "result" {
+		t.Errorf("GetCheck = %q, %v; want the result", v, err)
+	}
 	for i, c := range calls {
-		w := ws[i]
+		w := creates[i]
 		got := "error"
 		switch v := w.res.(type) {
 		case []any:
@@ -554,5 +572,55 @@ func TestSharedPipelineAnswersEachCreate(t *testing.T) {
 	}
 	if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 4 {
 		t.Errorf("AccountStats = %d, %v; want 4", n, err)
+	}
+}
+
+// TestSharedPipelineLoadsScripts flushes a private Redis's scripts: the
+// calls of a shared pipeline that meet NOSCRIPT are sent again once their
+// scripts are loaded, and succeed.
+func TestSharedPipelineLoadsScripts(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	startRedisServer(t, port)
+	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(c, Options{Prefix: "mailsinktest:noscript:"})
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
+	e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
+	c1, err := s.createArgs(ctx, testBody("one"), []*store.Email{e1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := s.createArgs(ctx, testBody("two"), []*store.Email{e2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.account(acct)
+	w1, w2 := &createSend{c: c1}, &createSend{c: c2}
+	check := &scriptCall{script: putChecksScript, keys: []string{k.records(), k.email(e1.ID), k.checks(e1.ID)},
+		args: []any{"c", e1.ID, "result"}}
+	s.sendShared([]*sharedSend{{ctx: ctx, call: w1}, {ctx: ctx, call: w2}, {ctx: ctx, call: check}})
+	for _, w := range []*createSend{w1, w2} {
+		if _, ok := w.res.([]any); !ok || w.err != nil {
+			t.Errorf("create after SCRIPT FLUSH = %v, %v; want the stream ids", w.res, w.err)
+		}
+	}
+	// The check ran in the same pipeline as the create of its email, so
+	// whether it found the email depends on the order of the second send:
+	// it must have run without error.
+	if err := check.cmd.Err(); err != nil {
+		t.Errorf("putChecksScript after SCRIPT FLUSH: %v", err)
+	}
+	for _, e := range []*store.Email{e1, e2} {
+		if _, err := s.GetEmail(ctx, acct, e.ID); err != nil {
+			t.Errorf("GetEmail: %v", err)
+		}
 	}
 }

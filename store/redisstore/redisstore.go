@@ -168,13 +168,13 @@ type Store struct {
 	batch  int
 	zip    rawzip.Compressor // compresses the raw sources of creates
 
-	ackReplicas int
-	ackTimeout  time.Duration
-	reload      *reloader      // nil unless client is a cluster client
-	fences      sync.WaitGroup // fences running in the background
-	createMu    sync.Mutex
-	creates     map[string]*batch.Batcher[*createSend] // createsOf
-	closing     chan struct{}                          // closed by Close
+	ackReplicas   int
+	ackTimeout    time.Duration
+	reload        *reloader      // nil unless client is a cluster client
+	fences        sync.WaitGroup // fences running in the background
+	sharedMu      sync.Mutex
+	sharedBatches map[string]*batch.Batcher[*sharedSend] // sharedOf
+	closing       chan struct{}                          // closed by Close
 
 	hub *eventhub.Hub
 	// With a cluster client, sharded is that client and feeds holds each
@@ -209,8 +209,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	}
 	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
 		ackReplicas: opts.AckReplicas, ackTimeout: opts.AckTimeout, closing: make(chan struct{}),
-		creates:   map[string]*batch.Batcher[*createSend]{},
-		listening: make(chan struct{}), subscribed: make(chan struct{})}
+		sharedBatches: map[string]*batch.Batcher[*sharedSend]{},
+		listening:     make(chan struct{}), subscribed: make(chan struct{})}
 	if s.ackTimeout <= 0 {
 		s.ackTimeout = DefaultAckTimeout
 	}
