@@ -22,10 +22,15 @@ import (
 // write:
 //
 //   - The create script refuses to write once its deadline has passed: the
-//     caller's deadline less deadlineMargin, compared with Redis's TIME. A
-//     write that waited in a stalled server past the moment its caller
-//     gave up finds the deadline gone and writes nothing. This assumes
-//     clocks within deadlineMargin of each other (NTP).
+//     caller's deadline less deadlineMargin, by Redis's clock. A write that
+//     waited in a stalled server past the moment its caller gave up finds
+//     the deadline gone and writes nothing. A body written with SET
+//     expires at the deadline (SET ... PXAT <deadline> NX), and the script
+//     writes nothing when it finds no body: Redis's expiry is the clock,
+//     with no TIME call in the script. A large body (a hash, see
+//     largeBody) keeps its hour (bodyTTL) and the script compares the
+//     deadline with TIME. This assumes clocks within deadlineMargin of
+//     each other (NTP).
 //   - When the outcome is unknown (a timeout, a broken connection, too few
 //     replica acknowledgements), fenceScript runs afterwards for the same
 //     ids: it deletes the emails if this very create stored them (same
@@ -97,18 +102,22 @@ type createCall struct {
 	// The body, written before the script: its value (encodeBodyValue),
 	// or for a large body (largeBody) its raw source and parsed content.
 	body, raw, meta []byte
-	ids             []string
-	events          [][]byte // email.created payloads, in the order of ids
+	// bodyDeadline, when not 0, is the deadline in Unix milliseconds at
+	// which body expires if the script has not made it permanent; the
+	// script then gets "0" for its own deadline check.
+	bodyDeadline int64
+	ids          []string
+	events       [][]byte // email.created payloads, in the order of ids
 }
 
-// deadlineArg returns the create script's deadline for ctx, in Unix
-// milliseconds, or "0" when ctx has none.
-func deadlineArg(ctx context.Context) string {
+// createDeadline returns the create script's deadline for ctx, in Unix
+// milliseconds, or 0 when ctx has none.
+func createDeadline(ctx context.Context) int64 {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return "0"
+		return 0
 	}
-	return formatInt(dl.Add(-deadlineMargin).UnixMilli())
+	return dl.Add(-deadlineMargin).UnixMilli()
 }
 
 // create runs the create script, with replica acknowledgement when
@@ -132,7 +141,7 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 		if s.ackReplicas > 0 {
 			res, err = s.createAcked(ctx, c)
 		} else {
-			res, _, err = s.sendCreate(ctx, s.client, c, false)
+			res, err = s.sendCreateShared(ctx, c)
 		}
 		if err != nil && ambiguous(err) {
 			unknown = true
@@ -182,36 +191,22 @@ func (s *Store) create(ctx context.Context, c *createCall) (int, error) {
 func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createCall, wait bool) (any, int64, error) {
 	for loaded := false; ; loaded = true {
 		pipe := client.Pipeline()
-		var set redis.Cmder
-		if c.raw != nil {
-			set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
-			pipe.PExpire(ctx, c.keys[1], bodyTTL)
-		} else {
-			set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
-		}
-		run := pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
+		set, run := queueCreate(ctx, pipe, c)
 		var acks *redis.Cmd
 		if wait {
 			// Pipeliner has no Wait method; the command is the same.
 			acks = pipe.Do(ctx, "WAIT", s.ackReplicas, s.ackTimeout.Milliseconds())
 		}
 		_, _ = pipe.Exec(ctx)
-		if err := run.Err(); err != nil {
-			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if err := createScript.Load(ctx, client).Err(); err != nil {
-					return nil, 0, err
-				}
-				continue
+		if !loaded && noScript(run) {
+			if err := createScript.Load(ctx, client).Err(); err != nil {
+				return nil, 0, err
 			}
-			return nil, 0, err
+			continue
 		}
-		res := run.Val()
-		if v, ok := res.(int64); ok && v == -1 && set.Err() != nil {
-			// The script found no body: say why.
-			return nil, 0, set.Err()
-		}
-		if !wait {
-			return res, 0, nil
+		res, err := createAnswer(set, run)
+		if err != nil || !wait {
+			return res, 0, err
 		}
 		if _, ok := res.([]any); !ok {
 			return res, 0, nil // refused or a conflict: nothing was written, nothing to wait for
@@ -222,6 +217,77 @@ func (s *Store) sendCreate(ctx context.Context, client redis.Cmdable, c *createC
 		got, _ := acks.Int64()
 		return res, got, nil
 	}
+}
+
+// queueCreate adds c's body write and create script to pipe. A body with
+// a deadline is written only if its key is missing (NX): when the key is
+// there, an earlier attempt of this very create wrote it, and its script
+// may have made it permanent, which an expiry in the past would undo.
+func queueCreate(ctx context.Context, pipe redis.Pipeliner, c *createCall) (set redis.Cmder, run *redis.Cmd) {
+	switch {
+	case c.raw != nil:
+		set = pipe.HSet(ctx, c.keys[1], "raw", c.raw, "meta", c.meta)
+		pipe.PExpire(ctx, c.keys[1], bodyTTL)
+	case c.bodyDeadline != 0:
+		set = pipe.Do(ctx, "SET", c.keys[1], c.body, "PXAT", c.bodyDeadline, "NX")
+	default:
+		set = pipe.Set(ctx, c.keys[1], c.body, bodyTTL)
+	}
+	return set, pipe.EvalSha(ctx, createScript.Hash(), c.keys, c.args...)
+}
+
+// noScript reports whether the node did not know the create script.
+func noScript(run *redis.Cmd) bool {
+	return run.Err() != nil && redis.HasErrorPrefix(run.Err(), "NOSCRIPT")
+}
+
+// createAnswer returns the create script's answer after a pipeline of
+// queueCreate ran.
+func createAnswer(set redis.Cmder, run *redis.Cmd) (any, error) {
+	if err := run.Err(); err != nil {
+		return nil, err
+	}
+	res := run.Val()
+	if v, ok := res.(int64); ok && v == -1 && set.Err() != nil && !errors.Is(set.Err(), redis.Nil) {
+		// The script found no body: say why. (Nil is a SET NX that found
+		// the key of an earlier attempt, which expired since.)
+		return nil, set.Err()
+	}
+	return res, nil
+}
+
+// createSend is a create without replica acknowledgement, sent in a
+// pipeline shared with concurrent calls (shared.go).
+type createSend struct {
+	c   *createCall
+	set redis.Cmder
+	run *redis.Cmd
+	res any
+	err error
+}
+
+func (w *createSend) queue(ctx context.Context, pipe redis.Pipeliner) {
+	w.set, w.run = queueCreate(ctx, pipe, w.c)
+}
+
+func (w *createSend) answer(retry bool) *redis.Script {
+	if retry && noScript(w.run) {
+		return createScript
+	}
+	w.res, w.err = createAnswer(w.set, w.run)
+	return nil
+}
+
+func (w *createSend) fail(err error) { w.err = err }
+
+// sendCreateShared is sendCreate without replica acknowledgement, in a
+// pipeline shared with concurrent calls.
+func (s *Store) sendCreateShared(ctx context.Context, c *createCall) (any, error) {
+	w := &createSend{c: c}
+	if err := s.shared(ctx, c.accountID, w); err != nil {
+		return nil, err
+	}
+	return w.res, w.err
 }
 
 // createAcked sends the body, the create script and WAIT in one pipeline

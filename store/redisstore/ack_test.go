@@ -327,31 +327,41 @@ func (redisError) RedisError()     {}
 // run must answer success and leave the body the email refers to.
 func TestCreateRetryAfterDeadlineOfOwnWrite(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
-		s := newStore(t)
-		ctx := context.Background()
-		e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
-		e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
-		call, err := s.createArgs(ctx, testBody("landed once"), []*store.Email{e1, e2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
-			t.Fatalf("create = %d, %v", pos, err)
-		}
-		call.args[1] = formatInt(time.Now().Add(-time.Second).UnixMilli())
-		if pos, err := s.create(ctx, call); err != nil || pos != 0 {
-			t.Errorf("the same create after its deadline = %d, %v; want 0, nil (it is stored)", pos, err)
-		}
-		for _, e := range []*store.Email{e1, e2} {
-			if b, err := s.GetBody(ctx, acct, e.ID); err != nil || string(b.Raw) != "landed once" {
-				t.Errorf("GetBody(%s) = %v, %v; want the body", e.ID, b, err)
+	// A body written with SET has its expiry as the deadline; a large one
+	// (a hash) is checked against the script's TIME.
+	large := strings.Repeat("x", largeBody)
+	for _, raw := range []string{"landed once", large} {
+		eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+			s := newStore(t)
+			ctx := context.Background()
+			e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
+			e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
+			call, err := s.createArgs(ctx, testBody(raw), []*store.Email{e1, e2})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if ttl, err := s.client.TTL(ctx, call.keys[1]).Result(); err != nil || ttl != -1 {
-			t.Errorf("TTL of the body = %v, %v; want -1 (none)", ttl, err)
-		}
-	})
+			if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+				t.Fatalf("create = %d, %v", pos, err)
+			}
+			past := time.Now().Add(-time.Second).UnixMilli()
+			if call.raw != nil {
+				call.args[1] = formatInt(past)
+			} else {
+				call.bodyDeadline = past
+			}
+			if pos, err := s.create(ctx, call); err != nil || pos != 0 {
+				t.Errorf("the same create after its deadline = %d, %v; want 0, nil (it is stored)", pos, err)
+			}
+			for _, e := range []*store.Email{e1, e2} {
+				if b, err := s.GetBody(ctx, acct, e.ID); err != nil || string(b.Raw) != raw {
+					t.Errorf("GetBody(%s) = %v, %v; want the body", e.ID, err == nil, err)
+				}
+			}
+			if ttl, err := s.client.TTL(ctx, call.keys[1]).Result(); err != nil || ttl != -1 {
+				t.Errorf("TTL of the body = %v, %v; want -1 (none)", ttl, err)
+			}
+		})
+	}
 }
 
 // TestCreateAmbiguousAttemptIsFenced makes a create's first attempt land
@@ -474,5 +484,143 @@ func TestAckWaitEndedByRedisIsFenced(t *testing.T) {
 	s.fences.Wait()
 	if _, err := s.GetEmail(ctx, acct, e.ID); !store.IsCode(err, store.NotFound) {
 		t.Errorf("GetEmail of the failed create: %v, want NotFound (fenced)", err)
+	}
+}
+
+// TestSharedPipelineAnswersEachCreate sends creates in one shared pipeline
+// (sendShared) as concurrent CreateEmails calls would, with other kinds of
+// call: each gets its own answer, a conflict and a create past its
+// deadline fail alone, and one caller's cancelled context does not fail
+// the others.
+func TestSharedPipelineAnswersEachCreate(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, backends[0])
+	ctx := context.Background()
+	taken := testEmail(acct, "a@example.com", "b@example.com", 1)
+	if err := s.CreateEmails(ctx, testBody("first"), []*store.Email{taken}); err != nil {
+		t.Fatalf("CreateEmails: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	past, cancelPast := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancelPast()
+	fresh := []*store.Email{
+		testEmail(acct, "a@example.com", "b@example.com", 2),
+		testEmail(acct, "c@example.com", "b@example.com", 3),
+		testEmail(acct, "d@example.com", "b@example.com", 4),
+	}
+	dup := testEmail(acct, "e@example.com", "b@example.com", 5)
+	dup.ID = taken.ID
+	late := testEmail(acct, "f@example.com", "b@example.com", 6)
+	calls := []struct {
+		ctx   context.Context
+		email *store.Email
+		want  string // "ok", "conflict" or "refused"
+	}{
+		{ctx, fresh[0], "ok"},
+		{ctx, dup, "conflict"},
+		{cancelled, fresh[1], "ok"},
+		{past, late, "refused"},
+		{ctx, fresh[2], "ok"},
+	}
+	ws := make([]*sharedSend, len(calls))
+	creates := make([]*createSend, len(calls))
+	for i, c := range calls {
+		cc, err := s.createArgs(c.ctx, testBody("shared"), []*store.Email{c.email})
+		if err != nil {
+			t.Fatalf("createArgs: %v", err)
+		}
+		creates[i] = &createSend{c: cc}
+		ws[i] = &sharedSend{ctx: c.ctx, call: creates[i]}
+	}
+	// Other kinds of call in the same pipeline.
+	k := s.account(acct)
+	exists := &existsCall{key: k.records()}
+	check := &scriptCall{script: putChecksScript, keys: []string{k.records(), k.email(taken.ID), k.checks(taken.ID)},
+		args: []any{"c", taken.ID, "result"}}
+	ws = append(ws, &sharedSend{ctx: ctx, call: exists}, &sharedSend{ctx: ctx, call: check})
+	s.sendShared(ws)
+	if n, err := exists.cmd.Result(); err != nil || n != 1 {
+		t.Errorf("EXISTS in the shared pipeline = %d, %v; want 1", n, err)
+	}
+	if n, err := check.cmd.Int(); err != nil || n != 1 {
+		t.Errorf("putChecksScript in the shared pipeline = %d, %v; want 1", n, err)
+	}
+	if v, err := s.GetCheck(ctx, acct, taken.ID, "c"); err != nil || string(v) != "result" {
+		t.Errorf("GetCheck = %q, %v; want the result", v, err)
+	}
+	for i, c := range calls {
+		w := creates[i]
+		got := "error"
+		switch v := w.res.(type) {
+		case []any:
+			got = "ok"
+		case int64:
+			got = map[int64]string{1: "conflict", -1: "refused"}[v]
+		}
+		if w.err != nil || got != c.want {
+			t.Errorf("create %d: answer %v (%s), error %v; want %s", i, w.res, got, w.err, c.want)
+		}
+	}
+	for _, e := range fresh {
+		if _, err := s.GetEmail(ctx, acct, e.ID); err != nil {
+			t.Errorf("GetEmail of a created email: %v", err)
+		}
+	}
+	if _, err := s.GetEmail(ctx, acct, late.ID); !store.IsCode(err, store.NotFound) {
+		t.Errorf("GetEmail of the late create: %v, want NotFound", err)
+	}
+	if n, _, err := s.AccountStats(ctx, acct); err != nil || n != 4 {
+		t.Errorf("AccountStats = %d, %v; want 4", n, err)
+	}
+}
+
+// TestSharedPipelineLoadsScripts flushes a private Redis's scripts: the
+// calls of a shared pipeline that meet NOSCRIPT are sent again once their
+// scripts are loaded, and succeed.
+func TestSharedPipelineLoadsScripts(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	startRedisServer(t, port)
+	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(c, Options{Prefix: "mailsinktest:noscript:"})
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	e1 := testEmail(acct, "a@example.com", "b@example.com", 1)
+	e2 := testEmail(acct, "c@example.com", "b@example.com", 2)
+	c1, err := s.createArgs(ctx, testBody("one"), []*store.Email{e1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := s.createArgs(ctx, testBody("two"), []*store.Email{e2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.account(acct)
+	w1, w2 := &createSend{c: c1}, &createSend{c: c2}
+	check := &scriptCall{script: putChecksScript, keys: []string{k.records(), k.email(e1.ID), k.checks(e1.ID)},
+		args: []any{"c", e1.ID, "result"}}
+	s.sendShared([]*sharedSend{{ctx: ctx, call: w1}, {ctx: ctx, call: w2}, {ctx: ctx, call: check}})
+	for _, w := range []*createSend{w1, w2} {
+		if _, ok := w.res.([]any); !ok || w.err != nil {
+			t.Errorf("create after SCRIPT FLUSH = %v, %v; want the stream ids", w.res, w.err)
+		}
+	}
+	// The check ran in the same pipeline as the create of its email, so
+	// whether it found the email depends on the order of the second send:
+	// it must have run without error.
+	if err := check.cmd.Err(); err != nil {
+		t.Errorf("putChecksScript after SCRIPT FLUSH: %v", err)
+	}
+	for _, e := range []*store.Email{e1, e2} {
+		if _, err := s.GetEmail(ctx, acct, e.ID); err != nil {
+			t.Errorf("GetEmail: %v", err)
+		}
 	}
 }

@@ -26,6 +26,7 @@ func BenchmarkCreate(b *testing.B) {
 	body := testBody(raw)
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
+	before := redisCPU(b, s)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
@@ -38,6 +39,7 @@ func BenchmarkCreate(b *testing.B) {
 			}
 		}
 	})
+	b.ReportMetric(float64((redisCPU(b, s)-before).Microseconds())/float64(b.N), "redis-µs/op")
 }
 
 // BenchmarkListByRecipient lists pages of one recipient's emails in an

@@ -78,7 +78,13 @@ func (s *Store) PutChecks(ctx context.Context, accountID, name string, results m
 		keys = append(keys, k.email(id), k.checks(id))
 		args = append(args, id, result)
 	}
-	if err := putChecksScript.Run(ctx, s.client, keys, args...).Err(); err != nil {
+	// Search keeps each new email's digest here: the run shares a
+	// pipeline with other calls (shared.go).
+	run := &scriptCall{script: putChecksScript, keys: keys, args: args}
+	if err := s.shared(ctx, accountID, run); err != nil {
+		return classify(err)
+	}
+	if err := run.cmd.Err(); err != nil {
 		return classify(err)
 	}
 	return nil

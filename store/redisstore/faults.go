@@ -94,8 +94,13 @@ func (s *Store) Faults(ctx context.Context, accountID string) ([]*store.FaultRul
 	k := s.account(accountID)
 	// SMTP asks for every message, and most accounts have no rule: one
 	// EXISTS answers that, where MULTI, two HGETALLs and EXEC cost Redis
-	// four commands. An account with rules costs one round trip more.
-	if n, err := s.client.Exists(ctx, k.faults()).Result(); err != nil {
+	// four commands, and it shares a pipeline with other messages' calls
+	// (shared.go). An account with rules costs one round trip more.
+	exists := &existsCall{key: k.faults()}
+	if err := s.shared(ctx, accountID, exists); err != nil {
+		return nil, classify(err)
+	}
+	if n, err := exists.cmd.Result(); err != nil {
 		return nil, classify(err)
 	} else if n == 0 {
 		return []*store.FaultRule{}, nil

@@ -118,6 +118,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mailsink/mailsink/internal/batch"
 	"github.com/mailsink/mailsink/internal/eventhub"
 	"github.com/mailsink/mailsink/internal/rawzip"
 	"github.com/mailsink/mailsink/store"
@@ -167,11 +168,13 @@ type Store struct {
 	batch  int
 	zip    rawzip.Compressor // compresses the raw sources of creates
 
-	ackReplicas int
-	ackTimeout  time.Duration
-	reload      *reloader      // nil unless client is a cluster client
-	fences      sync.WaitGroup // fences running in the background
-	closing     chan struct{}  // closed by Close
+	ackReplicas   int
+	ackTimeout    time.Duration
+	reload        *reloader      // nil unless client is a cluster client
+	fences        sync.WaitGroup // fences running in the background
+	sharedMu      sync.Mutex
+	sharedBatches map[string]*batch.Batcher[*sharedSend] // sharedOf
+	closing       chan struct{}                          // closed by Close
 
 	hub *eventhub.Hub
 	// With a cluster client, sharded is that client and feeds holds each
@@ -206,7 +209,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	}
 	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
 		ackReplicas: opts.AckReplicas, ackTimeout: opts.AckTimeout, closing: make(chan struct{}),
-		listening: make(chan struct{}), subscribed: make(chan struct{})}
+		sharedBatches: map[string]*batch.Batcher[*sharedSend]{},
+		listening:     make(chan struct{}), subscribed: make(chan struct{})}
 	if s.ackTimeout <= 0 {
 		s.ackTimeout = DefaultAckTimeout
 	}
@@ -335,14 +339,16 @@ func (s *Store) createArgs(ctx context.Context, body *store.Body, emails []*stor
 	keys := make([]string, 0, 8+3*len(emails))
 	keys = append(keys, k.all(), k.body(bodyID), k.stats(), k.records(), k.bodyRefs(), k.uidCounter(), k.uids())
 	args := make([]any, 0, 6+5*len(emails))
-	args = append(args, bodyID, deadlineArg(ctx), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
-	events := make([]any, 0, len(emails))
 	c := &createCall{accountID: accountID, account: k, bodyID: bodyID}
+	deadline := createDeadline(ctx)
 	if len(body.Raw) >= largeBody {
 		c.raw, c.meta = body.Raw, encodeBodyMeta(body)
 	} else {
-		c.body = encodeBodyValue(&s.zip, body)
+		// The body's expiry is the deadline (see ack.go).
+		c.body, c.bodyDeadline, deadline = encodeBodyValue(&s.zip, body), deadline, 0
 	}
+	args = append(args, bodyID, formatInt(deadline), k.fencePrefix(), k.emailPrefix(), eventHistory, s.createTarget(k))
+	events := make([]any, 0, len(emails))
 	seen := make(map[string]bool, len(emails))
 	for _, e := range emails {
 		switch {

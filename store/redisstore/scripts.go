@@ -90,9 +90,11 @@ end
 // createScript stores the emails of one body, in the current layout, and
 // adds their raw sizes to the account's stats. The body itself is not
 // passed through the script: the caller writes it to its key with SET and
-// an expiry (bodyTTL) just before, in the same pipeline, and the script
-// makes it permanent (PERSIST) with the emails, so a body whose script
-// never ran or wrote nothing disappears on its own.
+// an expiry (the create's deadline, else bodyTTL) just before, in the same
+// pipeline, and the script makes it permanent (PERSIST) with the emails,
+// so a body whose script never ran or wrote nothing disappears on its own.
+// A body whose expiry is the deadline gets "0" as ARGV[2]: a script that
+// runs past the deadline finds no body, which costs no TIME call (ack.go).
 //
 // KEYS[1] the account's "all" index, KEYS[2] the body key, KEYS[3] the
 // account's stats key, KEYS[4] its records hash, KEYS[5] its body refs
