@@ -103,13 +103,13 @@ func New(s Store, cfg Config) *Service {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
-		store:   s,
-		cfg:     cfg,
-		budget:  gate.NewBudget(cfg.Budget, cfg.Budget/2), // see share
+		store:     s,
+		cfg:       cfg,
+		budget:    gate.NewBudget(cfg.Budget, cfg.Budget/2), // see share
 		parse:     mailparse.ParseContext,
 		parseText: mailparse.ParseText,
-		cache:   newLRU(cfg.CacheBytes),
-		flights: map[string]*flight{},
+		cache:     newLRU(cfg.CacheBytes),
+		flights:   map[string]*flight{},
 	}
 }
 
