@@ -72,7 +72,10 @@ type Config struct {
 	// memory the heap does not use is given back to the system at once
 	// (debug.FreeOSMemory), so that resident memory falls to what is live
 	// when a burst ends rather than over the minutes the runtime's own
-	// pacing takes. 0 means 500 ms and 1 MiB.
+	// pacing takes. It is a forced collection: it is done again only once
+	// a hundred times as long as the last one took has passed, so that
+	// bursts and pauses in turn spend at most 1% of the time on it. 0
+	// means 500 ms and 1 MiB.
 	IdleAfter time.Duration
 	IdleBytes int64
 }
@@ -88,7 +91,10 @@ type Limiter struct {
 	allocs func() int64
 	set    func(int64)
 	free   func()
+	now    func() time.Time
 	last   int64
+	// nextFree is the earliest time memory is given back again.
+	nextFree time.Time
 	// recent is allocs at the last updates, the oldest first, as many as
 	// IdleAfter covers; idle is whether the process was idle at the last.
 	recent []int64
@@ -116,7 +122,7 @@ func New(cfg Config) *Limiter {
 		cfg.IdleBytes = 1 << 20
 	}
 	return &Limiter{cfg: cfg, live: func() int64 { return readMetric(liveMetric) }, allocs: func() int64 { return readMetric(allocsMetric) },
-		set: func(n int64) { debug.SetMemoryLimit(n) }, free: debug.FreeOSMemory}
+		set: func(n int64) { debug.SetMemoryLimit(n) }, free: debug.FreeOSMemory, now: time.Now}
 }
 
 // Limit returns the limit the process needs now.
@@ -167,7 +173,11 @@ func (l *Limiter) update() {
 	}
 	idle := len(l.recent) == window && l.recent[window-1]-l.recent[0] < l.cfg.IdleBytes
 	if idle && !l.idle {
-		l.free()
+		if start := l.now(); !start.Before(l.nextFree) {
+			l.free()
+			end := l.now()
+			l.nextFree = end.Add(100 * end.Sub(start))
+		}
 	}
 	l.idle = idle
 }

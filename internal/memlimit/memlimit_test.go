@@ -17,6 +17,7 @@ func TestLimitFollowsTheLiveHeapAndWhatIsHeld(t *testing.T) {
 	l.set = func(n int64) { set = append(set, n) }
 	l.allocs = func() int64 { return 0 }
 	l.free = func() {}
+	l.now = time.Now
 	steps := []struct {
 		live, held, want int64
 	}{
@@ -69,6 +70,8 @@ func TestIdleGivesMemoryBack(t *testing.T) {
 	l.set = func(int64) {}
 	l.allocs = func() int64 { return allocs }
 	l.free = func() { frees++ }
+	at := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return at } // a free takes no time
 	steps := []struct {
 		alloc int64
 		frees int
@@ -82,10 +85,39 @@ func TestIdleGivesMemoryBack(t *testing.T) {
 	}
 	for i, st := range steps {
 		allocs += st.alloc
+		at = at.Add(100 * time.Millisecond)
 		l.update()
 		if frees != st.frees {
 			t.Fatalf("step %d: memory given back %d times, want %d", i, frees, st.frees)
 		}
+	}
+}
+
+// TestGivingBackIsAtMostOnePercent: after memory was given back, it is not
+// again until a hundred times as long as that took has passed.
+func TestGivingBackIsAtMostOnePercent(t *testing.T) {
+	t.Parallel()
+	var allocs int64
+	at := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	frees := 0
+	l := New(Config{Every: 100 * time.Millisecond, IdleAfter: 100 * time.Millisecond, IdleBytes: 1000})
+	l.live = func() int64 { return 0 }
+	l.set = func(int64) {}
+	l.allocs = func() int64 { return allocs }
+	l.now = func() time.Time { return at }
+	l.free = func() { frees++; at = at.Add(20 * time.Millisecond) } // a collection of 20 ms
+	// Busy and idle in turn, 100 ms each: given back at the first idle
+	// update, then not for the next 2 s.
+	for i := range 60 {
+		if i%2 == 0 {
+			allocs += 5000
+		}
+		l.update()
+		at = at.Add(100 * time.Millisecond)
+	}
+	// 6 s and 30 idle turns: once at the start, then every 2.02 s at most.
+	if frees < 2 || frees > 3 {
+		t.Errorf("given back %d times in 6 s of 20 ms collections, want 2 or 3 (at most 1%% of the time)", frees)
 	}
 }
 
