@@ -277,12 +277,3 @@ func equalLowerASCII(a, b string) bool {
 	}
 	return true
 }
-
-func anyContains(list []string, lowerSub string) bool {
-	for _, s := range list {
-		if contains(s, lowerSub) {
-			return true
-		}
-	}
-	return false
-}
