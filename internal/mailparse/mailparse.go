@@ -124,14 +124,7 @@ func Parse(raw []byte) (m *Message, err error) {
 // error with what was parsed until then. Its time and memory are linear in
 // len(raw).
 func ParseContext(ctx context.Context, raw []byte) (m *Message, err error) {
-	m = newMessage(raw)
-	defer func() {
-		if recover() != nil {
-			err = ErrPanic
-		}
-	}()
-	parse(ctx, m, raw, true)
-	return m, ctx.Err()
+	return parseRecovering(ctx, raw, true)
 }
 
 // ParseText is ParseContext for a reader of the text and the header alone
@@ -140,13 +133,19 @@ func ParseContext(ctx context.Context, raw []byte) (m *Message, err error) {
 // the bytes, was half the CPU of an ingest of 100 KB messages with an
 // attachment; the rest of the result is ParseContext's.
 func ParseText(ctx context.Context, raw []byte) (m *Message, err error) {
+	return parseRecovering(ctx, raw, false)
+}
+
+// parseRecovering is parse, with the attachments' sizes when sizes, that
+// returns a panic of the parser as ErrPanic with what was parsed.
+func parseRecovering(ctx context.Context, raw []byte, sizes bool) (m *Message, err error) {
 	m = newMessage(raw)
 	defer func() {
 		if recover() != nil {
 			err = ErrPanic
 		}
 	}()
-	parse(ctx, m, raw, false)
+	parse(ctx, m, raw, sizes)
 	return m, ctx.Err()
 }
 

@@ -14,20 +14,28 @@ import (
 	"github.com/mailsink/mailsink/store"
 )
 
-// TestLateCreateStoresNothing stalls a private Redis's writes (CLIENT PAUSE
-// WRITE) for longer than a create's deadline: the create answers
-// Unavailable, and once the stall is over and the write has reached Redis,
-// nothing was stored, so the sender's retry cannot make a duplicate.
-func TestLateCreateStoresNothing(t *testing.T) {
-	t.Parallel()
+// privateStore returns a Store with opts on a Redis of its own, which the
+// test may stall, flush or stop, and that Redis's port.
+func privateStore(t *testing.T, opts Options) (*Store, string) {
+	t.Helper()
 	port := freePort(t)
 	startRedisServer(t, port)
 	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(c, Options{Prefix: "mailsinktest:late:"})
-	defer s.Close()
+	s := New(c, opts)
+	t.Cleanup(func() { s.Close() })
+	return s, port
+}
+
+// TestLateCreateStoresNothing stalls a private Redis's writes (CLIENT PAUSE
+// WRITE) for longer than a create's deadline: the create answers
+// Unavailable, and once the stall is over and the write has reached Redis,
+// nothing was stored, so the sender's retry cannot make a duplicate.
+func TestLateCreateStoresNothing(t *testing.T) {
+	t.Parallel()
+	s, port := privateStore(t, Options{Prefix: "mailsinktest:late:"})
 	admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
 	defer admin.Close()
 	ctx := context.Background()
@@ -43,7 +51,7 @@ func TestLateCreateStoresNothing(t *testing.T) {
 	paused := time.Now()
 	e := testEmail(acct, "a@example.com", "b@example.com", 2)
 	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	err = s.CreateEmails(cctx, testBody("late"), []*store.Email{e})
+	err := s.CreateEmails(cctx, testBody("late"), []*store.Email{e})
 	cancel()
 	if !store.IsCode(err, store.Unavailable) {
 		t.Fatalf("CreateEmails during the stall: %v, want Unavailable", err)
@@ -438,15 +446,8 @@ func (h *failCreates) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // duplicate.
 func TestAckWaitEndedByRedisIsFenced(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
-	startRedisServer(t, port)
-	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// No replica: WAIT blocks for its whole timeout.
-	s := New(c, Options{Prefix: "mailsinktest:unblocked:", AckReplicas: 1, AckTimeout: time.Minute})
-	defer s.Close()
+	s, port := privateStore(t, Options{Prefix: "mailsinktest:unblocked:", AckReplicas: 1, AckTimeout: time.Minute})
 	admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
 	defer admin.Close()
 	ctx := context.Background()
@@ -580,14 +581,7 @@ func TestSharedPipelineAnswersEachCreate(t *testing.T) {
 // scripts are loaded, and succeed.
 func TestSharedPipelineLoadsScripts(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
-	startRedisServer(t, port)
-	c, err := NewClient("redis://127.0.0.1:"+port+"/0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(c, Options{Prefix: "mailsinktest:noscript:"})
-	defer s.Close()
+	s, _ := privateStore(t, Options{Prefix: "mailsinktest:noscript:"})
 	ctx := context.Background()
 	if err := s.client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatalf("SCRIPT FLUSH: %v", err)
