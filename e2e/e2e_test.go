@@ -386,8 +386,9 @@ func TestMemoryLimit(t *testing.T) {
 		}
 		t.Fatalf("%s: go_gc_gomemlimit_bytes %s, want %.0f to %.0f MiB", why, got, least, most)
 	}
-	// At rest: the floor, 128 MiB (the live heap is far under half of it).
-	waitLimit(128, 128, "at rest")
+	// At rest: the floor, 64 MiB (the live heap and the 32 MiB of headroom
+	// are under it).
+	waitLimit(64, 64, "at rest")
 	if got, want := metric(computed, "go_gc_gogc_percent"), "400"; got != want {
 		t.Errorf("default GOGC: go_gc_gogc_percent %s, want %s", got, want)
 	}
@@ -422,7 +423,7 @@ func TestMemoryLimit(t *testing.T) {
 	if err := c.Quit(); err != nil {
 		t.Fatal(err)
 	}
-	waitLimit(128, 136, "after the large message")
+	waitLimit(64, 68, "after the large message")
 	chosen := startProcess(t, "MAILSINK_DATA_DIR="+t.TempDir(), "GOMEMLIMIT=300MiB", "GOGC=150")
 	if got, want := metric(chosen, "go_gc_gomemlimit_bytes"), "3.145728e+08"; got != want {
 		t.Errorf("with GOMEMLIMIT=300MiB: go_gc_gomemlimit_bytes %s, want %s", got, want)

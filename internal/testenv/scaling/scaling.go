@@ -2,7 +2,9 @@
 // with its input: it runs the operation on an input of size n and of size
 // 8n and compares the process's CPU time, best of three runs each. A
 // quadratic operation takes about 64 times as long on the larger input; a
-// linear one about 8 times, so the check fails above 12.
+// linear one about 8 times, n log n about 10, so the check fails above 16.
+// It was 12: a linear scan measured 7.2-8.4 alone and 12.8 three times in
+// a row in CI, beside other packages' tests and under the race detector.
 package scaling
 
 import (
@@ -14,7 +16,7 @@ import (
 
 // MaxRatio is the largest CPU-time ratio between the 8n and the n run that
 // passes.
-const MaxRatio = 12
+const MaxRatio = 16
 
 // CPU returns the CPU time, user and system, that the process has used.
 func CPU() time.Duration {
