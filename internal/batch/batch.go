@@ -3,10 +3,11 @@
 // arrived meanwhile. A lone call runs at once, and the size of a batch
 // follows the load: the longer a batch takes, the more calls the next one
 // carries. With Gather, a batch may first wait a little for the calls that
-// recent batches suggest are coming. internal/faults uses it to share reads
-// of fault rules among concurrent SMTP transactions (and
-// internal/migrate/boltv4, the earlier embedded store, to share one fsync
-// among concurrent commits).
+// recent batches suggest are coming; Keyed keeps a Batcher per key.
+// internal/faults uses it to share reads of fault rules among concurrent
+// SMTP transactions, store/redisstore to share Redis round trips among
+// concurrent messages (and internal/migrate/boltv4, the earlier embedded
+// store, to share one fsync among concurrent commits).
 package batch
 
 import (

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mailsink/mailsink/internal/batch"
@@ -88,8 +87,7 @@ type Injector struct {
 	// other account's transactions; nil unless Config.ShareReads. It
 	// holds one entry per account that sent mail, and accounts are the
 	// configured ones.
-	readsMu sync.Mutex
-	reads   map[string]*batch.Batcher[*rulesRead]
+	reads *batch.Keyed[*rulesRead]
 }
 
 // rulesRead is one call of Rules.
@@ -119,21 +117,9 @@ func New(fs store.Faults, cfg Config) *Injector {
 	}
 	in := &Injector{store: fs, cfg: cfg}
 	if cfg.ShareReads {
-		in.reads = map[string]*batch.Batcher[*rulesRead]{}
+		in.reads = batch.NewKeyed(maxReadBatch, in.readRules)
 	}
 	return in
-}
-
-// readsOf returns the Batcher of the account's reads.
-func (in *Injector) readsOf(accountID string) *batch.Batcher[*rulesRead] {
-	in.readsMu.Lock()
-	defer in.readsMu.Unlock()
-	b := in.reads[accountID]
-	if b == nil {
-		b = batch.New(maxReadBatch, in.readRules)
-		in.reads[accountID] = b
-	}
-	return b
 }
 
 // readRules reads the rules of a batch of Rules calls for one account once.
@@ -230,7 +216,7 @@ func (in *Injector) Rules(ctx context.Context, accountID string) []*store.FaultR
 	}
 	read := &rulesRead{ctx: ctx, accountID: accountID}
 	if in.reads != nil {
-		in.readsOf(accountID).Do(read)
+		in.reads.Do(accountID, read)
 	} else {
 		in.readRules([]*rulesRead{read})
 	}

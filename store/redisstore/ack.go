@@ -284,7 +284,7 @@ func (w *createSend) fail(err error) { w.err = err }
 // pipeline shared with concurrent calls.
 func (s *Store) sendCreateShared(ctx context.Context, c *createCall) (any, error) {
 	w := &createSend{c: c}
-	if err := s.shared(ctx, c.accountID, w); err != nil {
+	if err := s.sendInShared(ctx, c.accountID, w); err != nil {
 		return nil, err
 	}
 	return w.res, w.err

@@ -81,7 +81,7 @@ func (s *Store) PutChecks(ctx context.Context, accountID, name string, results m
 	// Search keeps each new email's digest here: the run shares a
 	// pipeline with other calls (shared.go).
 	run := &scriptCall{script: putChecksScript, keys: keys, args: args}
-	if err := s.shared(ctx, accountID, run); err != nil {
+	if err := s.sendInShared(ctx, accountID, run); err != nil {
 		return classify(err)
 	}
 	if err := run.cmd.Err(); err != nil {

@@ -97,7 +97,7 @@ func (s *Store) Faults(ctx context.Context, accountID string) ([]*store.FaultRul
 	// four commands, and it shares a pipeline with other messages' calls
 	// (shared.go). An account with rules costs one round trip more.
 	exists := &existsCall{key: k.faults()}
-	if err := s.shared(ctx, accountID, exists); err != nil {
+	if err := s.sendInShared(ctx, accountID, exists); err != nil {
 		return nil, classify(err)
 	}
 	if n, err := exists.cmd.Result(); err != nil {

@@ -168,13 +168,12 @@ type Store struct {
 	batch  int
 	zip    rawzip.Compressor // compresses the raw sources of creates
 
-	ackReplicas   int
-	ackTimeout    time.Duration
-	reload        *reloader      // nil unless client is a cluster client
-	fences        sync.WaitGroup // fences running in the background
-	sharedMu      sync.Mutex
-	sharedBatches map[string]*batch.Batcher[*sharedSend] // sharedOf
-	closing       chan struct{}                          // closed by Close
+	ackReplicas int
+	ackTimeout  time.Duration
+	reload      *reloader                 // nil unless client is a cluster client
+	fences      sync.WaitGroup            // fences running in the background
+	shared      *batch.Keyed[*sharedSend] // shared.go
+	closing     chan struct{}             // closed by Close
 
 	hub *eventhub.Hub
 	// With a cluster client, sharded is that client and feeds holds each
@@ -209,8 +208,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	}
 	s := &Store{client: client, prefix: prefix, batch: scanBatch, hub: eventhub.New(-1),
 		ackReplicas: opts.AckReplicas, ackTimeout: opts.AckTimeout, closing: make(chan struct{}),
-		sharedBatches: map[string]*batch.Batcher[*sharedSend]{},
-		listening:     make(chan struct{}), subscribed: make(chan struct{})}
+		listening: make(chan struct{}), subscribed: make(chan struct{})}
+	s.shared = batch.NewKeyed(maxSharedBatch, s.sendShared)
 	if s.ackTimeout <= 0 {
 		s.ackTimeout = DefaultAckTimeout
 	}
@@ -849,6 +848,7 @@ const pingSlots = 64
 // ack.go) have given up. The Store must not be used afterwards.
 func (s *Store) Close() error {
 	close(s.closing)
+	s.shared.Close() // no shared pipeline is sent to the closed client
 	s.fences.Wait()
 	s.hub.Close()
 	if s.pubsub != nil {

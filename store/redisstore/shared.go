@@ -2,11 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mailsink/mailsink/internal/batch"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -42,36 +42,23 @@ type sharedSend struct {
 	call sharedCall
 }
 
-// shared sends call in a pipeline shared with concurrent calls and returns
-// once it has been answered (the call holds its answer). It returns an
-// error only when the call was not sent: ctx is already done, or the Store
-// is closed.
-func (s *Store) shared(ctx context.Context, accountID string, call sharedCall) error {
+// sendInShared sends call in a pipeline shared with concurrent calls and
+// returns once it has been answered (the call holds its answer). It
+// returns an error only when the call was not sent: ctx is already done,
+// or the Store is closed. Calls share pipelines per account in a cluster,
+// so that an account on a node that is failing over holds up no other
+// account's calls; on a single Redis all calls share them.
+func (s *Store) sendInShared(ctx context.Context, accountID string, call sharedCall) error {
 	if err := ctx.Err(); err != nil {
 		return err // as a pipeline of its own would answer
 	}
-	if !s.sharedOf(accountID).Do(&sharedSend{ctx: ctx, call: call}) {
-		return store.Errorf(store.Unavailable, "store closed")
-	}
-	return nil
-}
-
-// sharedOf returns the Batcher of the account's calls: one for every
-// account on a single Redis, one per account in a cluster, so that an
-// account on a node that is failing over holds up no other account's
-// calls.
-func (s *Store) sharedOf(accountID string) *batch.Batcher[*sharedSend] {
 	if s.sharded == nil {
 		accountID = ""
 	}
-	s.sharedMu.Lock()
-	defer s.sharedMu.Unlock()
-	b := s.sharedBatches[accountID]
-	if b == nil {
-		b = batch.New(maxSharedBatch, s.sendShared)
-		s.sharedBatches[accountID] = b
+	if !s.shared.Do(accountID, &sharedSend{ctx: ctx, call: call}) {
+		return store.Errorf(store.Unavailable, "store closed")
 	}
-	return b
+	return nil
 }
 
 // sendShared sends a batch of calls in one pipeline, and those the node
@@ -109,7 +96,7 @@ func (s *Store) sendShared(ws []*sharedSend) {
 		for _, w := range ws {
 			if sc := w.call.answer(retry); sc != nil {
 				again = append(again, w)
-				if !containsScript(load, sc) {
+				if !slices.Contains(load, sc) {
 					load = append(load, sc)
 				}
 			}
@@ -124,15 +111,6 @@ func (s *Store) sendShared(ws []*sharedSend) {
 		}
 		ws = again
 	}
-}
-
-func containsScript(scripts []*redis.Script, sc *redis.Script) bool {
-	for _, x := range scripts {
-		if x == sc {
-			return true
-		}
-	}
-	return false
 }
 
 // existsCall is EXISTS of one key.
