@@ -110,7 +110,7 @@ func waitDigest(t *testing.T, s *Service, accountID, id string) *Digest {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if d := s.Digest(accountID, id); d != nil {
+		if d := s.idx.Digest(accountID, id); d != nil {
 			return d
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -761,10 +761,6 @@ func (s *Service) Stats(ctx context.Context, accountID string) (Stats, error) {
 	return s.idx.Stats(accountID), nil
 }
 
-// Digest returns the digest the index holds of an email (without its
-// Text), nil before it is made.
-func (s *Service) Digest(accountID, id string) *Digest { return s.idx.Digest(accountID, id) }
-
 // Summary returns what a message list shows of the email's digest, and
 // false when the index has none yet (Index.Summary).
 func (s *Service) Summary(accountID, id string) (Summary, bool) { return s.idx.Summary(accountID, id) }
