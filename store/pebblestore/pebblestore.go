@@ -86,6 +86,9 @@ type options struct {
 	// rewriteAge is the age past which a blob file with garbage is
 	// rewritten (valueSeparation).
 	rewriteAge time.Duration
+	// reclaimEvery is how often the reclaimer looks at a quiet store's
+	// deletes.
+	reclaimEvery time.Duration
 }
 
 // WithLogger sends Pebble's own log lines to log, at debug level for its
@@ -165,7 +168,8 @@ const memoryTableSize = 8 << 20
 // after the lock timeout with an error with code Unavailable. Its errors are
 // for the operator, not a client: they name the directory.
 func Open(dir string, opts ...Option) (*Store, error) {
-	o := options{lockTimeout: time.Second, reserve: DefaultReserve, memTableSize: memTableSize, rewriteAge: rewriteAge}
+	o := options{lockTimeout: time.Second, reserve: DefaultReserve, memTableSize: memTableSize, rewriteAge: rewriteAge,
+		reclaimEvery: reclaimEvery}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -176,7 +180,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // and holds at most maxBytes (see WithMaxBytes; 0 bounds it only by the
 // memory there is). Nothing of it survives Close.
 func OpenInMemory(maxBytes int64, opts ...Option) (*Store, error) {
-	o := options{memTableSize: memoryTableSize, rewriteAge: rewriteAge}
+	o := options{memTableSize: memoryTableSize, rewriteAge: rewriteAge, reclaimEvery: reclaimEvery}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -243,7 +247,7 @@ func open(fsys vfs.FS, dir string, memory bool, o options) (*Store, error) {
 	}
 	s := &Store{db: db, memory: memory, log: log, events: eventhub.New(0)}
 	s.room = newRoom(s, fsys, dir, memory, o)
-	s.reclaim = startReclaimer(db, log)
+	s.reclaim = startReclaimer(db, log, o.reclaimEvery)
 	s.events.StartSequence(1)
 	return s, nil
 }

@@ -60,6 +60,7 @@ func (r *room) admit(n int64) error {
 		r.measure()
 	}
 	if r.left < n {
+		r.s.reclaim.urge()
 		return store.Wrap(store.Full, errors.New("pebblestore: no room for a create"), "store full")
 	}
 	r.left -= n
@@ -93,11 +94,16 @@ func (r *room) measure() {
 // are far below their targets would keep its peak size, so once the deletes
 // since the last compaction add up to a tenth of the store, the reclaimer
 // compacts the span of keys they fall in (retention deletes the oldest
-// mail: a narrow span).
+// mail: a narrow span). Deletes short of that tenth are compacted once they
+// stop (a tick finds none since the last), or at once when a create finds
+// the store full: their bodies' blob files stay as long as a table refers
+// to them, deleted or not.
 type reclaimer struct {
 	db     *pebble.DB
 	log    *slog.Logger
 	kick   chan struct{}
+	full   chan struct{}
+	every  time.Duration
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -115,10 +121,10 @@ const (
 	reclaimNow = 4 << 20
 )
 
-func startReclaimer(db *pebble.DB, log *slog.Logger) *reclaimer {
+func startReclaimer(db *pebble.DB, log *slog.Logger, every time.Duration) *reclaimer {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &reclaimer{db: db, log: log.With("component", "pebble"), kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
-		done: make(chan struct{})}
+	r := &reclaimer{db: db, log: log.With("component", "pebble"), kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		every: every, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -137,38 +143,54 @@ func (r *reclaimer) deleted(key []byte, n int64) {
 	now := r.freed >= reclaimNow
 	r.mu.Unlock()
 	if now {
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+		poke(r.kick)
+	}
+}
+
+// urge asks for the deletes not yet compacted to be compacted now: a create
+// found the store full.
+func (r *reclaimer) urge() { poke(r.full) }
+
+// poke wakes the reclaimer through c, unless a wake-up is already waiting.
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
 func (r *reclaimer) run() {
 	defer close(r.done)
-	tick := time.NewTicker(reclaimEvery)
+	tick := time.NewTicker(r.every)
 	defer tick.Stop()
 	for {
+		full := false
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-tick.C:
 		case <-r.kick:
+		case <-r.full:
+			full = true
 		}
 		r.mu.Lock()
-		freed := r.freed
+		freed, pending := r.freed, r.pending
 		r.freed = 0
 		r.mu.Unlock()
-		if freed == 0 {
+		if pending == 0 {
 			continue
 		}
-		if err := r.db.Flush(); err != nil {
-			r.log.Warn("flushing deletes to give their space back", "err", err)
-			continue
+		if freed > 0 {
+			if err := r.db.Flush(); err != nil {
+				r.log.Warn("flushing deletes to give their space back", "err", err)
+				continue
+			}
 		}
+		// freed == 0: no delete since the last wake-up, they have stopped.
+		all := full || freed == 0
 		r.mu.Lock()
 		var lo, hi []byte
-		if r.pending*10 >= int64(r.db.Metrics().DiskSpaceUsage()) {
+		if all || r.pending*10 >= int64(r.db.Metrics().DiskSpaceUsage()) {
 			lo, hi = r.lo, r.hi
 			r.pending, r.lo, r.hi = 0, nil, nil
 		}
