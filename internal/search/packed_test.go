@@ -163,10 +163,18 @@ func TestCandidatesKeepTheirDigest(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("ada common: %d emails, %v; want %d:\n%v\nwant\n%v", len(got), err, len(want), got, want)
 	}
-	// Ada's bodies are read, and those the Bloom filters let through
-	// wrongly (about 1% of the other 450).
-	if reads < len(want) || reads > len(want)+25 {
-		t.Errorf("read %d bodies, want Ada's %d and a few more at most", reads, len(want))
+	// Ada's bodies are read, and exactly those of the others whose Bloom
+	// filter lets "ada" through wrongly: about 1% on average, but every
+	// filter holds "common words of email", so for some seeds most or all
+	// of them do.
+	wrongly := 0
+	for id := range texts {
+		if !slices.Contains(want, id) && x.mayHave(x.packed("a", id).bloom(), []string{"ada"}) {
+			wrongly++
+		}
+	}
+	if reads != len(want)+wrongly {
+		t.Errorf("read %d bodies, want Ada's %d and the %d the filters let through", reads, len(want), wrongly)
 	}
 }
 
