@@ -125,13 +125,13 @@ func (s *Store) listenFeed(ctx context.Context, accountID string, f *feed) {
 	var retry time.Duration
 	for {
 		from := s.slotMaster(ctx, channel)
-		confirmed, err := s.follow(ctx, accountID, f, cur)
+		confirmed, err := s.follow(ctx, accountID, from, f, cur)
 		if ctx.Err() != nil {
 			return
 		}
 		s.sharded.ReloadState(ctx)
 		var rerr redis.Error
-		if errors.Is(err, errUnsubscribed) || errors.As(err, &rerr) {
+		if errors.Is(err, errUnsubscribed) || errors.Is(err, errNotMaster) || errors.As(err, &rerr) {
 			s.awaitSlotMove(ctx, channel, from)
 		}
 		if confirmed {
@@ -147,10 +147,11 @@ func (s *Store) listenFeed(ctx context.Context, accountID string, f *feed) {
 	}
 }
 
-// follow takes one subscription to the account's channel and feeds the hub
-// from it until it is lost (the error says how) or ctx ends. It reports
-// whether Redis confirmed the subscription.
-func (s *Store) follow(ctx context.Context, accountID string, f *feed, cur *cursor) (bool, error) {
+// follow takes one subscription to the account's channel, on from, the
+// slot's master as the cluster map named it, and feeds the hub from it
+// until it is lost (the error says how) or ctx ends. It reports whether
+// Redis confirmed the subscription on the slot's master.
+func (s *Store) follow(ctx context.Context, accountID, from string, f *feed, cur *cursor) (bool, error) {
 	// Subscribing writes SSUBSCRIBE; its answer comes through Receive.
 	ps := s.sharded.SSubscribe(ctx, s.account(accountID).channel())
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
@@ -180,6 +181,9 @@ func (s *Store) follow(ctx context.Context, accountID string, f *feed, cur *curs
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
+				if err := s.checkMaster(ctx, s.account(accountID).channel(), from); err != nil {
+					return false, err
+				}
 				confirmed = true
 				s.onSubscribed(ctx, accountID, f, cur)
 			case "sunsubscribe":
@@ -197,6 +201,42 @@ func (s *Store) follow(ctx context.Context, accountID string, f *feed, cur *curs
 			}
 		}
 	}
+}
+
+// errNotMaster is a subscription taken on a node that does not master the
+// channel's slot.
+var errNotMaster = errors.New("the subscription's node is not the slot's master")
+
+// checkMaster returns errNotMaster unless the node at addr masters key's
+// slot, by the cluster map and by its own word (ROLE).
+//
+// Redis accepts a sharded subscription on a replica of the slot's shard,
+// and relays the shard's messages to it only once its master counts it as
+// a replica. A cluster map taken before a failover names the former master
+// for a while; restarted, that node rejoins as the new master's replica,
+// so a feed could subscribe there and miss the account's events for as
+// long as it takes the new master to learn of its replica (seen in the
+// failover test: 132 acknowledged emails never streamed). A subscription
+// on a node that says it is a master is ended by Redis (sunsubscribe) when
+// the node gives up the slot, and the feed then catches up.
+func (s *Store) checkMaster(ctx context.Context, key, addr string) error {
+	node, err := s.sharded.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	if node.Options().Addr != addr {
+		return errNotMaster // the map changed since the feed subscribed
+	}
+	ctx, cancel := context.WithTimeout(ctx, feedCheck)
+	defer cancel()
+	role, err := node.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return err
+	}
+	if len(role) == 0 || role[0] != "master" {
+		return errNotMaster
+	}
+	return nil
 }
 
 // onSubscribed runs when Redis confirms a subscription of the account's

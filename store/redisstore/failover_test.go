@@ -2,7 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,4 +142,96 @@ func TestShardedEventsSurviveFailover(t *testing.T) {
 		t.Error("the subscription ended; want it kept open through the failovers")
 	}
 	t.Logf("%d emails created through a graceful failover and a takeover, %d events received", len(all), len(received))
+}
+
+// TestFeedMovesOffAReplica gives the Store a cluster map that names the
+// replica of an account's slot as its master, as a map taken before a
+// failover names a node that rejoined as a replica, until the account's
+// first subscriber has subscribed. Redis accepts a sharded subscription on
+// a replica, but relays the shard's messages to it only once its master
+// counts it as one, so the feed must not stay there: it must end up
+// subscribed on the slot's master alone, and deliver events from there.
+func TestFeedMovesOffAReplica(t *testing.T) {
+	t.Parallel()
+	seeds := strings.Split(os.Getenv("MAILSINK_TEST_REDIS_CLUSTER"), ",")
+	clusterClient(t).Close() // skips without a cluster
+	ctx := context.Background()
+	prefix := "mailsinktest:" + randomHex(8) + ":"
+	account := "replica-" + randomHex(4)
+	channel := accountKeys{base: prefix + "{" + accountTag(account) + "}:"}.channel()
+
+	seed := redis.NewClient(&redis.Options{Addr: seeds[0]})
+	defer seed.Close()
+	slot := seed.ClusterKeySlot(ctx, channel).Val()
+	var lie atomic.Bool
+	lie.Store(true)
+	var master, replica string
+	var mapMu sync.Mutex
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ContextTimeoutEnabled: true,
+		ClusterStateReloadInterval: clusterReloadInterval,
+		ClusterSlots: func(ctx context.Context) ([]redis.ClusterSlot, error) {
+			slots, err := seed.ClusterSlots(ctx).Result()
+			if err != nil {
+				return nil, err
+			}
+			for i, r := range slots {
+				if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 1 {
+					mapMu.Lock()
+					master, replica = r.Nodes[0].Addr, r.Nodes[1].Addr
+					mapMu.Unlock()
+					if lie.Load() {
+						slots[i].Nodes = []redis.ClusterNode{r.Nodes[1], r.Nodes[0]}
+					}
+				}
+			}
+			return slots, nil
+		}})
+	s := New(client, Options{Prefix: prefix})
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, clusterClient(t), prefix)
+	})
+	if got := s.account(account).channel(); got != channel {
+		t.Fatalf("the account's channel is %q, want %q", got, channel)
+	}
+
+	s.Subscribe(account).Close()
+	lie.Store(false)
+	mapMu.Lock()
+	if replica == "" {
+		t.Fatalf("slot %d of %q has no replica in the cluster map", slot, channel)
+	}
+	m, r := redis.NewClient(&redis.Options{Addr: master}), redis.NewClient(&redis.Options{Addr: replica})
+	mapMu.Unlock()
+	defer m.Close()
+	defer r.Close()
+	subs := func(n *redis.Client) int64 {
+		got, err := n.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			return -1
+		}
+		return got[channel]
+	}
+	sub := s.Subscribe(account)
+	defer sub.Close()
+	waitUntil(t, "the feed is subscribed on the master "+master+" and not on the replica "+replica, func() bool {
+		return subs(m) == 1 && subs(r) == 0
+	})
+
+	// Subscribers that came before the feed's first confirmed subscription
+	// are ended by it (onSubscribed): this one came after.
+	sub = s.Subscribe(account)
+	defer sub.Close()
+	e := testEmail(account, "a@example.com", "b@example.com", 1)
+	if err := s.CreateEmails(ctx, testBody("x"), []*store.Email{e}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got, ok := <-sub.Events():
+		if !ok || got.EmailID != e.ID {
+			t.Fatalf("got %+v (open %v), want the event of %s", got, ok, e.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for the created email")
+	}
 }
