@@ -107,7 +107,9 @@ func WithLockTimeout(d time.Duration) Option {
 
 // WithMaxBytes bounds the bytes the store holds (its files, and in memory
 // its memtables too): past it, creates fail with code Full, as on a full
-// disk. 0, the default on disk, leaves only the disk's own bound.
+// disk. 0, the default on disk, leaves only the disk's own bound. On disk,
+// the spent log files Pebble keeps for reuse are not counted: up to five,
+// each about the size of a memtable (16 MiB).
 func WithMaxBytes(n int64) Option {
 	return func(o *options) { o.maxBytes = n }
 }

@@ -224,9 +224,9 @@ func TestFullThenRoomAgain(t *testing.T) {
 			}
 			// Space comes back when Pebble's compactions have rewritten
 			// the tables: seconds alone on the machine, more than 20 s once
-			// under CI's whole suite at once, and more than a minute once,
-			// when the last deletes waited for Pebble's own compactions
-			// (TestFewDeletesGiveSpaceBack).
+			// under CI's whole suite at once. (It never came back in one
+			// run of six, when Pebble's spent logs, kept for reuse, were
+			// counted as used: room.measure.)
 			deadline := time.Now().Add(time.Minute)
 			for {
 				_, err := create()
@@ -234,7 +234,10 @@ func TestFullThenRoomAgain(t *testing.T) {
 					break
 				}
 				if !store.IsCode(err, store.Full) || time.Now().After(deadline) {
-					t.Fatalf("create after deleting everything: %v (the store uses %d B)", err, s.db.Metrics().DiskSpaceUsage())
+					m := s.db.Metrics()
+					t.Fatalf("create after deleting everything: %v (the store uses %d B: WAL %d + %d obsolete, tables %d+%d+%d, blobs %d+%d+%d, compacting %d)",
+						err, m.DiskSpaceUsage(), m.WAL.PhysicalSize, m.WAL.ObsoletePhysicalSize, m.Table.Local.LiveSize, m.Table.Local.ObsoleteSize, m.Table.Local.ZombieSize,
+						m.BlobFiles.Local.LiveSize, m.BlobFiles.Local.ObsoleteSize, m.BlobFiles.Local.ZombieSize, m.Compact.InProgressBytes)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
