@@ -30,8 +30,11 @@ func BenchmarkListByRecipient(b *testing.B) {
 				RawSize: 2048, ReceivedAt: at, CreatedAt: at, UpdatedAt: at,
 			}
 		}
-		if err := s.CreateEmails(ctx, &store.Body{Raw: make([]byte, 2048)}, emails); err != nil {
-			b.Fatal(err)
+		// A body each, as one message to one recipient stores.
+		for _, e := range emails {
+			if err := s.CreateEmails(ctx, &store.Body{Raw: make([]byte, 2048)}, []*store.Email{e}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	b.ReportAllocs()
