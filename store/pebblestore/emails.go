@@ -318,6 +318,8 @@ func (s *Store) walk(ctx context.Context, q store.ListQuery, skip int64, load bo
 	}
 	key := emailKey(q.AccountID, "")
 	keyLen := len(key)
+	page := lookups{ids: make([]byte, 0, batch*40), ends: make([]int, 0, batch), order: make([]int, 0, batch),
+		key: make([]byte, 0, keyLen+40)}
 	var probeKey []byte
 	var valid bool
 	if q.Before != "" {
@@ -373,6 +375,18 @@ entries:
 			}
 			continue
 		}
+		if !residual {
+			// A page's emails are looked up together (lookups).
+			page.add(k[len(prefix)+timeLen:])
+			if len(page.ends) < batch {
+				continue
+			}
+			more, err := page.load(others, key[:keyLen], visit)
+			if err != nil || !more {
+				return err
+			}
+			continue
+		}
 		key = append(key[:keyLen], k[len(prefix)+timeLen:]...)
 		if !others.SeekPrefixGE(key) || !bytes.Equal(others.Key(), key) {
 			if err := others.Error(); err != nil {
@@ -400,7 +414,73 @@ entries:
 			break
 		}
 	}
-	return it.Error()
+	if err := it.Error(); err != nil {
+		return err
+	}
+	_, err = page.load(others, key[:keyLen], visit)
+	return err
+}
+
+// lookups reads a page of emails by id. The walk finds them newest first,
+// which is descending id order; it reads them in ascending order, in which
+// each seek can start from where the last one ended (Pebble's
+// TrySeekUsingNext) rather than from the top of every level: a fifth less
+// time per list of 25 (BenchmarkListByRecipient).
+type lookups struct {
+	ids   []byte // the ids, one after another
+	ends  []int  // where each id ends in ids
+	order []int
+	key   []byte
+}
+
+// add adds the email id to the page.
+func (l *lookups) add(id []byte) {
+	l.ids = append(l.ids, id...)
+	l.ends = append(l.ends, len(l.ids))
+}
+
+func (l *lookups) id(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.ids[start:l.ends[i]]
+}
+
+// load reads the page's emails (keys: prefix and id) and visits them in
+// the order added, until visit returns false; it reports whether visit
+// wants more, and empties the page.
+func (l *lookups) load(it *pebble.Iterator, prefix []byte, visit func(*store.Email) bool) (bool, error) {
+	n := len(l.ends)
+	if n == 0 {
+		return true, nil
+	}
+	defer func() { l.ids, l.ends = l.ids[:0], l.ends[:0] }()
+	l.order = l.order[:0]
+	for i := range n {
+		l.order = append(l.order, i)
+	}
+	slices.SortFunc(l.order, func(a, b int) int { return bytes.Compare(l.id(a), l.id(b)) })
+	// Each page gets records of its own: visit may keep them.
+	recs := make([]emailRecord, n)
+	for _, i := range l.order {
+		l.key = append(append(l.key[:0], prefix...), l.id(i)...)
+		if !it.SeekPrefixGE(l.key) || !bytes.Equal(it.Key(), l.key) {
+			if err := it.Error(); err != nil {
+				return false, err
+			}
+			return false, internalf("list: index entry of %q has no email", l.id(i))
+		}
+		if err := decodeEmailInto(&recs[i], l.key, it.Value()); err != nil {
+			return false, err
+		}
+	}
+	for i := range recs {
+		if !visit(&recs[i].Email) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // plan picks the index to walk for q (recipient, then sender, then status,
