@@ -156,30 +156,10 @@ func TestShardedEventsPerAccount(t *testing.T) {
 	if err := master(a).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
 	}
-	ea := testEmail(a, "x@example.com", "y@example.com", 1)
-	if err := s.CreateEmails(ctx, testBody("a"), []*store.Email{ea}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev, open := <-subA.Events():
-		if !open || ev.EmailID != ea.ID {
-			t.Fatalf("a's subscription gave %+v, %v; want the email.created of %s", ev, open, ea.ID)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event for a after its connection broke")
-	}
-	e := testEmail(b, "x@example.com", "y@example.com", 1)
-	if err := s.CreateEmails(ctx, testBody("b"), []*store.Email{e}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev, open := <-subB.Events():
-		if !open || ev.EmailID != e.ID {
-			t.Fatalf("b's subscription gave %+v, %v; want the email.created of %s", ev, open, e.ID)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no live event for b, whose shard is healthy")
-	}
+	createAwaiting(t, s, subA, testEmail(a, "x@example.com", "y@example.com", 1), 10*time.Second,
+		"a's event after its connection broke")
+	createAwaiting(t, s, subB, testEmail(b, "x@example.com", "y@example.com", 1), 5*time.Second,
+		"b's live event, whose shard is healthy")
 
 	// Closing the last subscription of an account unsubscribes it.
 	subB.Close()

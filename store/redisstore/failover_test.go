@@ -222,16 +222,6 @@ func TestFeedMovesOffAReplica(t *testing.T) {
 	// are ended by it (onSubscribed): this one came after.
 	sub = s.Subscribe(account)
 	defer sub.Close()
-	e := testEmail(account, "a@example.com", "b@example.com", 1)
-	if err := s.CreateEmails(ctx, testBody("x"), []*store.Email{e}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got, ok := <-sub.Events():
-		if !ok || got.EmailID != e.ID {
-			t.Fatalf("got %+v (open %v), want the event of %s", got, ok, e.ID)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event for the created email")
-	}
+	createAwaiting(t, s, sub, testEmail(account, "a@example.com", "b@example.com", 1), 10*time.Second,
+		"the event of an email created once the feed is on the master")
 }

@@ -193,3 +193,21 @@ func ids(es []*store.Email) []string {
 	}
 	return out
 }
+
+// createAwaiting creates e in s and returns once sub delivers its
+// email.created event; it fails the test, saying what was awaited, when
+// sub ends or delivers another event first, or nothing comes within wait.
+func createAwaiting(t testing.TB, s *Store, sub store.Subscription, e *store.Email, wait time.Duration, what string) {
+	t.Helper()
+	if err := s.CreateEmails(context.Background(), testBody(e.ID), []*store.Email{e}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev, open := <-sub.Events():
+		if !open || ev.EmailID != e.ID {
+			t.Fatalf("%s: the subscription gave %+v (open %v); want the email.created of %s", what, ev, open, e.ID)
+		}
+	case <-time.After(wait):
+		t.Fatalf("%s: no event", what)
+	}
+}
