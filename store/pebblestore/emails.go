@@ -596,7 +596,7 @@ func (s *Store) DeleteEmail(ctx context.Context, accountID, id string) error {
 	defer s.leave()
 	// What the delete frees, for the reclaimer once it is committed: told
 	// before, it could compact the span before the tombstone is there and
-	// count the space as given back (TestFullThenRoomAgain failed so).
+	// count the space as given back.
 	var freed []byte
 	var size int64
 	event, err := s.change(func(b *pebble.Batch) (int, error) {
