@@ -324,8 +324,8 @@ func (s *Store) walk(ctx context.Context, q store.ListQuery, skip int64, load bo
 	var valid bool
 	if q.Before != "" {
 		cursor := emailKey(q.AccountID, store.NormalizeID(q.Before))
-		if !others.SeekPrefixGE(cursor) || !bytes.Equal(others.Key(), cursor) {
-			if err := others.Error(); err != nil {
+		if found, err := seekExact(others, cursor); !found {
+			if err != nil {
 				return err
 			}
 			return store.ErrNotFound
@@ -358,8 +358,8 @@ entries:
 		// The same receivedAt and id under another index's prefix.
 		for _, p := range also {
 			probeKey = append(append(probeKey[:0], p...), k[len(prefix):]...)
-			if !others.SeekPrefixGE(probeKey) || !bytes.Equal(others.Key(), probeKey) {
-				if err := others.Error(); err != nil {
+			if found, err := seekExact(others, probeKey); !found {
+				if err != nil {
 					return err
 				}
 				continue entries
@@ -388,8 +388,8 @@ entries:
 			continue
 		}
 		key = append(key[:keyLen], k[len(prefix)+timeLen:]...)
-		if !others.SeekPrefixGE(key) || !bytes.Equal(others.Key(), key) {
-			if err := others.Error(); err != nil {
+		if found, err := seekExact(others, key); !found {
+			if err != nil {
 				return err
 			}
 			return internalf("list: index entry %x has no email", k)
@@ -465,8 +465,8 @@ func (l *lookups) load(it *pebble.Iterator, prefix []byte, visit func(*store.Ema
 	recs := make([]emailRecord, n)
 	for _, i := range l.order {
 		l.key = append(append(l.key[:0], prefix...), l.id(i)...)
-		if !it.SeekPrefixGE(l.key) || !bytes.Equal(it.Key(), l.key) {
-			if err := it.Error(); err != nil {
+		if found, err := seekExact(it, l.key); !found {
+			if err != nil {
 				return false, err
 			}
 			return false, internalf("list: index entry of %q has no email", l.id(i))
@@ -481,6 +481,15 @@ func (l *lookups) load(it *pebble.Iterator, prefix []byte, visit func(*store.Ema
 		}
 	}
 	return true, nil
+}
+
+// seekExact positions it at key and reports whether key is there; when it
+// is not, err is the iterator's error, if any.
+func seekExact(it *pebble.Iterator, key []byte) (found bool, err error) {
+	if it.SeekPrefixGE(key) && bytes.Equal(it.Key(), key) {
+		return true, nil
+	}
+	return false, it.Error()
 }
 
 // plan picks the index to walk for q (recipient, then sender, then status,

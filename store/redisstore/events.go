@@ -152,8 +152,9 @@ func (s *Store) listenFeed(ctx context.Context, accountID string, f *feed) {
 // until it is lost (the error says how) or ctx ends. It reports whether
 // Redis confirmed the subscription on the slot's master.
 func (s *Store) follow(ctx context.Context, accountID, from string, f *feed, cur *cursor) (bool, error) {
+	channel := s.account(accountID).channel()
 	// Subscribing writes SSUBSCRIBE; its answer comes through Receive.
-	ps := s.sharded.SSubscribe(ctx, s.account(accountID).channel())
+	ps := s.sharded.SSubscribe(ctx, channel)
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
 	defer func() {
 		stop()
@@ -181,7 +182,7 @@ func (s *Store) follow(ctx context.Context, accountID, from string, f *feed, cur
 		case *redis.Subscription:
 			switch m.Kind {
 			case "ssubscribe":
-				if err := s.checkMaster(ctx, s.account(accountID).channel(), from); err != nil {
+				if err := s.checkMaster(ctx, channel, from); err != nil {
 					return false, err
 				}
 				confirmed = true
