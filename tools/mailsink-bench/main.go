@@ -279,75 +279,143 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mailsink-bench suite", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		sf        serverFlags
+		sr        = suiteRun{stdout: stdout, stderr: stderr}
 		large     = fs.Bool("large", false, "run the large set (1,000,000 emails) instead of the standard one")
+		withLarge = fs.Bool("with-large", false, "run the large set after the standard one, so that the round 3 section marks every target (-stores and -skip apply to the standard set)")
 		stores    = fs.String("stores", "", "comma-separated stores to run on (default: embedded,redis,memory; with -large embedded,redis)")
-		skip      = fs.String("skip", "", "comma-separated scenarios to leave out (a partial run: its targets are marked not measured)")
-		profile   = fs.Bool("profile", true, "take a 2s CPU profile of the server in the 2 KB reused-connection and list rows and put its top in the round 3 section")
 		doc       = fs.String("doc", "", "Markdown file to write the results into (between markers; the rest of the file is kept)")
 		gobench   = fs.String("gobench", "", "file with the output of go test -bench, to include in the report")
-		command   = fs.String("command", "", "how the suite was invoked, for the report (default: the command line)")
 		timeout   = fs.Duration("timeout", 15*time.Minute, "give up after this long")
-		scale     = fs.Float64("scale", 1, "multiply every scenario's messages, store size and requests by this (a short trial; a report of a scaled run says so)")
-		footprint = fs.Int("footprint", 10_000, "2 KB messages stored on a mailsink of their own per store, to measure storage per email (standard set; 0: skip)")
 	)
-	sf.register(fs)
+	fs.StringVar(&sr.skip, "skip", "", "comma-separated scenarios to leave out (a partial run: its targets are marked not measured)")
+	fs.BoolVar(&sr.profile, "profile", true, "take a 2s CPU profile of the server in the 2 KB reused-connection and list rows and put its top in the round 3 section")
+	fs.StringVar(&sr.command, "command", "", "how the suite was invoked, for the report (default: the command line)")
+	fs.Float64Var(&sr.scale, "scale", 1, "multiply every scenario's messages, store size and requests by this (a short trial; a report of a scaled run says so)")
+	fs.IntVar(&sr.footprint, "footprint", 10_000, "2 KB messages stored on a mailsink of their own per store, to measure storage per email (standard set; 0: skip)")
+	sr.sf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *large && *withLarge {
+		return errors.New("-large and -with-large: choose one")
+	}
+	if sr.command == "" {
+		sr.command = "mailsink-bench suite " + strings.Join(args, " ")
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	scenarios, section, title, which := loadgen.Standard(), "standard", "Standard run (`make bench`)", loadgen.SuiteStandard
-	if *large {
-		scenarios, section, title, which = loadgen.Large(), "large", "Large run (`make bench-large`)", loadgen.SuiteLarge
-	}
-	scenarios = loadgen.Scale(without(scenarios, *skip), *scale)
-	if *stores == "" {
-		*stores = "embedded,redis,memory"
-		if *large {
-			*stores = "embedded,redis"
-		}
-	}
-	rep := &loadgen.Report{Title: title, Command: *command, Machine: loadgen.DescribeMachine(), Started: time.Now(), Suite: which, Scale: *scale}
-	if rep.Command == "" {
-		rep.Command = "mailsink-bench suite " + strings.Join(args, " ")
-	}
-	if *skip != "" {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("**A partial run** (`-skip %s`).", *skip))
-	}
-	if *scale != 1 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("**A trial run scaled by %g** (`-scale`): message counts, store sizes and requests are that fraction of the standard set's.", *scale))
-	}
-	bin, cleanup, err := sf.binaryPath(ctx, stderr)
+	bin, cleanup, err := sr.sf.binaryPath(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	logf := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	sr.bin = bin
 
-	if !*large {
+	rep, err := sr.run(ctx, *large, *stores)
+	if err != nil {
+		return err
+	}
+	reports := []*loadgen.Report{rep}
+	if *withLarge {
+		sr.skip = ""
+		if rep.Large, err = sr.run(ctx, true, ""); err != nil {
+			return err
+		}
+		reports = append(reports, rep.Large)
+	}
+	if *gobench != "" {
+		out, err := os.ReadFile(*gobench)
+		if err != nil {
+			return err
+		}
+		rep.GoBench = string(out)
+	}
+	var failures []string
+	for _, r := range reports {
+		section := r.Suite // the doc's sections are named after the sets
+		md := r.Markdown()
+		if *doc == "" {
+			fmt.Fprint(stdout, md)
+		} else if err := loadgen.WriteSection(*doc, section, md); err != nil {
+			return err
+		} else {
+			fmt.Fprintf(stderr, "wrote the %s section of %s\n", section, *doc)
+		}
+		failures = append(failures, r.Failures...)
+	}
+	if rep.Suite == loadgen.SuiteStandard {
+		if *doc == "" {
+			fmt.Fprint(stdout, "\n"+rep.Round3Markdown())
+		} else if err := loadgen.WriteSection(*doc, "round3", rep.Round3Markdown()); err != nil {
+			return err
+		}
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%d failures: %s", len(failures), strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+// suiteRun is what each set of a suite run shares: the server's flags, the
+// binary and the suite's own flags.
+type suiteRun struct {
+	sf             serverFlags
+	bin            string
+	skip, command  string
+	profile        bool
+	scale          float64
+	footprint      int
+	stdout, stderr io.Writer
+}
+
+// run runs the standard set, or the large one, on each of the
+// comma-separated stores ("": the set's default stores) and returns its
+// report; an error is one that leaves no report.
+func (sr *suiteRun) run(ctx context.Context, large bool, stores string) (*loadgen.Report, error) {
+	scenarios, title, which := loadgen.Standard(), "Standard run (`make bench`)", loadgen.SuiteStandard
+	if large {
+		scenarios, title, which = loadgen.Large(), "Large run (`make bench-large`)", loadgen.SuiteLarge
+	}
+	scenarios = loadgen.Scale(without(scenarios, sr.skip), sr.scale)
+	if stores == "" {
+		stores = "embedded,redis,memory"
+		if large {
+			stores = "embedded,redis"
+		}
+	}
+	rep := &loadgen.Report{Title: title, Command: sr.command, Machine: loadgen.DescribeMachine(), Started: time.Now(), Suite: which, Scale: sr.scale}
+	if sr.skip != "" {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("**A partial run** (`-skip %s`).", sr.skip))
+	}
+	if sr.scale != 1 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("**A trial run scaled by %g** (`-scale`): message counts, store sizes and requests are that fraction of the standard set's.", sr.scale))
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(sr.stderr, format+"\n", args...) }
+	sf, stdout, stderr := &sr.sf, sr.stdout, sr.stderr
+
+	if !large {
 		if err := fsyncProbe(ctx, rep, logf); err != nil {
 			rep.Failures = append(rep.Failures, "fsync probe: "+err.Error())
 		}
 	}
-	if sf.peerBin != "" && !*large {
+	if sf.peerBin != "" && !large {
 		rep.PeerBinary = sf.peerBin
 		if out, err := exec.CommandContext(ctx, sf.peerBin, "-version").Output(); err == nil {
 			rep.PeerVersion = strings.TrimSpace(string(out))
 		}
-		runPeer(ctx, &sf, loadgen.Scale(loadgen.Peer(), *scale), rep, stdout, stderr)
+		runPeer(ctx, sf, loadgen.Scale(loadgen.Peer(), sr.scale), rep, stdout, stderr)
 	}
-	for _, backend := range strings.Split(*stores, ",") {
+	for _, backend := range strings.Split(stores, ",") {
 		backend = strings.TrimSpace(backend)
 		if err := ctx.Err(); err != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: not run: %v", backend, err))
 			continue
 		}
-		if !*large && *footprint > 0 && backend != "memory" {
-			o, err := sf.options(bin, backend, false)
+		if !large && sr.footprint > 0 && backend != "memory" {
+			o, err := sf.options(sr.bin, backend, false)
 			if err == nil {
 				var f *loadgen.Footprint
-				f, err = loadgen.MeasureFootprint(ctx, o, loadgen.FootprintScenario(*footprint), logf)
+				f, err = loadgen.MeasureFootprint(ctx, o, loadgen.FootprintScenario(sr.footprint), logf)
 				if f != nil {
 					rep.Footprints = append(rep.Footprints, f)
 				}
@@ -356,7 +424,7 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				rep.Failures = append(rep.Failures, fmt.Sprintf("%s footprint: %v", backend, err))
 			}
 		}
-		srv, err := sf.start(ctx, bin, backend, *profile)
+		srv, err := sf.start(ctx, sr.bin, backend, sr.profile)
 		if err != nil {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: start mailsink: %v", backend, err))
 			continue
@@ -378,9 +446,9 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			run = without(run, loadgen.Ingest25M)
 		}
 		var profDir string
-		if *profile {
+		if sr.profile {
 			if profDir, err = os.MkdirTemp("", "mailsink-bench-prof-"); err != nil {
-				return err
+				return nil, err
 			}
 			run = withProfiles(run, profDir, backend)
 		}
@@ -389,11 +457,11 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if profDir != "" {
 			for _, res := range rep.Results[first:] {
 				if res.CPUProfile != "" {
-					res.Profile = pprofTop(ctx, bin, res.CPUProfile)
+					res.Profile = pprofTop(ctx, sr.bin, res.CPUProfile)
 					res.CPUProfile = ""
 				}
 				if res.HeapProfile != "" {
-					res.Heap = pprofTop(ctx, bin, res.HeapProfile, "-sample_index=inuse_space")
+					res.Heap = pprofTop(ctx, sr.bin, res.HeapProfile, "-sample_index=inuse_space")
 					res.HeapProfile = ""
 				}
 			}
@@ -404,37 +472,10 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: stop: %v", backend, err))
 		}
 	}
-	if *gobench != "" {
-		out, err := os.ReadFile(*gobench)
-		if err != nil {
-			return err
-		}
-		rep.GoBench = string(out)
-	}
 	rep.Elapsed = time.Since(rep.Started)
 	rep.Notes = append(rep.Notes, "The load tool runs on the same 2 CPUs as the server (and Redis), and the machine is shared with other "+
 		"work, so the figures are lower bounds of what the server does alone; the load average above shows how busy it was.")
-	md := rep.Markdown()
-	if *doc != "" {
-		if err := loadgen.WriteSection(*doc, section, md); err != nil {
-			return err
-		}
-		if !*large {
-			if err := loadgen.WriteSection(*doc, "round3", rep.Round3Markdown()); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintf(stderr, "wrote the %s section of %s\n", section, *doc)
-	} else {
-		fmt.Fprint(stdout, md)
-		if !*large {
-			fmt.Fprint(stdout, "\n"+rep.Round3Markdown())
-		}
-	}
-	if len(rep.Failures) > 0 {
-		return fmt.Errorf("%d failures: %s", len(rep.Failures), strings.Join(rep.Failures, "; "))
-	}
-	return nil
+	return rep, nil
 }
 
 // runAll runs the scenarios in order on srv, adding results and failures to

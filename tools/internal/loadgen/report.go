@@ -71,6 +71,10 @@ type Report struct {
 	Footprints []*Footprint
 	Fsync      *FsyncResult
 	FsyncLog   *FsyncResult // Fsync writing over zeros, as the embedded store's log does
+	// Large is the large set's report when the same run went on to it
+	// (suite -with-large, what `make bench` runs): the round 3 section marks
+	// the targets of SuiteLarge from it.
+	Large *Report
 }
 
 // Markdown renders the report.
