@@ -91,7 +91,13 @@ func addressesAndNames(v string) (addrs, names []string) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil
 	}
-	if list, err := mail.ParseAddressList(v); err == nil {
+	list, err := mail.ParseAddressList(v)
+	if err != nil {
+		// net/mail reads comments between words but not next to an
+		// addr-spec's @ or a group's name.
+		list, err = mail.ParseAddressList(withoutComments(v))
+	}
+	if err == nil {
 		for _, a := range list {
 			addrs = append(addrs, a.Address)
 			if a.Name != "" {
@@ -115,6 +121,38 @@ func addressesAndNames(v string) (addrs, names []string) {
 		}
 	}
 	return bound(addrs), bound(names)
+}
+
+// withoutComments returns v without its RFC 5322 comments: parenthesised
+// text outside quoted strings, which may nest and hold quoted pairs.
+func withoutComments(v string) string {
+	var b strings.Builder
+	depth, quoted := 0, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\' && (quoted || depth > 0):
+			if depth == 0 && i+1 < len(v) {
+				b.WriteString(v[i : i+2])
+			}
+			i++
+		case depth > 0:
+			switch c {
+			case '(':
+				depth++
+			case ')':
+				depth--
+			}
+		case c == '(' && !quoted:
+			depth++
+		default:
+			if c == '"' {
+				quoted = !quoted
+			}
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 func bound(list []string) []string {

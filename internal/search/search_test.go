@@ -453,3 +453,26 @@ func TestKeptCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressesAndNamesComments: RFC 5322 comments, which net/mail does not
+// read next to an addr-spec, are not part of a display name or an address
+// (the address examples of RFC 5322, appendix A.5).
+func TestAddressesAndNamesComments(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		header           string
+		wantAddrs, names []string
+	}{
+		{`Pete(A wonderful \) chap) <pete(his account)@silly.test(his host)>`, []string{"pete@silly.test"}, []string{"Pete"}},
+		// Header values arrive unfolded.
+		{"A Group(Some people) :Chris Jones <c@(Chris's host.)public.example>, joe@example.org, John <jdoe@one.test> (my dear friend); (the end of the group)",
+			[]string{"c@public.example", "joe@example.org", "jdoe@one.test"}, []string{"Chris Jones", "John"}},
+		{`"Shop (Team)" <app@shop.example>`, []string{"app@shop.example"}, []string{"Shop (Team)"}},
+	}
+	for _, tt := range tests {
+		addrs, names := addressesAndNames(tt.header)
+		if !slices.Equal(addrs, tt.wantAddrs) || !slices.Equal(names, tt.names) {
+			t.Errorf("addressesAndNames(%q) = %q, %q; want %q, %q", tt.header, addrs, names, tt.wantAddrs, tt.names)
+		}
+	}
+}
