@@ -120,9 +120,16 @@ func Parse(q string) (Query, error) {
 	}
 	p := parser{s: q}
 	var out Query
+	dropped := -1 // where the first word with no letters or digits is
 	for {
 		p.skipSpace()
 		if p.i >= len(p.s) {
+			if len(out.Terms) == 0 && dropped >= 0 {
+				// Dropped, it would leave no filter: every email would
+				// match (and a wait for one would end at once).
+				return Query{}, &Error{Pos: dropped, Msg: "the query has no letters or digits to search for: " +
+					"words match whole words of letters and digits (for other characters, use subject:X)"}
+			}
 			return out, nil
 		}
 		start := p.i
@@ -131,7 +138,12 @@ func Parse(q string) (Query, error) {
 			return Query{}, err
 		}
 		if t == nil {
-			continue // a word with no letters or digits
+			// A word with no letters or digits, as punctuation among
+			// words is: no whole word can match it.
+			if dropped < 0 {
+				dropped = start
+			}
+			continue
 		}
 		if len(out.Terms) == MaxTerms {
 			return Query{}, &Error{Pos: start, Msg: fmt.Sprintf("a query has at most %d terms", MaxTerms)}

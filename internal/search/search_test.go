@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 		{"http://a.example/x re:", []Term{{Kind: Words, Words: []string{"http", "a", "example", "x"}}, {Kind: Words, Words: []string{"re"}}}},
 		{"FROM:x Subject:Y", []Term{{Kind: From, Text: "x"}, {Kind: Subject, Text: "y"}}},
 		{`label:"two words" "a \"quoted\" word"`, []Term{{Kind: Label, Text: "two words"}, {Kind: Words, Words: []string{"a", "quoted", "word"}}}},
-		{"--- !!!", nil},
+		{"--- !!! code", []Term{{Kind: Words, Words: []string{"code"}}}},
 	}
 	for _, tt := range tests {
 		got, err := Parse(tt.q)
@@ -67,6 +67,10 @@ func TestParseErrors(t *testing.T) {
 		{"a - b", 2, "must be followed"},
 		{strings.Repeat("x ", MaxTerms+1), 2 * MaxTerms, "at most"},
 		{strings.Repeat("x", MaxQueryBytes+1), MaxQueryBytes, "longer than"},
+		// Nothing left to search for: not a query that matches everything.
+		{"--- !!!", 0, "no letters or digits"},
+		{" -🎉", 1, "no letters or digits"},
+		{`""`, 0, "no letters or digits"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.q)
