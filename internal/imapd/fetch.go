@@ -170,7 +170,9 @@ func (m *mailbox) fetchOne(w *imapserver.FetchWriter, seq uint32, msg *message, 
 		rw.WriteEnvelope(imapserver.ExtractEnvelope(h))
 	}
 	if options.BodyStructure != nil {
-		rw.WriteBodyStructure(imapserver.ExtractBodyStructure(bytes.NewReader(served)))
+		bs := imapserver.ExtractBodyStructure(bytes.NewReader(served))
+		fillEmptyMultiparts(bs)
+		rw.WriteBodyStructure(bs)
 	}
 	for _, bs := range options.BodySection {
 		var data []byte
@@ -243,6 +245,29 @@ func simpleStructure(raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// fillEmptyMultiparts gives each multipart of bs that has no parts (its
+// boundary is missing, cannot be parsed, or never met) one empty
+// text/plain part, as Dovecot answers: IMAP's grammar needs at least one,
+// and imapserver panics, dropping the connection, writing one without.
+func fillEmptyMultiparts(bs imap.BodyStructure) {
+	switch bs := bs.(type) {
+	case *imap.BodyStructureMultiPart:
+		if len(bs.Children) == 0 {
+			bs.Children = []imap.BodyStructure{&imap.BodyStructureSinglePart{
+				Type: "text", Subtype: "plain", Params: map[string]string{"charset": "us-ascii"}, Encoding: "7bit",
+				Text: &imap.BodyStructureText{}, Extended: &imap.BodyStructureSinglePartExt{},
+			}}
+		}
+		for _, child := range bs.Children {
+			fillEmptyMultiparts(child)
+		}
+	case *imap.BodyStructureSinglePart:
+		if bs.MessageRFC822 != nil {
+			fillEmptyMultiparts(bs.MessageRFC822.BodyStructure)
+		}
+	}
 }
 
 // partial returns the part of data a <offset.size> suffix asks for.

@@ -499,3 +499,42 @@ func TestFetchmail(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyStructureOfBrokenMultipart: a multipart whose boundary is
+// missing or cannot be parsed (real mail has them: an unquoted boundary
+// with "=") has no parts to list, which IMAP's grammar does not allow;
+// BODYSTRUCTURE and BODY answer it with one empty text/plain part rather
+// than ending the connection, also inside an attached message.
+func TestBodyStructureOfBrokenMultipart(t *testing.T) {
+	t.Parallel()
+	const (
+		noBoundary = "From: a@example.com\r\nTo: qa@acme.test\r\nSubject: no boundary\r\nMIME-Version: 1.0\r\n" +
+			"Content-Type: multipart/mixed\r\n\r\n--x\r\nContent-Type: text/plain\r\n\r\nhi\r\n--x--\r\n"
+		badBoundary = "From: a@example.com\r\nTo: qa@acme.test\r\nSubject: bad boundary\r\nMIME-Version: 1.0\r\n" +
+			"Content-Type: multipart/alternative;\r\n boundary=----=_NextPart_000\r\n\r\n------=_NextPart_000\r\n" +
+			"Content-Type: text/plain\r\n\r\nhi\r\n------=_NextPart_000--\r\n"
+		attached = "From: a@example.com\r\nTo: qa@acme.test\r\nSubject: attached\r\nMIME-Version: 1.0\r\n" +
+			"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n" +
+			"--b\r\nContent-Type: message/rfc822\r\n\r\nSubject: inner\r\nContent-Type: multipart/mixed\r\n\r\nbody\r\n--b--\r\n"
+	)
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			d := start(t, b, nil)
+			for _, raw := range []string{noBoundary, badBoundary, attached} {
+				testenv.PutRaw(t, d.st, d.account, raw)
+			}
+			c := dial(t, d.addr)
+			c.ok("LOGIN anyone %s", key)
+			c.ok("SELECT INBOX")
+			const empty = `("text" "plain" ("charset" "us-ascii") NIL NIL "7bit" 0 0`
+			for _, item := range []string{"BODYSTRUCTURE", "BODY"} {
+				got := strings.Join(c.ok("FETCH 1:3 %s", item), "")
+				if n := strings.Count(got, empty); n != 3 {
+					t.Errorf("FETCH 1:3 %s: %d empty text/plain parts, want 3: %s", item, n, got)
+				}
+			}
+			c.ok("NOOP")
+		})
+	}
+}

@@ -569,7 +569,7 @@ func (ss *session) size(m *message) error {
 		return nil
 	}
 	return ss.read(m, func(raw []byte) error {
-		m.size = mailaccess.CRLFSize(raw)
+		m.size = servedSize(raw)
 		return nil
 	})
 }
@@ -602,7 +602,7 @@ func (ss *session) readFailed(err error) {
 // retrieve answers RETR (bodyLines < 0) and TOP.
 func (ss *session) retrieve(m *message, bodyLines int) {
 	err := ss.read(m, func(raw []byte) error {
-		m.size = mailaccess.CRLFSize(raw)
+		m.size = servedSize(raw)
 		if bodyLines < 0 {
 			fmt.Fprintf(ss.w, "+OK %d octets\r\n", m.size)
 		} else {
@@ -619,6 +619,21 @@ func (ss *session) retrieve(m *message, bodyLines int) {
 func isNetError(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed)
+}
+
+// servedSize returns the size of raw as writeMessage serves it whole,
+// before dot-stuffing: CRLF line ends, also after a last line that has
+// none, since the terminating line must be a line of its own.
+func servedSize(raw []byte) int64 {
+	n := mailaccess.CRLFSize(raw)
+	switch {
+	case len(raw) == 0 || raw[len(raw)-1] == '\n':
+	case raw[len(raw)-1] == '\r':
+		n++ // the CR becomes the CRLF
+	default:
+		n += 2
+	}
+	return n
 }
 
 // writeMessage writes raw as a POP3 multi-line answer: CRLF line ends, a

@@ -449,3 +449,30 @@ func TestFetchmail(t *testing.T) {
 		})
 	}
 }
+
+// TestSizeOfLastLineWithoutLineEnd: a message whose last line has no line
+// end (possible through the API) is served with CRLF after it, before the
+// terminating line; LIST, STAT and RETR count those bytes too, so that
+// the size told is the size sent.
+func TestSizeOfLastLineWithoutLineEnd(t *testing.T) {
+	t.Parallel()
+	d := start(t, testenv.Backends(t)[0], nil)
+	for _, tc := range []struct{ raw, served string }{
+		{"Subject: a\r\n\r\nno line end", "Subject: a\r\n\r\nno line end\r\n"},
+		{"Subject: b\n\nends with CR\r", "Subject: b\r\n\r\nends with CR\r\n"},
+	} {
+		testenv.PutRaw(t, d.st, d.account, tc.raw)
+		c := dial(t, d.addr)
+		c.login(key)
+		if got, want := c.cmd("LIST 1"), fmt.Sprintf("+OK 1 %d", len(tc.served)); got != want {
+			t.Errorf("%q: LIST 1 = %q, want %q", tc.raw, got, want)
+		}
+		if got, want := c.cmd("RETR 1"), fmt.Sprintf("+OK %d octets", len(tc.served)); got != want {
+			t.Errorf("%q: RETR 1 = %q, want %q", tc.raw, got, want)
+		}
+		if got := c.multi(); got != tc.served {
+			t.Errorf("%q: RETR 1 sent %q, want %q", tc.raw, got, tc.served)
+		}
+		c.expectCmd("QUIT", "+OK")
+	}
+}
