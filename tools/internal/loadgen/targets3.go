@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -300,8 +301,12 @@ func (r *Report) Round3Markdown() string {
 		b.WriteString("What the machine allows: ")
 		b.WriteString(c)
 	}
+	results := r.Results
+	if r.Large != nil {
+		results = append(slices.Clip(results), r.Large.Results...) // the rows at 1,000,000 emails
+	}
 	var profiled []*Result
-	for _, res := range r.Results {
+	for _, res := range results {
 		if res.Profile != "" || res.Heap != "" || (len(res.RedisCmds) > 0 && res.Ingest != nil && res.Query == nil) {
 			profiled = append(profiled, res)
 		}

@@ -120,6 +120,11 @@ func TestRound3ServerShare(t *testing.T) {
 	res.AccountEmails = 1_000_000
 	std.Large = r
 	checkRound3Section(t, std, text, Met, "9900 of 10000 list requests within 1 ms server-side")
+	// With the profile of the row, which says why when it is not met.
+	res.Profile = "Duration: 2s, Total samples = 1.5s (75.00%)"
+	if md := std.Round3Markdown(); !strings.Contains(md, "list-1m-under-ingest on redis:\n\n```\n"+res.Profile) {
+		t.Errorf("round 3 section lacks the large row's profile:\n%s", md)
+	}
 }
 
 // checkRound3Section checks the row of the target text in r's round 3
