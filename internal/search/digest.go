@@ -95,7 +95,9 @@ func addressesAndNames(v string) (addrs, names []string) {
 	if err != nil {
 		// net/mail reads comments between words but not next to an
 		// addr-spec's @ or a group's name.
-		list, err = mail.ParseAddressList(withoutComments(v))
+		if bare, ok := withoutComments(v); ok {
+			list, err = mail.ParseAddressList(bare)
+		}
 	}
 	if err == nil {
 		for _, a := range list {
@@ -124,8 +126,12 @@ func addressesAndNames(v string) (addrs, names []string) {
 }
 
 // withoutComments returns v without its RFC 5322 comments: parenthesised
-// text outside quoted strings, which may nest and hold quoted pairs.
-func withoutComments(v string) string {
+// text outside quoted strings, which may nest and hold quoted pairs. A
+// comment between two words stands for the space it is (Mary(x)Smith is
+// Mary Smith); next to an address's punctuation it is dropped, since
+// net/mail reads no space there. It returns false when a comment or a
+// quoted string is not closed: what it left would lose the rest of v.
+func withoutComments(v string) (string, bool) {
 	var b strings.Builder
 	depth, quoted := 0, false
 	for i := 0; i < len(v); i++ {
@@ -142,6 +148,10 @@ func withoutComments(v string) string {
 				depth++
 			case ')':
 				depth--
+				if s := b.String(); depth == 0 && s != "" && i+1 < len(v) &&
+					!strings.ContainsRune(addressPunct, rune(s[len(s)-1])) && !strings.ContainsRune(addressPunct, rune(v[i+1])) {
+					b.WriteByte(' ')
+				}
 			}
 		case c == '(' && !quoted:
 			depth++
@@ -152,8 +162,12 @@ func withoutComments(v string) string {
 			b.WriteByte(c)
 		}
 	}
-	return b.String()
+	return b.String(), depth == 0 && !quoted
 }
+
+// addressPunct is what a comment next to stands for no space: the
+// punctuation of addresses and lists, and spaces.
+const addressPunct = " \t@.<>,;:"
 
 func bound(list []string) []string {
 	if len(list) > MaxAddresses {

@@ -65,6 +65,7 @@ func TestParseErrors(t *testing.T) {
 		{"from:", 5, "needs a value"},
 		{`subject:"unclosed`, 8, "not closed"},
 		{"a - b", 2, "must be followed"},
+		{"a -\u00a0b", 2, "must be followed"},
 		{strings.Repeat("x ", MaxTerms+1), 2 * MaxTerms, "at most"},
 		{strings.Repeat("x", MaxQueryBytes+1), MaxQueryBytes, "longer than"},
 		// Nothing left to search for: not a query that matches everything.
@@ -472,6 +473,14 @@ func TestAddressesAndNamesComments(t *testing.T) {
 		{"A Group(Some people) :Chris Jones <c@(Chris's host.)public.example>, joe@example.org, John <jdoe@one.test> (my dear friend); (the end of the group)",
 			[]string{"c@public.example", "joe@example.org", "jdoe@one.test"}, []string{"Chris Jones", "John"}},
 		{`"Shop (Team)" <app@shop.example>`, []string{"app@shop.example"}, []string{"Shop (Team)"}},
+		// Quoted strings keep their parentheses and quoted pairs when the
+		// comments around them go.
+		{`"Shop (Team)" <app(x)@shop.example>`, []string{"app@shop.example"}, []string{"Shop (Team)"}},
+		{`"a \" (b" <x(c)@y.example>`, []string{"x@y.example"}, []string{`a " (b`}},
+		// A comment between words is a space.
+		{"Mary(x)Smith <m(y)@a.example>", []string{"m@a.example"}, []string{"Mary Smith"}},
+		// An unclosed one would swallow the rest: split at commas instead.
+		{"A <a@x.example>, (Bob <b@y.example>", []string{"a@x.example", "b@y.example"}, []string{"A", "(Bob"}},
 	}
 	for _, tt := range tests {
 		addrs, names := addressesAndNames(tt.header)
@@ -479,4 +488,22 @@ func TestAddressesAndNamesComments(t *testing.T) {
 			t.Errorf("addressesAndNames(%q) = %q, %q; want %q, %q", tt.header, addrs, names, tt.wantAddrs, tt.names)
 		}
 	}
+}
+
+// FuzzAddressesAndNames: any header value is read without a panic, within
+// the bounds, and withoutComments never adds more than it drops.
+func FuzzAddressesAndNames(f *testing.F) {
+	for _, seed := range []string{`Pete(A wonderful \) chap) <pete(his account)@silly.test(his host)>`, `"a \" (b" <x(c)@y.example>`,
+		"A <a@x.example>, (Bob <b@y.example>", "((((", `"\`, "Mary(x)Smith <m(y)@a.example>", "g: a@b.example, c@d.example;"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		addrs, names := addressesAndNames(v)
+		if len(addrs) > MaxAddresses || len(names) > MaxAddresses {
+			t.Fatalf("%d addresses and %d names, more than %d", len(addrs), len(names), MaxAddresses)
+		}
+		if bare, _ := withoutComments(v); len(bare) > len(v) {
+			t.Fatalf("withoutComments(%q) = %q, longer", v, bare)
+		}
+	})
 }
