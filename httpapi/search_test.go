@@ -117,6 +117,9 @@ func TestSearchRefusesBadQueries(t *testing.T) {
 		{"status:new", "at character 8: status:"},
 		{`from:"open`, "at character 6: a quote is not closed"},
 		{"before:someday", "is not a day"},
+		// Nothing to search for is not a query that selects everything.
+		{"!!!", "no letters or digits"},
+		{"-🎉", "no letters or digits"},
 	} {
 		for _, path := range []string{"/v1/emails?q=", "/v1/emails/count?q="} {
 			resp := get(t, e, path+url.QueryEscape(tc.q), acme)

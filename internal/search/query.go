@@ -182,7 +182,7 @@ func (p *parser) term() (*Term, error) {
 	if p.s[p.i] == '-' {
 		not = true
 		p.i++
-		if p.i >= len(p.s) || p.s[p.i] == ' ' || p.s[p.i] == '\t' {
+		if r, _ := utf8.DecodeRuneInString(p.s[p.i:]); p.i >= len(p.s) || unicode.IsSpace(r) {
 			return nil, &Error{Pos: start, Msg: "a - must be followed by the term it negates"}
 		}
 	}
