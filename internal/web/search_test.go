@@ -52,7 +52,8 @@ func (p *page) rowsAre(what string, subjects ...string) {
 
 // Search with the operators in the search box; the sidebar's mailboxes
 // search too; new mail that matches shows up live, other mail does not;
-// a search that does not parse says where. On each store.
+// a search that does not parse says where and lists nothing. On each
+// store.
 func TestSearchWithOperators(t *testing.T) {
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) { searchWithOperators(t, b) })
@@ -127,6 +128,15 @@ func searchWithOperators(t *testing.T, b testenv.Backend) {
 	if n := apiCount(t, env, ""); n != 5 {
 		t.Errorf("%d emails left, want 5", n)
 	}
+
+	// A search of nothing but punctuation is an error, not every email,
+	// and new mail does not fill the list the error leaves empty.
+	p.search("!!!")
+	p.waitFor("the error", `document.querySelector('#search-error').textContent.includes('no letters or digits')`)
+	p.rowsAre("no rows")
+	sendMail(t, env, "deals@shop.example", "ada@acme.test", "Subject: More deals\n\nCheap.\n")
+	p.waitFor("the new mail counted", `document.querySelector('#folder-all .folder-count').textContent === '6'`)
+	p.rowsAre("still no rows")
 }
 
 // Unread mail is bold and counted (in the sidebar, the title, the icon);

@@ -301,7 +301,10 @@ class Dashboard {
   /** The search's answer to whether item belongs in the list: true, false, or null (ask the server). */
   fits(item) {
     if (!this.search.current) return true;
-    return matches(this.search.terms(), item);
+    const terms = this.search.terms();
+    // A search that does not parse lists nothing, only its error.
+    if (terms === null) return false;
+    return matches(terms, item);
   }
 
   /** Lists the first page for the search again. */

@@ -35,11 +35,13 @@ export function tokens(s) {
 
 /**
  * Reads a query into terms, as the server does; returns null when it does
- * not parse (the server says where).
+ * not parse (the server says where), as when only words with no letters or
+ * digits were left out of it.
  */
 export function parse(q) {
   const terms = [];
   let i = 0;
+  let dropped = false;
   const space = (c) => /\s/u.test(c);
   const quoted = () => {
     let out = '';
@@ -66,18 +68,19 @@ export function parse(q) {
   };
   for (;;) {
     while (i < q.length && space(q[i])) i++;
-    if (i >= q.length) return terms;
+    if (i >= q.length) return terms.length === 0 && dropped ? null : terms;
     let not = false;
     if (q[i] === '-') {
       not = true;
       i++;
-      if (i >= q.length || q[i] === ' ' || q[i] === '\t') return null;
+      if (i >= q.length || space(q[i])) return null;
     }
     if (q[i] === '"') {
       const text = quoted();
       if (text === null) return null;
       const words = tokens(text);
       if (words.length) terms.push({ kind: 'words', not, words });
+      else dropped = true;
       continue;
     }
     const op = /^([A-Za-z-]+):/.exec(q.slice(i));
@@ -94,6 +97,7 @@ export function parse(q) {
     }
     const words = tokens(bare());
     if (words.length) terms.push({ kind: 'words', not, words });
+    else dropped = true;
   }
 }
 
@@ -244,9 +248,9 @@ export class SearchBox {
     return this.input.value.trim();
   }
 
-  /** The terms of the search the list shows. */
+  /** The terms of the search the list shows; null when it does not parse. */
   terms() {
-    return parse(this.current) || [];
+    return parse(this.current);
   }
 
   changed(now) {
