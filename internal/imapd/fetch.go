@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapserver"
@@ -251,9 +252,14 @@ func simpleStructure(raw []byte) bool {
 // boundary is missing, cannot be parsed, or never met) one empty
 // text/plain part, as Dovecot answers: IMAP's grammar needs at least one,
 // and imapserver panics, dropping the connection, writing one without.
+// A Content-Type whose parameters do not parse comes with them in its
+// subtype: it is cut back to the subtype.
 func fillEmptyMultiparts(bs imap.BodyStructure) {
 	switch bs := bs.(type) {
 	case *imap.BodyStructureMultiPart:
+		if sub, _, ok := strings.Cut(bs.Subtype, ";"); ok {
+			bs.Subtype = strings.ToLower(strings.TrimSpace(sub))
+		}
 		if len(bs.Children) == 0 {
 			bs.Children = []imap.BodyStructure{&imap.BodyStructureSinglePart{
 				Type: "text", Subtype: "plain", Params: map[string]string{"charset": "us-ascii"}, Encoding: "7bit",

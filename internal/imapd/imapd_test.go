@@ -533,6 +533,11 @@ func TestBodyStructureOfBrokenMultipart(t *testing.T) {
 				if n := strings.Count(got, empty); n != 3 {
 					t.Errorf("FETCH 1:3 %s: %d empty text/plain parts, want 3: %s", item, n, got)
 				}
+				// The subtype of a Content-Type whose parameters do not
+				// parse is the subtype alone.
+				if !strings.Contains(got, `"alternative"`) || strings.Contains(got, "alternative;") {
+					t.Errorf("FETCH 1:3 %s: want the subtype \"alternative\" alone: %s", item, got)
+				}
 			}
 			c.ok("NOOP")
 		})
