@@ -464,6 +464,9 @@ func TestSizeOfLastLineWithoutLineEnd(t *testing.T) {
 		testenv.PutRaw(t, d.st, d.account, tc.raw)
 		c := dial(t, d.addr)
 		c.login(key)
+		if got, want := c.cmd("STAT"), fmt.Sprintf("+OK 1 %d", len(tc.served)); got != want {
+			t.Errorf("%q: STAT = %q, want %q", tc.raw, got, want)
+		}
 		if got, want := c.cmd("LIST 1"), fmt.Sprintf("+OK 1 %d", len(tc.served)); got != want {
 			t.Errorf("%q: LIST 1 = %q, want %q", tc.raw, got, want)
 		}
@@ -473,6 +476,8 @@ func TestSizeOfLastLineWithoutLineEnd(t *testing.T) {
 		if got := c.multi(); got != tc.served {
 			t.Errorf("%q: RETR 1 sent %q, want %q", tc.raw, got, tc.served)
 		}
+		// The next case finds the mailbox empty again.
+		c.expectCmd("DELE 1", "+OK")
 		c.expectCmd("QUIT", "+OK")
 	}
 }
