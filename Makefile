@@ -89,8 +89,8 @@ bench:
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## bench-large: opt-in: 1,000,000 emails in one account on each store, list latency idle and under an SMTP
-## ingest, and RSS there
+## bench-large: the large set alone (bench runs it too): 1,000,000 emails in one account on each store, list
+## latency idle and under an SMTP ingest, and RSS there
 bench-large:
 	$(GO) run ./tools/mailsink-bench suite -large -timeout 60m -doc $(BENCH_DOC) -command 'make bench-large' $(BENCH_FLAGS)
 

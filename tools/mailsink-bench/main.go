@@ -315,14 +315,6 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reports := []*loadgen.Report{rep}
-	if *withLarge {
-		sr.skip = ""
-		if rep.Large, err = sr.run(ctx, true, ""); err != nil {
-			return err
-		}
-		reports = append(reports, rep.Large)
-	}
 	if *gobench != "" {
 		out, err := os.ReadFile(*gobench)
 		if err != nil {
@@ -330,23 +322,47 @@ func suite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		rep.GoBench = string(out)
 	}
-	var failures []string
-	for _, r := range reports {
-		section := r.Suite // the doc's sections are named after the sets
-		md := r.Markdown()
+	// Each set's section is written as it ends, so that a large set that
+	// fails to run leaves the standard one written.
+	write := func(section, md string) error {
 		if *doc == "" {
-			fmt.Fprint(stdout, md)
-		} else if err := loadgen.WriteSection(*doc, section, md); err != nil {
+			_, err := fmt.Fprint(stdout, md)
 			return err
-		} else {
-			fmt.Fprintf(stderr, "wrote the %s section of %s\n", section, *doc)
 		}
-		failures = append(failures, r.Failures...)
+		if err := loadgen.WriteSection(*doc, section, md); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote the %s section of %s\n", section, *doc)
+		return nil
 	}
-	if rep.Suite == loadgen.SuiteStandard {
+	round3 := func() error {
 		if *doc == "" {
-			fmt.Fprint(stdout, "\n"+rep.Round3Markdown())
-		} else if err := loadgen.WriteSection(*doc, "round3", rep.Round3Markdown()); err != nil {
+			return write("round3", "\n"+rep.Round3Markdown())
+		}
+		return write("round3", rep.Round3Markdown())
+	}
+	if err := write(rep.Suite, rep.Markdown()); err != nil { // the doc's sections are named after the sets
+		return err
+	}
+	if *doc != "" && rep.Suite == loadgen.SuiteStandard {
+		if err := round3(); err != nil {
+			return err
+		}
+	}
+	failures := rep.Failures
+	if *withLarge {
+		sr.skip = ""
+		if rep.Large, err = sr.run(ctx, true, ""); err != nil {
+			return err
+		}
+		if err := write(rep.Large.Suite, rep.Large.Markdown()); err != nil {
+			return err
+		}
+		failures = append(failures, rep.Large.Failures...)
+	}
+	if rep.Suite == loadgen.SuiteStandard && (*doc == "" || *withLarge) {
+		// Again with the large set's targets, or once on stdout.
+		if err := round3(); err != nil {
 			return err
 		}
 	}

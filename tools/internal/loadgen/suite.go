@@ -88,8 +88,9 @@ func Scale(scenarios []Scenario, f float64) []Scenario {
 	return out
 }
 
-// Large is the opt-in set (`make bench-large`): one account of 1,000,000
-// emails, then list latency, with the server's RSS at that size.
+// Large is the large set (`make bench` after the standard one, `make
+// bench-large` alone): one account of 1,000,000 emails, then list
+// latency, with the server's RSS at that size.
 func Large() []Scenario {
 	return []Scenario{
 		{Name: List1M, Kind: "list", AccountSize: 1_000_000, Connections: 8, Reuse: true,
