@@ -165,8 +165,9 @@ func withoutComments(v string) (string, bool) {
 	return b.String(), depth == 0 && !quoted
 }
 
-// addressPunct is what a comment next to stands for no space: the
-// punctuation of addresses and lists, and spaces.
+// addressPunct is the bytes next to which a comment is dropped rather
+// than read as a space: the punctuation of addresses and lists, and
+// spaces.
 const addressPunct = " \t@.<>,;:"
 
 func bound(list []string) []string {
