@@ -3,7 +3,9 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +89,9 @@ func (a *API) inboundSendGrid(w http.ResponseWriter, r *http.Request) {
 // inboundPostmark serves Postmark's inbound webhook (docs/providers.md, "Postmark").
 func (a *API) inboundPostmark(w http.ResponseWriter, r *http.Request) {
 	a.serveProvider(w, r, postmark, func(body []byte) (*inbound.Delivery, error) {
+		if err := wrongContentType(r, "Postmark posts", "application/json"); err != nil {
+			return nil, err
+		}
 		return inbound.Postmark(body, a.inboundLimits())
 	})
 }
@@ -117,6 +122,10 @@ func (a *API) inboundSES(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	if err := wrongContentType(r, "SNS posts", "text/plain", "application/json"); err != nil {
+		a.providerError(w, r, ses, err)
+		return
+	}
 	acc := accountOf(r)
 	ctx, cancel := a.storeContext(r)
 	defer cancel()
@@ -132,6 +141,22 @@ func (a *API) inboundSES(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.deliverProvider(w, r, ses, res.Delivery, start)
+}
+
+// wrongContentType refuses a request whose Content-Type is not one of the
+// media types its provider posts (docs/providers.md, "wrong Content-Type"),
+// so that a body of another declared type is not read as JSON. A request
+// without a Content-Type is let through to the parser.
+func wrongContentType(r *http.Request, who string, accept ...string) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && slices.Contains(accept, mt) {
+		return nil
+	}
+	return &inbound.Error{Reason: inbound.Malformed,
+		Msg: fmt.Sprintf("%s %s, not the Content-Type %s", who, strings.Join(accept, " or "), quote(ct))}
 }
 
 // readProviderBody reads a webhook's body; one too large or broken is

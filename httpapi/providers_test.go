@@ -636,3 +636,31 @@ func TestProviderBodyTooLarge(t *testing.T) {
 		wantRefused(t, postProvider(t, e, "/v1/inbound/mailgun", acme, "multipart/form-data; boundary=x", huge), http.StatusNotAcceptable, "too large")
 	})
 }
+
+// TestProviderWrongContentType: Postmark posts application/json and SNS
+// text/plain; a body of another declared type is refused for good and
+// stores nothing (docs/providers.md, "wrong Content-Type"), though the
+// JSON in it would parse.
+func TestProviderWrongContentType(t *testing.T) {
+	t.Parallel()
+	sns := inboundtest.NewSNS(t)
+	edit := func(c *config.Config) {
+		withInbound(c)
+		c.SNSClient = sns.Client()
+	}
+	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
+		pm := inboundtest.Fixture(t, "postmark-parsed.json")
+		for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json; charset"} {
+			wantRefused(t, postProvider(t, e, "/v1/inbound/postmark", acme, ct, pm), http.StatusForbidden, "Content-Type")
+		}
+		note := sns.Sign(t, inboundtest.Notification(snsTopic, "ct-"+testenv.RandomHex(4), string(inboundtest.Fixture(t, "ses-received.json"))))
+		for _, ct := range []string{"application/x-www-form-urlencoded", "image/png"} {
+			wantRefused(t, postProvider(t, e, "/v1/inbound/ses", acme, ct, note), http.StatusBadRequest, "Content-Type")
+		}
+		if n := len(list(t, e, acme, "")); n != 0 {
+			t.Errorf("acme has %d emails after refusals, want 0", n)
+		}
+		wantStored(t, postProvider(t, e, "/v1/inbound/postmark", acme, "application/json; charset=utf-8", pm), 1)
+		wantStored(t, postProvider(t, e, "/v1/inbound/ses", acme, "text/plain; charset=UTF-8", note), 1)
+	})
+}
