@@ -30,6 +30,16 @@ func withInbound(c *config.Config) {
 	c.Accounts[0].Inbound = config.AccountInbound{MailgunSigningKey: mailgunKey, SNSTopicArns: []string{snsTopic}}
 }
 
+// withSNS returns a test SNS signer and the configuration that accepts
+// provider webhooks (withInbound) with the signer's certificate.
+func withSNS(t *testing.T) (*inboundtest.SNS, func(*config.Config)) {
+	sns := inboundtest.NewSNS(t)
+	return sns, func(c *config.Config) {
+		withInbound(c)
+		c.SNSClient = sns.Client()
+	}
+}
+
 // postProvider posts body to path with key as a Basic auth password, as a
 // provider configured with https://any:KEY@host/... does.
 func postProvider(t *testing.T, e *testenv.Env, path, key, contentType string, body []byte, header ...string) *testenv.Response {
@@ -368,11 +378,7 @@ func TestPostmarkWebhook(t *testing.T) {
 
 func TestSESWebhook(t *testing.T) {
 	t.Parallel()
-	sns := inboundtest.NewSNS(t)
-	edit := func(c *config.Config) {
-		withInbound(c)
-		c.SNSClient = sns.Client()
-	}
+	sns, edit := withSNS(t)
 	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
 		post := func(body []byte, messageType string) *testenv.Response {
 			return postProvider(t, e, "/v1/inbound/ses", acme, "text/plain; charset=UTF-8", body, "X-Amz-Sns-Message-Type", messageType)
@@ -444,10 +450,9 @@ func TestSESCertificateFile(t *testing.T) {
 // 503, which makes it retry.
 func TestProviderStoreOutage(t *testing.T) {
 	t.Parallel()
-	sns := inboundtest.NewSNS(t)
+	sns, edit := withSNS(t)
 	e := testenv.Start(t, testenv.DownRedis(t), func(c *config.Config) {
-		withInbound(c)
-		c.SNSClient = sns.Client()
+		edit(c)
 		c.Store.Timeout = 2 * time.Second
 	})
 	mg := inboundtest.LoadForm(t, "mailgun-mime.json")
@@ -475,11 +480,7 @@ func TestProviderStoreOutage(t *testing.T) {
 // needs for the provider routes, and the requests that check every answer
 // they document.
 func providerChecks(t *testing.T) (func(*config.Config), func(*testing.T, *testenv.Env, *openAPI)) {
-	sns := inboundtest.NewSNS(t)
-	edit := func(c *config.Config) {
-		withInbound(c)
-		c.SNSClient = sns.Client()
-	}
+	sns, edit := withSNS(t)
 	return edit, func(t *testing.T, e *testenv.Env, o *openAPI) {
 		mg := inboundtest.LoadForm(t, "mailgun-mime.json")
 		mg.SignMailgun(mailgunKey, "openapi-"+testenv.RandomHex(4), time.Now())
@@ -643,11 +644,7 @@ func TestProviderBodyTooLarge(t *testing.T) {
 // JSON in it would parse.
 func TestProviderWrongContentType(t *testing.T) {
 	t.Parallel()
-	sns := inboundtest.NewSNS(t)
-	edit := func(c *config.Config) {
-		withInbound(c)
-		c.SNSClient = sns.Client()
-	}
+	sns, edit := withSNS(t)
 	forEachBackendWith(t, edit, func(t *testing.T, e *testenv.Env) {
 		pm := inboundtest.Fixture(t, "postmark-parsed.json")
 		for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json; charset"} {
