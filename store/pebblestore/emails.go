@@ -42,7 +42,7 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 		keys[i] = emailKey(accountID, e.ID)
 		records[i] = encodeEmail(&emailRecord{Email: *e, BodyID: bodyID})
 		rawBytes += e.RawSize
-		size += int64(len(records[i]) + 4*(len(keys[i])+48))
+		size += int64(len(records[i]) + 4*(len(keys[i])+48+len(indexValue(records[i]))))
 	}
 	if err := s.room.admit(size); err != nil {
 		return err
@@ -57,7 +57,7 @@ func (s *Store) CreateEmails(ctx context.Context, body *store.Body, emails []*st
 	for i, e := range emails {
 		err = errors.Join(err, b.Set(keys[i], records[i], nil))
 		for _, k := range indexKeys(e) {
-			err = errors.Join(err, b.Set(k, nil, nil))
+			err = errors.Join(err, b.Set(k, indexValue(records[i]), nil))
 		}
 	}
 	if err != nil {
@@ -318,7 +318,7 @@ func (s *Store) walk(ctx context.Context, q store.ListQuery, skip int64, load bo
 	}
 	key := emailKey(q.AccountID, "")
 	keyLen := len(key)
-	page := lookups{ids: make([]byte, 0, batch*40), ends: make([]int, 0, batch), order: make([]int, 0, batch),
+	page := lookups{size: batch, prefix: key[:keyLen:keyLen], ids: make([]byte, 0, batch*40),
 		key: make([]byte, 0, keyLen+40)}
 	var probeKey []byte
 	var valid bool
@@ -375,30 +375,40 @@ entries:
 			}
 			continue
 		}
+		// The entry's copy of the record, if it has one (indexValue).
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
 		if !residual {
-			// A page's emails are looked up together (lookups).
-			page.add(k[len(prefix)+timeLen:])
-			if len(page.ends) < batch {
+			// A page's emails are read together (lookups).
+			if err := page.add(k[len(prefix)+timeLen:], v); err != nil {
+				return err
+			}
+			if !page.full() {
 				continue
 			}
-			more, err := page.load(others, key[:keyLen], visit)
+			more, err := page.load(others, visit)
 			if err != nil || !more {
 				return err
 			}
 			continue
 		}
 		key = append(key[:keyLen], k[len(prefix)+timeLen:]...)
-		if found, err := seekExact(others, key); !found {
-			if err != nil {
-				return err
+		if len(v) == 0 {
+			if found, err := seekExact(others, key); !found {
+				if err != nil {
+					return err
+				}
+				return internalf("list: index entry %x has no email", k)
 			}
-			return internalf("list: index entry %x has no email", k)
+			v = others.Value()
 		}
 		if len(recs) == 0 {
 			recs = make([]emailRecord, batch)
 		}
 		r := &recs[0]
-		if err := decodeEmailInto(r, key, others.Value()); err != nil {
+		if err := decodeEmailInto(r, key, v); err != nil {
 			return err
 		}
 		if residual && !m.match(&r.Email) {
@@ -417,27 +427,52 @@ entries:
 	if err := it.Error(); err != nil {
 		return err
 	}
-	_, err = page.load(others, key[:keyLen], visit)
+	_, err = page.load(others, visit)
 	return err
 }
 
-// lookups reads a page of emails by id. The walk finds them newest first,
-// which is descending id order; it reads them in ascending order, in which
-// each seek can start from where the last one ended (Pebble's
-// TrySeekUsingNext) rather than from the top of every level: 23% less
-// time per list of 25 (BenchmarkListByRecipient).
+// lookups gathers a page of emails. Most come decoded from their index
+// entries' copies of their records (indexValue); the rest, entries of
+// schema version 1 or of long records, are read by id. The walk finds them
+// newest first, which is descending id order; it reads them in ascending
+// order, in which each seek can start from where the last one ended
+// (Pebble's TrySeekUsingNext) rather than from the top of every level: 23%
+// less time per list of 25 (BenchmarkListByRecipient) before index entries
+// held records.
 type lookups struct {
-	ids   []byte // the ids, one after another
-	ends  []int  // where each id ends in ids
+	size   int
+	prefix []byte // an email key without its id
+	// recs are the page's records, in the order added; each page gets
+	// records of its own, since visit may keep them.
+	recs []emailRecord
+	// The ids still to be read, one after another, where each ends in
+	// ids, and its place in recs.
+	ids   []byte
+	ends  []int
+	at    []int
 	order []int
 	key   []byte
 }
 
-// add adds the email id to the page.
-func (l *lookups) add(id []byte) {
+// add adds the email id to the page, decoding value when the index entry
+// held a copy of its record.
+func (l *lookups) add(id, value []byte) error {
+	if l.recs == nil {
+		l.recs = make([]emailRecord, 0, l.size)
+	}
+	l.recs = l.recs[:len(l.recs)+1]
+	if len(value) > 0 {
+		l.key = append(append(l.key[:0], l.prefix...), id...)
+		return decodeEmailInto(&l.recs[len(l.recs)-1], l.key, value)
+	}
 	l.ids = append(l.ids, id...)
 	l.ends = append(l.ends, len(l.ids))
+	l.at = append(l.at, len(l.recs)-1)
+	return nil
 }
+
+// full reports whether the page has its size.
+func (l *lookups) full() bool { return len(l.recs) == l.size }
 
 func (l *lookups) id(i int) []byte {
 	start := 0
@@ -447,31 +482,29 @@ func (l *lookups) id(i int) []byte {
 	return l.ids[start:l.ends[i]]
 }
 
-// load reads the page's emails (keys: prefix and id) and visits them in
-// the order added, until visit returns false; it reports whether visit
-// wants more, and empties the page.
-func (l *lookups) load(it *pebble.Iterator, prefix []byte, visit func(*store.Email) bool) (bool, error) {
-	n := len(l.ends)
-	if n == 0 {
+// load reads the page's emails still to be read with it, and visits them
+// all in the order added, until visit returns false; it reports whether
+// visit wants more, and empties the page.
+func (l *lookups) load(it *pebble.Iterator, visit func(*store.Email) bool) (bool, error) {
+	if len(l.recs) == 0 {
 		return true, nil
 	}
-	defer func() { l.ids, l.ends = l.ids[:0], l.ends[:0] }()
+	recs := l.recs
+	defer func() { l.recs, l.ids, l.ends, l.at = nil, l.ids[:0], l.ends[:0], l.at[:0] }()
 	l.order = l.order[:0]
-	for i := range n {
+	for i := range l.ends {
 		l.order = append(l.order, i)
 	}
 	slices.SortFunc(l.order, func(a, b int) int { return bytes.Compare(l.id(a), l.id(b)) })
-	// Each page gets records of its own: visit may keep them.
-	recs := make([]emailRecord, n)
 	for _, i := range l.order {
-		l.key = append(append(l.key[:0], prefix...), l.id(i)...)
+		l.key = append(append(l.key[:0], l.prefix...), l.id(i)...)
 		if found, err := seekExact(it, l.key); !found {
 			if err != nil {
 				return false, err
 			}
 			return false, internalf("list: index entry of %q has no email", l.id(i))
 		}
-		if err := decodeEmailInto(&recs[i], l.key, it.Value()); err != nil {
+		if err := decodeEmailInto(&recs[l.at[i]], l.key, it.Value()); err != nil {
 			return false, err
 		}
 	}
@@ -554,12 +587,17 @@ func (s *Store) UpdateEmail(ctx context.Context, accountID, id string, u store.U
 			if err := b.Delete(statusKey(&r.Email, old), nil); err != nil {
 				return 0, err
 			}
-			if err := b.Set(statusKey(&r.Email, r.Status), nil, nil); err != nil {
+		}
+		result = &r.Email
+		rec := encodeEmail(r)
+		// The index entries hold the record too (indexValue), the new
+		// status's entry included.
+		for _, k := range indexKeys(&r.Email) {
+			if err := b.Set(k, indexValue(rec), nil); err != nil {
 				return 0, err
 			}
 		}
-		result = &r.Email
-		return 1, b.Set(key, encodeEmail(r), nil)
+		return 1, b.Set(key, rec, nil)
 	})
 	if err != nil {
 		return nil, wrap(err, "update email")

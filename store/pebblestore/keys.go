@@ -15,7 +15,7 @@ import (
 //	'v'                                      -> schema version (schemaVersion)
 //	'W' account                              -> empty: the account has (or had) webhooks
 //	'a' account 'e' id                       -> email record (codec.go; no body, id or account)
-//	'a' account 'i' kind [value] time id     -> empty: an index entry
+//	'a' account 'i' kind [value] time id     -> an index entry: the email record, or empty (indexValue)
 //	'a' account 'b' bodyID                   -> body record
 //	'a' account 'c' bodyID                   -> uvarint count of the emails sharing the body, when more than one
 //	'a' account 's'                          -> varint email count | varint sum of RawSize
@@ -39,6 +39,12 @@ import (
 // before 1970. Within one index and value, keys sort by (receivedAt, id)
 // ascending, so a reverse scan yields list order: newest first, then id
 // descending.
+//
+// An index entry holds a copy of the email's record (indexValue), so that
+// a list reads a page from the index it walks, in one range, rather than
+// looking each email up: every write of a record writes its four entries
+// too. An entry of schema version 1, or of a record longer than
+// maxCovered, is empty, and the list looks that email up.
 const (
 	tagVersion  byte = 'v'
 	tagWebhooks byte = 'W'
@@ -69,6 +75,20 @@ const (
 
 // timeLen is the length of the time part of an index key.
 const timeLen = 8
+
+// maxCovered is the longest record an index entry holds a copy of. Records
+// are about 100 bytes; long notes or labels make one longer, and four more
+// copies of it would cost more to write than its lookup costs a list.
+const maxCovered = 512
+
+// indexValue returns what the index entries of the email whose record is
+// rec hold: rec itself, unless it is longer than maxCovered.
+func indexValue(rec []byte) []byte {
+	if len(rec) > maxCovered {
+		return nil
+	}
+	return rec
+}
 
 // accountKey returns the account's prefix followed by part.
 func accountKey(accountID string, part byte, extra int) []byte {

@@ -61,11 +61,12 @@ func (l *Loader) Body(accountID, bodyID string, body *store.Body, refs int) erro
 // Email stores e, whose body is bodyID, with its index entries. The
 // account's totals come with Stats.
 func (l *Loader) Email(e *store.Email, bodyID string) error {
-	if err := l.set(emailKey(e.AccountID, e.ID), encodeEmail(&emailRecord{Email: *e, BodyID: bodyID})); err != nil {
+	rec := encodeEmail(&emailRecord{Email: *e, BodyID: bodyID})
+	if err := l.set(emailKey(e.AccountID, e.ID), rec); err != nil {
 		return err
 	}
 	for _, k := range indexKeys(e) {
-		if err := l.set(k, nil); err != nil {
+		if err := l.set(k, indexValue(rec)); err != nil {
 			return err
 		}
 	}

@@ -36,8 +36,19 @@ import (
 
 // schemaVersion is written to a new store and checked on open: a store of
 // a newer version is refused. A version that adds keys or record formats
-// an older build would misread raises it.
-const schemaVersion = "1"
+// an older build would misread, or writes that it would leave stale,
+// raises it.
+//
+// Version 2: index entries hold a copy of their email's record (keys.go).
+// A build of version 1 would update a record and leave its copies as they
+// were, so it must not open such a store, and refuses it. A store of version
+// 1 is opened and raised to 2: its index entries are empty, and a list
+// looks those emails up, as version 1 did.
+const schemaVersion = "2"
+
+// upgradable is the schema version this build opens and raises to
+// schemaVersion, with no other change.
+const upgradable = "1"
 
 // Store is a store.Store kept in Pebble. It is safe for concurrent use.
 type Store struct {
@@ -261,8 +272,8 @@ func isLocked(err error) bool {
 		strings.Contains(err.Error(), "lock held by current process")
 }
 
-// checkVersion writes the schema version to a new store and refuses one
-// written by a newer mailsink.
+// checkVersion writes the schema version to a new store, raises that of a
+// store of version upgradable, and refuses one written by a newer mailsink.
 func checkVersion(db *pebble.DB, dir string, sync *pebble.WriteOptions) error {
 	v, closer, err := db.Get([]byte{tagVersion})
 	switch {
@@ -271,12 +282,16 @@ func checkVersion(db *pebble.DB, dir string, sync *pebble.WriteOptions) error {
 	case err != nil:
 		return wrap(err, "open "+dir)
 	}
-	defer closer.Close()
-	if string(v) != schemaVersion {
-		return internalf("open %s: the store has schema version %q and this build reads version %s: "+
-			"it was written by a newer mailsink", dir, v, schemaVersion)
+	version := string(v)
+	closer.Close()
+	switch version {
+	case schemaVersion:
+		return nil
+	case upgradable:
+		return wrap(db.Set([]byte{tagVersion}, []byte(schemaVersion), sync), "open "+dir)
 	}
-	return nil
+	return internalf("open %s: the store has schema version %q and this build reads versions %s and %s: "+
+		"it was written by a newer mailsink", dir, version, upgradable, schemaVersion)
 }
 
 // Info implements store.Store.
