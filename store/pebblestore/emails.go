@@ -318,8 +318,10 @@ func (s *Store) walk(ctx context.Context, q store.ListQuery, skip int64, load bo
 	}
 	key := emailKey(q.AccountID, "")
 	keyLen := len(key)
-	page := lookups{size: batch, prefix: key[:keyLen:keyLen], ids: make([]byte, 0, batch*40),
-		key: make([]byte, 0, keyLen+40)}
+	page := listPage{size: batch, prefix: key[:keyLen:keyLen],
+		ids: make([]byte, 0, batch*40), idEnds: make([]int, 0, batch),
+		values: make([]byte, 0, batch*128), valueEnds: make([]int, 0, batch),
+		order: make([]int, 0, batch), key: make([]byte, 0, keyLen+40)}
 	var probeKey []byte
 	var valid bool
 	if q.Before != "" {
@@ -381,10 +383,8 @@ entries:
 			return err
 		}
 		if !residual {
-			// A page's emails are read together (lookups).
-			if err := page.add(k[len(prefix)+timeLen:], v); err != nil {
-				return err
-			}
+			// A page's emails are read together (listPage).
+			page.add(k[len(prefix)+timeLen:], v)
 			if !page.full() {
 				continue
 			}
@@ -431,80 +431,89 @@ entries:
 	return err
 }
 
-// lookups gathers a page of emails. Most come decoded from their index
-// entries' copies of their records (indexValue); the rest, entries of
-// schema version 1 or of long records, are read by id. The walk finds them
-// newest first, which is descending id order; it reads them in ascending
-// order, in which each seek can start from where the last one ended
-// (Pebble's TrySeekUsingNext) rather than from the top of every level: 23%
-// less time per list of 25 (BenchmarkListByRecipient) before index entries
-// held records.
-type lookups struct {
-	size   int
-	prefix []byte // an email key without its id
-	// recs are the page's records, in the order added; each page gets
-	// records of its own, since visit may keep them.
-	recs []emailRecord
-	// The ids still to be read, one after another, where each ends in
-	// ids, and its place in recs.
-	ids   []byte
-	ends  []int
-	at    []int
+// listPage gathers a page of emails: their ids and their index entries'
+// copies of their records (indexValue), copied as the walk finds them, and
+// reads them once the page is full. An email whose entry holds no copy (an
+// entry of schema version 1, or a long record) is looked up by id. The walk
+// finds the page newest first, which is descending id order; those lookups
+// are made in ascending order, in which each seek can start from where the
+// last one ended (Pebble's TrySeekUsingNext) rather than from the top of
+// every level.
+type listPage struct {
+	// size is how many emails make a full page.
+	size int
+	// prefix is an email key without its id.
+	prefix []byte
+	// ids holds the page's ids one after another, and idEnds where each
+	// ends.
+	ids    []byte
+	idEnds []int
+	// values holds the entries' copies one after another (an empty one
+	// for an entry without), and valueEnds where each ends.
+	values    []byte
+	valueEnds []int
+	// order and key are reused by each read of the page.
 	order []int
 	key   []byte
 }
 
-// add adds the email id to the page, decoding value when the index entry
-// held a copy of its record.
-func (l *lookups) add(id, value []byte) error {
-	if l.recs == nil {
-		l.recs = make([]emailRecord, 0, l.size)
-	}
-	l.recs = l.recs[:len(l.recs)+1]
-	if len(value) > 0 {
-		l.key = append(append(l.key[:0], l.prefix...), id...)
-		return decodeEmailInto(&l.recs[len(l.recs)-1], l.key, value)
-	}
+// add adds the email id, whose index entry holds value, to the page.
+func (l *listPage) add(id, value []byte) {
 	l.ids = append(l.ids, id...)
-	l.ends = append(l.ends, len(l.ids))
-	l.at = append(l.at, len(l.recs)-1)
-	return nil
+	l.idEnds = append(l.idEnds, len(l.ids))
+	l.values = append(l.values, value...)
+	l.valueEnds = append(l.valueEnds, len(l.values))
 }
 
 // full reports whether the page has its size.
-func (l *lookups) full() bool { return len(l.recs) == l.size }
+func (l *listPage) full() bool { return len(l.idEnds) == l.size }
 
-func (l *lookups) id(i int) []byte {
+// nth returns the i-th of the byte strings held one after another in b,
+// whose ends are ends.
+func nth(b []byte, ends []int, i int) []byte {
 	start := 0
 	if i > 0 {
-		start = l.ends[i-1]
+		start = ends[i-1]
 	}
-	return l.ids[start:l.ends[i]]
+	return b[start:ends[i]]
 }
 
-// load reads the page's emails still to be read with it, and visits them
-// all in the order added, until visit returns false; it reports whether
-// visit wants more, and empties the page.
-func (l *lookups) load(it *pebble.Iterator, visit func(*store.Email) bool) (bool, error) {
-	if len(l.recs) == 0 {
+// load reads the page's emails, looking up with it those whose entries
+// held no copy, and visits them in the order added until visit returns
+// false; it reports whether visit wants more, and empties the page.
+func (l *listPage) load(it *pebble.Iterator, visit func(*store.Email) bool) (bool, error) {
+	n := len(l.idEnds)
+	if n == 0 {
 		return true, nil
 	}
-	recs := l.recs
-	defer func() { l.recs, l.ids, l.ends, l.at = nil, l.ids[:0], l.ends[:0], l.at[:0] }()
+	defer func() {
+		l.ids, l.idEnds, l.values, l.valueEnds = l.ids[:0], l.idEnds[:0], l.values[:0], l.valueEnds[:0]
+	}()
+	// Each page gets records of its own: visit may keep them.
+	recs := make([]emailRecord, n)
 	l.order = l.order[:0]
-	for i := range l.ends {
-		l.order = append(l.order, i)
+	for i := range n {
+		v := nth(l.values, l.valueEnds, i)
+		if len(v) == 0 {
+			l.order = append(l.order, i)
+			continue
+		}
+		l.key = append(append(l.key[:0], l.prefix...), nth(l.ids, l.idEnds, i)...)
+		if err := decodeEmailInto(&recs[i], l.key, v); err != nil {
+			return false, err
+		}
 	}
-	slices.SortFunc(l.order, func(a, b int) int { return bytes.Compare(l.id(a), l.id(b)) })
+	slices.SortFunc(l.order, func(a, b int) int { return bytes.Compare(nth(l.ids, l.idEnds, a), nth(l.ids, l.idEnds, b)) })
 	for _, i := range l.order {
-		l.key = append(append(l.key[:0], l.prefix...), l.id(i)...)
+		id := nth(l.ids, l.idEnds, i)
+		l.key = append(append(l.key[:0], l.prefix...), id...)
 		if found, err := seekExact(it, l.key); !found {
 			if err != nil {
 				return false, err
 			}
-			return false, internalf("list: index entry of %q has no email", l.id(i))
+			return false, internalf("list: index entry of %q has no email", id)
 		}
-		if err := decodeEmailInto(&recs[l.at[i]], l.key, it.Value()); err != nil {
+		if err := decodeEmailInto(&recs[i], l.key, it.Value()); err != nil {
 			return false, err
 		}
 	}

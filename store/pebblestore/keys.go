@@ -32,7 +32,7 @@ import (
 // a version that adds a key another version would misread raises
 // schemaVersion (pebblestore.go).
 //
-// Index kinds are 'a' (every email of the account, no value), 'r'
+// Index kinds are 'a' (every email of the account, no value part), 'r'
 // recipient, 's' sender and 't' status; value is uvarint(len) | bytes,
 // addresses lower case. time is receivedAt in Unix milliseconds with the
 // sign bit flipped, big-endian, so that byte order is time order, including
@@ -80,6 +80,10 @@ const timeLen = 8
 // are about 100 bytes; long notes or labels make one longer, and four more
 // copies of it would cost more to write than its lookup costs a list.
 const maxCovered = 512
+
+// The copies stay in the tables, next to their keys, where a list reads
+// them: a value of separateValues bytes or more would go to a blob file.
+var _ [separateValues - maxCovered - 1]struct{}
 
 // indexValue returns what the index entries of the email whose record is
 // rec hold: rec itself, unless it is longer than maxCovered.

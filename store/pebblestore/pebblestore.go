@@ -165,8 +165,9 @@ func valueSeparation(rewriteAge time.Duration) pebble.ValueSeparationPolicy {
 
 const (
 	// separateValues is the least value kept in a blob file: a body of a
-	// few lines is; an email's index entries (empty) are not, nor is its
-	// record unless long notes make it that long.
+	// few lines is; an email's record is not unless long notes make it
+	// that long, nor are its index entries' copies of it (maxCovered is
+	// less), which a list reads in place.
 	separateValues = 1 << 10
 	rewriteAge     = time.Minute
 	garbageRatio   = 0.2
