@@ -42,11 +42,12 @@ func (a *API) writeList(w http.ResponseWriter, status int, emails []*store.Email
 	buf := a.buffer()
 	b := append(*buf, `{"items":[`...)
 	var acc pageAccount
+	sums, has := a.summaries(emails)
 	for i, e := range emails {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = a.appendEmailIn(b, e, &acc)
+		b = a.appendEmailIn(b, e, &acc, sums[i], has[i])
 	}
 	b = append(b, "]}\n"...)
 	writeBytes(w, status, b)
@@ -96,7 +97,8 @@ func writeBytes(w http.ResponseWriter, status int, b []byte) {
 
 // appendEmail appends e's summary, as encoding/json writes a.emailJSON(e).
 func (a *API) appendEmail(b []byte, e *store.Email) []byte {
-	return a.appendEmailIn(b, e, &pageAccount{})
+	d, ok := a.summary(e)
+	return a.appendEmailIn(b, e, &pageAccount{}, d, ok)
 }
 
 // pageAccount is where in an answer being written the last email's
@@ -108,9 +110,10 @@ type pageAccount struct {
 	set        bool
 }
 
-// appendEmailIn appends e's summary as appendEmail does, copying the
-// account's JSON from earlier in b when acc says it is there.
-func (a *API) appendEmailIn(b []byte, e *store.Email, acc *pageAccount) []byte {
+// appendEmailIn appends e's summary as appendEmail does, with d (ok false:
+// none) as what the search index holds of its body, copying the account's
+// JSON from earlier in b when acc says it is there.
+func (a *API) appendEmailIn(b []byte, e *store.Email, acc *pageAccount, d search.Summary, ok bool) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, e.ID)
 	b = append(b, `,"account":`...)
@@ -150,7 +153,6 @@ func (a *API) appendEmailIn(b []byte, e *store.Email, acc *pageAccount) []byte {
 	b = appendTime(b, e.UpdatedAt)
 	b = append(b, `,"read":`...)
 	b = strconv.AppendBool(b, e.Read)
-	d, ok := a.summary(e)
 	b = append(b, `,"fromName":`...)
 	switch {
 	case d.FromName != "":
@@ -191,6 +193,14 @@ func (a *API) summary(e *store.Email) (search.Summary, bool) {
 		return search.Summary{}, false
 	}
 	return a.cfg.Search.Summary(e.AccountID, e.ID)
+}
+
+// summaries is summary of each of emails, in one look at the index.
+func (a *API) summaries(emails []*store.Email) ([]search.Summary, []bool) {
+	if a.cfg.Search == nil {
+		return make([]search.Summary, len(emails)), make([]bool, len(emails))
+	}
+	return a.cfg.Search.Summaries(emails)
 }
 
 func appendOptString(b []byte, s *string) []byte {

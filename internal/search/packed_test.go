@@ -133,6 +133,57 @@ func TestSummaryAsDigest(t *testing.T) {
 	}
 }
 
+// TestSummariesAsSummary: a page's summaries read together are each
+// email's Summary, across accounts, for emails without a digest, emails
+// the index does not hold, ids that are not UUIDs, and an unknown account.
+func TestSummariesAsSummary(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var page []*store.Email
+	for i := range 300 {
+		account := []string{"a", "b", "c"}[rng.IntN(3)]
+		id := store.NewID()
+		if i%17 == 0 {
+			id = fmt.Sprintf("odd-id-%d", i)
+		}
+		e := &store.Email{ID: id, AccountID: account, Status: store.StatusReceived}
+		switch i % 5 {
+		case 0: // not in the index
+		case 1: // no digest yet
+			x.Put(e)
+		default:
+			x.Put(e)
+			x.SetDigest(account, id, &Digest{FromNames: []string{fmt.Sprint("name ", i)}, Snippet: strings.Repeat("w", i),
+				Attachments: i % 3, Text: "some words"})
+		}
+		page = append(page, e)
+	}
+	page = append(page, &store.Email{ID: store.NewID(), AccountID: "unknown"})
+	// Runs of one account, as a page has, and alternating ones.
+	slices.SortStableFunc(page[:150], func(a, b *store.Email) int { return strings.Compare(a.AccountID, b.AccountID) })
+	sums, has := x.Summaries(page)
+	if len(sums) != len(page) || len(has) != len(page) {
+		t.Fatalf("%d summaries, %d flags for %d emails", len(sums), len(has), len(page))
+	}
+	digested := 0
+	for i, e := range page {
+		want, ok := x.Summary(e.AccountID, e.ID)
+		if has[i] != ok || sums[i] != want {
+			t.Errorf("email %d (%s/%s): %+v, %v; Summary gives %+v, %v", i, e.AccountID, e.ID, sums[i], has[i], want, ok)
+		}
+		if ok {
+			digested++
+		}
+	}
+	if digested < 150 {
+		t.Errorf("only %d of the emails have a digest", digested)
+	}
+	if sums, has := x.Summaries(nil); len(sums) != 0 || len(has) != 0 {
+		t.Errorf("Summaries(nil) = %v, %v", sums, has)
+	}
+}
+
 // TestCandidatesKeepTheirDigest: a scan reads each email's digest into one
 // scratch Digest; the emails whose body must be read are decided later,
 // and must be decided with their own digest, not the last one read. Every

@@ -765,6 +765,12 @@ func (s *Service) Stats(ctx context.Context, accountID string) (Stats, error) {
 // false when the index has none yet (Index.Summary).
 func (s *Service) Summary(accountID, id string) (Summary, bool) { return s.idx.Summary(accountID, id) }
 
+// Summaries is Summary of each of emails, in one look at the index
+// (Index.Summaries).
+func (s *Service) Summaries(emails []*store.Email) ([]Summary, []bool) {
+	return s.idx.Summaries(emails)
+}
+
 // Index gives the index, for tests.
 func (s *Service) Index() *Index { return s.idx }
 
