@@ -1,10 +1,15 @@
 package mailparse
 
 import (
+	"bufio"
+	"bytes"
 	"net/mail"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/emersion/go-message/textproto"
 )
 
 // checkScan checks that scanSummaryFields, where it reads a header block,
@@ -94,6 +99,21 @@ func FuzzParseDate(f *testing.F) {
 		}
 		if !fast.Equal(slow) || fast.String() != slow.String() {
 			t.Fatalf("%q: the usual layout parses %v, net/mail %v", v, fast, slow)
+		}
+	})
+}
+
+// FuzzHeaderReader: go-message reads a header block through headerReader
+// as it does through bufio's default reader.
+func FuzzHeaderReader(f *testing.F) {
+	f.Add([]byte("Subject: hi\r\nFrom: a@example.com\r\n\r\n"))
+	f.Add([]byte("X-Long: " + strings.Repeat("y", 5000) + "\r\n folded\r\nTo: b@example.com\r\n\r\n"))
+	f.Add([]byte("Bad line\r\n\tcont\r\nA:\r"))
+	f.Fuzz(func(t *testing.T, hdr []byte) {
+		a, errA := textproto.ReadHeader(headerReader(hdr))
+		b, errB := textproto.ReadHeader(bufio.NewReader(bytes.NewReader(hdr)))
+		if (errA == nil) != (errB == nil) || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%q: %v, %v; bufio's default reader: %v, %v", hdr, a, errA, b, errB)
 		}
 	})
 }
