@@ -13,6 +13,7 @@ import (
 	"github.com/mailsink/mailsink/config"
 	"github.com/mailsink/mailsink/internal/accounts"
 	"github.com/mailsink/mailsink/internal/jsonenc"
+	"github.com/mailsink/mailsink/internal/search"
 	"github.com/mailsink/mailsink/store"
 )
 
@@ -144,6 +145,43 @@ func TestAppendEmailMatchesEncodingJSON(t *testing.T) {
 			a.writeItem(got, http.StatusCreated, emails[0])
 			sameAnswer(t, got, referenceItem(a, http.StatusCreated, emails[0]))
 		}
+		if t.Failed() {
+			t.Fatalf("iteration %d", i)
+		}
+	}
+}
+
+// TestAppendEmailWithSummaries: a list's page, whose summaries are read
+// from the search index together, is what encoding/json writes from each
+// email's own summary, for emails with a digest, without one, and not in
+// the index.
+func TestAppendEmailWithSummaries(t *testing.T) {
+	t.Parallel()
+	a := testAPI()
+	svc := search.NewService(nil, search.Config{})
+	a.cfg.Search = svc
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 500 {
+		emails := make([]*store.Email, r.IntN(30))
+		for j := range emails {
+			e := randomEmail(r)
+			if r.IntN(2) == 0 {
+				e.ID = store.NewID()
+			}
+			emails[j] = e
+			switch r.IntN(3) {
+			case 0: // not in the index
+			case 1:
+				svc.Index().Put(e)
+			default:
+				svc.Index().Put(e)
+				svc.Index().SetDigest(e.AccountID, e.ID, &search.Digest{FromNames: []string{randomString(r)},
+					Snippet: randomString(r), Attachments: r.IntN(4), Text: "words"})
+			}
+		}
+		got := httptest.NewRecorder()
+		a.writeList(got, http.StatusOK, emails)
+		sameAnswer(t, got, referenceList(a, http.StatusOK, emails))
 		if t.Failed() {
 			t.Fatalf("iteration %d", i)
 		}

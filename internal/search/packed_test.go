@@ -273,3 +273,39 @@ func TestFieldHasPhraseAsTokens(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSummaries reads the summaries of a page of 25 emails, taken at
+// random from 100,000 with digests, together (Summaries) and one by one
+// (Summary), as a list did before.
+func BenchmarkSummaries(b *testing.B) {
+	x := NewIndex()
+	rng := rand.New(rand.NewPCG(9, 10))
+	emails := make([]*store.Email, 100_000)
+	for i := range emails {
+		e := &store.Email{ID: store.NewID(), AccountID: "a", Status: store.StatusReceived}
+		x.Put(e)
+		x.SetDigest("a", e.ID, &Digest{FromNames: []string{fmt.Sprint("Sender ", i)}, Snippet: strings.Repeat("word ", 32),
+			Attachments: i % 3, Text: fmt.Sprint("words of email ", i)})
+		emails[i] = e
+	}
+	page := make([]*store.Email, 25)
+	pick := func() {
+		for i := range page {
+			page[i] = emails[rng.IntN(len(emails))]
+		}
+	}
+	b.Run("together", func(b *testing.B) {
+		for b.Loop() {
+			pick()
+			x.Summaries(page)
+		}
+	})
+	b.Run("one-by-one", func(b *testing.B) {
+		for b.Loop() {
+			pick()
+			for _, e := range page {
+				x.Summary(e.AccountID, e.ID)
+			}
+		}
+	})
+}
