@@ -488,6 +488,8 @@ end
 //
 // Without a bound or a cursor it asks ZREVRANGE for the ranks alone, which
 // stops at the end of the index by itself, and skips counting the index.
+// ListEmails reads such pages with plain commands (plainPage) and runs the
+// script for them only when those cannot give the script's answer.
 var pageScript = redis.NewScript(indexRange + `
 local off, lim = tonumber(ARGV[5]), tonumber(ARGV[6])
 local last = off + lim - 1
