@@ -19,11 +19,7 @@ import (
 func scriptPage(t *testing.T, s *Store, q store.ListQuery) []*store.Email {
 	t.Helper()
 	ctx := context.Background()
-	k := s.account(q.AccountID)
-	f, err := s.filter(ctx, k, q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, f := queryFilter(t, s, q)
 	v, err := pageScript.Run(ctx, s.client, f.indexes, k.emailPrefix(), f.since, f.cursorScore, f.cursorID,
 		formatInt(q.Offset), q.Limit, k.records()).Slice()
 	if err != nil {
@@ -40,17 +36,24 @@ func scriptPage(t *testing.T, s *Store, q store.ListQuery) []*store.Email {
 // leaving it to the script.
 func plainTaken(t *testing.T, s *Store, q store.ListQuery) bool {
 	t.Helper()
-	ctx := context.Background()
-	k := s.account(q.AccountID)
-	f, err := s.filter(ctx, k, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ok, err := s.plainPage(ctx, k, f, q)
+	k, f := queryFilter(t, s, q)
+	_, ok, err := s.plainPage(context.Background(), k, f, q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ok
+}
+
+// queryFilter returns q's account keys and filter, as ListEmails makes
+// them, for calling its two ways of reading a page directly.
+func queryFilter(t *testing.T, s *Store, q store.ListQuery) (accountKeys, filter) {
+	t.Helper()
+	k := s.account(q.AccountID)
+	f, err := s.filter(context.Background(), k, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, f
 }
 
 // commandNames records the names of the commands a client sends.

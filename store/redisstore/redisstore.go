@@ -499,7 +499,7 @@ func (s *Store) ListEmails(ctx context.Context, q store.ListQuery) ([]*store.Ema
 // no cursor) without a script: the ids with ZREVRANGE, then their records
 // with HMGET. pageScript hands every record it returns to Lua, which
 // hashes each string it is given byte by byte: on a page of 25 records
-// that was most of what redis-server spent on a list (docs/benchmarks.md,
+// about a quarter of what redis-server spent on a list (docs/benchmarks.md,
 // "A list page without a script"). The two reads are not one snapshot, so
 // the page is kept only when each id still has a record of the current
 // layout and, on a status index, still that status: each email is then as
