@@ -87,7 +87,8 @@
 // behind a (score, id) cursor, testing membership in the others and the
 // label on each email's labels; a subject filter is tested here on the
 // metadata of each batch. Pages and batches are read by Lua scripts, so they
-// never see an index entry without its email.
+// never see an index entry without its email; a first page is read with two
+// plain commands and kept only when each entry's email is there (plainPage).
 //
 // The stats hash came after the first release and is not rebuilt: an email
 // stored by an older release has no sb, so it is in the count but not in the
@@ -455,7 +456,7 @@ func (s *Store) GetBody(ctx context.Context, accountID, id string) (*store.Body,
 // (ReceivedAt, then id, descending). Without a subject or label filter and
 // with at most one of the recipient, sender and status filters it reads one
 // index page, at a cost that grows with the offset's logarithm and the
-// limit. With more filters it walks the smallest matching index in bounded
+// limit (without Since or Before, with two plain commands: plainPage). With more filters it walks the smallest matching index in bounded
 // batches, and the subject and label filters are tested on the metadata of
 // each batch, so the cost grows with the number of emails examined; memory
 // stays bounded by the batch size and the limit. q.Before costs one more
