@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -273,6 +275,53 @@ func TestOlderLayout(t *testing.T) {
 		}
 		if n, err := s.client.Exists(ctx, k.checks(oa.ID), k.checks(na.ID)).Result(); err != nil || n != 0 {
 			t.Errorf("check results of deleted emails: EXISTS = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// TestOlderLayoutReadInLists marks emails of the older layout read, as a
+// user does after the upgrade, and checks that every way of listing them
+// (a page of one index, a scan for a subject or a label, a page after a
+// cursor) says they are read, as GetEmail does, and the others unread.
+func TestOlderLayoutReadInLists(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, newStore func(t testing.TB) *Store) {
+		t.Parallel()
+		ctx := context.Background()
+		s := newStore(t)
+		var older []*store.Email
+		for i := range 4 {
+			e := testEmail(acct, "a@example.com", "o@example.com", 1000+int64(i))
+			e.Subject, e.Labels = ptr(fmt.Sprintf("Older %d", i)), []string{"x"}
+			createOlder(t, s, testBody("older"), e)
+			older = append(older, e)
+		}
+		read := map[string]bool{older[1].ID: true, older[3].ID: true}
+		for id := range read {
+			if _, err := s.UpdateEmail(ctx, acct, id, store.Update{Read: ptr(true), UpdatedAt: time.UnixMilli(2000).UTC()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, q := range []store.ListQuery{{}, {Recipient: "a@example.com"}, {Status: store.StatusReceived}, {Subject: "older"},
+			{Label: "x"}, {Sender: "o@example.com", Recipient: "a@example.com"}, {Before: older[3].ID}} {
+			q.AccountID, q.Limit = acct, 10
+			got, err := s.ListEmails(ctx, q)
+			if err != nil {
+				t.Fatalf("ListEmails(%+v): %v", q, err)
+			}
+			if len(got) == 0 {
+				t.Fatalf("ListEmails(%+v) found none", q)
+			}
+			for _, e := range got {
+				if e.Read != read[e.ID] {
+					t.Errorf("ListEmails(%+v): email %s read %v, want %v", q, e.ID, e.Read, read[e.ID])
+				}
+			}
+		}
+		for _, e := range older {
+			if got, err := s.GetEmail(ctx, acct, e.ID); err != nil || got.Read != read[e.ID] {
+				t.Errorf("GetEmail(%s) = %+v, %v; want read %v", e.ID, got, err, read[e.ID])
+			}
 		}
 	})
 }

@@ -518,13 +518,16 @@ return math.max(total - start, 0)
 // loadFn defines load(rk, ep, id), which returns the record of email id
 // from the records hash rk or, for an email of the older layout, its
 // metadata hash under the key prefix ep, joined into a record (with an
-// empty size part), or nil when there is no such email.
+// empty size part, and its read flag, which updateScript keeps there as
+// "rd"), or nil when there is no such email.
 const loadFn = `
 local function loadOld(ep, id)
-  local o = redis.call('HMGET', ep .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd')
+  local o = redis.call('HMGET', ep .. id, 'm', 'st', 'subj', 'notes', 'labels', 'upd', 'rd')
   if not o[1] then return nil end
   for j = 2, 6 do o[j] = o[j] or 'null' end
-  return table.concat(o, '\n') .. '\n'
+  local rd = o[7] or '0'
+  o[7] = nil
+  return table.concat(o, '\n') .. '\n\n' .. rd
 end
 local function load(rk, ep, id)
   return redis.call('HGET', rk, id) or loadOld(ep, id)
