@@ -120,7 +120,7 @@ func WithLockTimeout(d time.Duration) Option {
 // its memtables too): past it, creates fail with code Full, as on a full
 // disk. 0, the default on disk, leaves only the disk's own bound. On disk,
 // the spent log files Pebble keeps for reuse are not counted: up to five,
-// each about the size of a memtable (16 MiB).
+// each about the size of a memtable (8 MiB).
 func WithMaxBytes(n int64) Option {
 	return func(o *options) { o.maxBytes = n }
 }
@@ -131,10 +131,26 @@ func WithMaxBytes(n int64) Option {
 // would stop the process.
 const DefaultReserve = 128 << 20
 
-// memTableSize is the size of Pebble's memtables on disk. A batch of more
-// than half of it (a large message) is written to the log and flushed as a
-// table of its own.
-const memTableSize = 16 << 20
+// memTableSize is the size of Pebble's memtables on disk. Pebble holds two
+// of them, the one being written and a spent one it keeps to reuse, so
+// each MiB of it is two of the process's memory. A batch of more than half
+// of it (a large message) is written to the log and flushed as a table of
+// its own.
+const memTableSize = 8 << 20
+
+// l0Compaction is how many sublevels of level 0 (each one flushed
+// memtable) wait before Pebble compacts them into the next level, and
+// l0StopWrites how many stall writes (Pebble's defaults are 4 and 12).
+// Such a compaction rewrites the part of that level the flushes overlap,
+// which is most of it: the index entries of new mail spread over the
+// account's recipients and senders. Eight flushes of 8 MiB rewrite it as
+// often as four of 16 MiB did, where four of 8 MiB rewrote it twice as
+// often (twice the bytes compacted, docs/benchmarks.md). A list merges
+// the sublevels waiting: up to seven, where it merged up to three.
+const (
+	l0Compaction = 8
+	l0StopWrites = 3 * l0Compaction
+)
 
 // blockCache is the block cache Pebble keeps beyond its memtables, whose
 // memory it counts against the same budget (Options.CacheSize): without
@@ -208,9 +224,11 @@ func open(fsys vfs.FS, dir string, memory bool, o options) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	popts := &pebble.Options{
-		FS:                 fsys,
-		FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize:       o.memTableSize,
+		FS:                    fsys,
+		FormatMajorVersion:    pebble.FormatNewest,
+		MemTableSize:          o.memTableSize,
+		L0CompactionThreshold: l0Compaction,
+		L0StopWritesThreshold: l0StopWrites,
 		// Writes stall only when two memtables wait for their flush.
 		MemTableStopWritesThreshold: 4,
 		Logger:                      pebbleLogger{log},
