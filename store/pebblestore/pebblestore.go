@@ -92,8 +92,6 @@ type options struct {
 	// reserve is the free disk space creates leave for Pebble's flushes
 	// and compactions.
 	reserve int64
-	// memTableSize is Pebble's MemTableSize.
-	memTableSize uint64
 	// rewriteAge is the age past which a blob file with garbage is
 	// rewritten (valueSeparation).
 	rewriteAge time.Duration
@@ -131,31 +129,42 @@ func WithMaxBytes(n int64) Option {
 // would stop the process.
 const DefaultReserve = 128 << 20
 
-// memTableSize is the size of Pebble's memtables on disk. Pebble holds two
-// of them, the one being written and a spent one it keeps to reuse, so
-// each MiB of it is two of the process's memory. A batch of more than half
-// of it (a large message) is written to the log and flushed as a table of
-// its own.
+// memTableSize is the size of Pebble's memtables, on disk and in memory
+// (where they count against the store's bound). Pebble holds at least two,
+// the one being written and a spent one it keeps to reuse, and charges
+// each to the block cache's budget (Options.CacheSize), whose rest holds
+// blocks. A batch of more than half of it (a large message) is written to
+// the log and flushed as a table of its own.
 const memTableSize = 8 << 20
 
-// l0Compaction is how many sublevels of level 0 (each one flushed
-// memtable) wait before Pebble compacts them into the next level, and
-// l0StopWrites how many stall writes (Pebble's defaults are 4 and 12).
-// Such a compaction rewrites the part of that level the flushes overlap,
-// which is most of it: the index entries of new mail spread over the
-// account's recipients and senders. Eight flushes of 8 MiB rewrite it as
-// often as four of 16 MiB did, where four of 8 MiB rewrote it twice as
-// often (twice the bytes compacted, docs/benchmarks.md). A list merges
-// the sublevels waiting: up to seven, where it merged up to three.
+// l0Compaction sets when Pebble compacts level 0 into the next level: once
+// about l0Compaction/2 sublevels (each a flushed memtable) wait, as Pebble
+// counts their depth twice. Writes stall at l0StopWrites sublevels.
+// (Pebble's defaults are 4 and 12.) Each such compaction rewrites most of
+// the next level, since the index entries of new mail spread over the
+// account's recipients and senders, so the bytes compacted grow with the
+// number of compactions: the trigger is twice Pebble's for memtables half
+// the size of 16 MiB, so that they compact as much as 16 MiB memtables
+// with Pebble's trigger (BenchmarkIngestCompactions, docs/benchmarks.md).
+// Lists merge the sublevels that wait.
 const (
 	l0Compaction = 8
 	l0StopWrites = 3 * l0Compaction
 )
 
-// blockCache is the block cache Pebble keeps beyond its memtables, whose
-// memory it counts against the same budget (Options.CacheSize): without
-// room left beside them, no block stays cached and every lookup of a new
-// id reads filter blocks from the files.
+// queuedWrites bounds the bytes of the memtables and large batches that
+// wait for their flush (Options.MemTableStopWritesThreshold counts it in
+// memtables): past it, writes stall. A 25 MB message fits beside a
+// memtable, and the next one waits for their flush (docs/benchmarks.md
+// measured no more time or CPU for 100 of them at once than with twice
+// the bound).
+const queuedWrites = 32 << 20
+
+// blockCache is the block cache Pebble keeps beyond its memtables (as
+// many as queuedWrites holds), whose memory it counts against the same
+// budget (Options.CacheSize): without room left beside them, no block
+// stays cached and every lookup of a new id reads filter blocks from the
+// files.
 const blockCache = 32 << 20
 
 // valueSeparation has Pebble keep values of separateValues bytes or more
@@ -189,16 +198,12 @@ const (
 	garbageRatio   = 0.2
 )
 
-// memoryTableSize is the memtables' size in memory, where they count
-// against the store's bound.
-const memoryTableSize = 8 << 20
-
 // Open opens the store in the directory dir, creating it (and dir) when it
 // does not exist. When another process holds the directory, Open fails
 // after the lock timeout with an error with code Unavailable. Its errors are
 // for the operator, not a client: they name the directory.
 func Open(dir string, opts ...Option) (*Store, error) {
-	o := options{lockTimeout: time.Second, reserve: DefaultReserve, memTableSize: memTableSize, rewriteAge: rewriteAge,
+	o := options{lockTimeout: time.Second, reserve: DefaultReserve, rewriteAge: rewriteAge,
 		reclaimEvery: reclaimEvery}
 	for _, opt := range opts {
 		opt(&o)
@@ -210,7 +215,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // and holds at most maxBytes (see WithMaxBytes; 0 bounds it only by the
 // memory there is). Nothing of it survives Close.
 func OpenInMemory(maxBytes int64, opts ...Option) (*Store, error) {
-	o := options{memTableSize: memoryTableSize, rewriteAge: rewriteAge, reclaimEvery: reclaimEvery}
+	o := options{rewriteAge: rewriteAge, reclaimEvery: reclaimEvery}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -224,13 +229,12 @@ func open(fsys vfs.FS, dir string, memory bool, o options) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	popts := &pebble.Options{
-		FS:                    fsys,
-		FormatMajorVersion:    pebble.FormatNewest,
-		MemTableSize:          o.memTableSize,
-		L0CompactionThreshold: l0Compaction,
-		L0StopWritesThreshold: l0StopWrites,
-		// Writes stall only when two memtables wait for their flush.
-		MemTableStopWritesThreshold: 4,
+		FS:                          fsys,
+		FormatMajorVersion:          pebble.FormatNewest,
+		MemTableSize:                memTableSize,
+		L0CompactionThreshold:       l0Compaction,
+		L0StopWritesThreshold:       l0StopWrites,
+		MemTableStopWritesThreshold: queuedWrites / memTableSize,
 		Logger:                      pebbleLogger{log},
 		EventListener:               eventListener(log),
 		// In memory there is nothing to recover after a crash: no log.
@@ -242,10 +246,10 @@ func open(fsys vfs.FS, dir string, memory bool, o options) (*Store, error) {
 		// reading a block.
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	popts.CacheSize = int64(popts.MemTableStopWritesThreshold)*int64(o.memTableSize) + blockCache
+	popts.CacheSize = queuedWrites + blockCache
 	if memory {
 		// The files are in memory already.
-		popts.CacheSize = int64(popts.MemTableStopWritesThreshold)*int64(o.memTableSize) + 4<<20
+		popts.CacheSize = queuedWrites + 4<<20
 	}
 	if !memory {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

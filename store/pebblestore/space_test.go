@@ -125,7 +125,7 @@ func dirSize(t testing.TB, dir string) (tables, logs int64) {
 
 // maxLogs bounds the log files Pebble keeps: the one in use and, for
 // reuse, one more than the memtables it may hold.
-const maxLogs = (4 + 2) * memTableSize
+const maxLogs = (queuedWrites/memTableSize + 2) * memTableSize
 
 // TestSpaceComesBack stores 2 KB messages as SMTP does, compacts, and
 // checks the disk per email (its tables at most raw + 1 KB, the log files
