@@ -118,7 +118,7 @@ func WithLockTimeout(d time.Duration) Option {
 // its memtables too): past it, creates fail with code Full, as on a full
 // disk. 0, the default on disk, leaves only the disk's own bound. On disk,
 // the spent log files Pebble keeps for reuse are not counted: up to five,
-// each about the size of a memtable (8 MiB).
+// each the size of a memtable (8 MiB) or more after a large message.
 func WithMaxBytes(n int64) Option {
 	return func(o *options) { o.maxBytes = n }
 }
@@ -134,7 +134,7 @@ const DefaultReserve = 128 << 20
 // the one being written and a spent one it keeps to reuse, and charges
 // each to the block cache's budget (Options.CacheSize), whose rest holds
 // blocks. A batch of more than half of it (a large message) is written to
-// the log and flushed as a table of its own.
+// the log and queued for its flush as it is, with no copy in a memtable.
 const memTableSize = 8 << 20
 
 // l0Compaction sets when Pebble compacts level 0 into the next level: once
@@ -143,28 +143,28 @@ const memTableSize = 8 << 20
 // (Pebble's defaults are 4 and 12.) Each such compaction rewrites most of
 // the next level, since the index entries of new mail spread over the
 // account's recipients and senders, so the bytes compacted grow with the
-// number of compactions: the trigger is twice Pebble's for memtables half
-// the size of 16 MiB, so that they compact as much as 16 MiB memtables
-// with Pebble's trigger (BenchmarkIngestCompactions, docs/benchmarks.md).
-// Lists merge the sublevels that wait.
+// number of compactions: one waits for about l0Compaction/2 memtables,
+// 32 MiB of flushes (BenchmarkIngestCompactions measures the bytes
+// compacted, docs/benchmarks.md). Lists merge the sublevels that wait.
 const (
 	l0Compaction = 8
 	l0StopWrites = 3 * l0Compaction
 )
 
-// queuedWrites bounds the bytes of the memtables and large batches that
-// wait for their flush (Options.MemTableStopWritesThreshold counts it in
-// memtables): past it, writes stall. A 25 MB message fits beside a
-// memtable, and the next one waits for their flush (docs/benchmarks.md
-// measured no more time or CPU for 100 of them at once than with twice
-// the bound).
+// queuedWrites bounds the bytes of the memtables and large batches queued,
+// the memtable being written included (Options.MemTableStopWritesThreshold
+// counts it in memtables): once they reach it, a write that needs a new
+// memtable stalls until flushes make room. So a 25 MB message queued beside
+// a full memtable holds the next one back until their flush; 100 of them
+// at once took no more time or CPU than with twice the bound
+// (docs/benchmarks.md).
 const queuedWrites = 32 << 20
 
-// blockCache is the block cache Pebble keeps beyond its memtables (as
-// many as queuedWrites holds), whose memory it counts against the same
-// budget (Options.CacheSize): without room left beside them, no block
-// stays cached and every lookup of a new id reads filter blocks from the
-// files.
+// blockCache is the block cache Pebble keeps beyond its memtables and
+// large batches (as many as queuedWrites holds), whose memory it counts
+// against the same budget (Options.CacheSize): without room left beside
+// them, no block stays cached and every lookup of a new id reads filter
+// blocks from the files.
 const blockCache = 32 << 20
 
 // valueSeparation has Pebble keep values of separateValues bytes or more
