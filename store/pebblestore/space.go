@@ -73,9 +73,10 @@ func (r *room) measure() {
 	if r.maxBytes > 0 {
 		m := r.s.db.Metrics()
 		// Spent log files that Pebble keeps to write its next logs into
-		// (as many as MemTableStopWritesThreshold+1, each up to about a
-		// memtable) hold no mail and do not grow: counted, they kept an
-		// emptied 24 MiB store full (TestFullThenRoomAgain).
+		// (as many as MemTableStopWritesThreshold+1, each as long as it
+		// was: about a memtable, more if it held a large message) hold no
+		// mail and do not grow: counted, they kept an emptied 24 MiB store
+		// full (TestFullThenRoomAgain).
 		used := int64(m.DiskSpaceUsage() - m.WAL.ObsoletePhysicalSize)
 		if r.memory {
 			used += int64(m.MemTable.Size)
