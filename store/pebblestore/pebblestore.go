@@ -117,8 +117,9 @@ func WithLockTimeout(d time.Duration) Option {
 // WithMaxBytes bounds the bytes the store holds (its files, and in memory
 // its memtables too): past it, creates fail with code Full, as on a full
 // disk. 0, the default on disk, leaves only the disk's own bound. On disk,
-// the spent log files Pebble keeps for reuse are not counted: up to five,
-// each the size of a memtable (8 MiB) or more after a large message.
+// the spent log files Pebble keeps for reuse are not counted: up to
+// queuedWrites/memTableSize+1 (nine), each the size of a memtable (4 MiB)
+// or more after a large message.
 func WithMaxBytes(n int64) Option {
 	return func(o *options) { o.maxBytes = n }
 }
@@ -133,9 +134,11 @@ const DefaultReserve = 128 << 20
 // (where they count against the store's bound). Pebble holds at least two,
 // the one being written and a spent one it keeps to reuse, and charges
 // each to the block cache's budget (Options.CacheSize), whose rest holds
-// blocks. A batch of more than half of it (a large message) is written to
-// the log and queued for its flush as it is, with no copy in a memtable.
-const memTableSize = 8 << 20
+// blocks: after make bench's ingest rows they were most of Pebble's part of
+// the heap, and 8 MiB ones kept RSS above 100 MiB (docs/benchmarks.md). A
+// batch of more than half of it (a message over 2 MiB) is written to the
+// log and queued for its flush as it is, with no copy in a memtable.
+const memTableSize = 4 << 20
 
 // l0Compaction sets when Pebble compacts level 0 into the next level: once
 // about l0Compaction/2 sublevels (each a flushed memtable) wait, as Pebble
@@ -144,10 +147,11 @@ const memTableSize = 8 << 20
 // the next level, since the index entries of new mail spread over the
 // account's recipients and senders, so the bytes compacted grow with the
 // number of compactions: one waits for about l0Compaction/2 memtables,
-// 32 MiB of flushes (BenchmarkIngestCompactions measures the bytes
-// compacted, docs/benchmarks.md). Lists merge the sublevels that wait.
+// 32 MiB of flushes, as many bytes as with larger memtables and a lower
+// threshold (BenchmarkIngestCompactions measures the bytes compacted,
+// docs/benchmarks.md). Lists merge the sublevels that wait.
 const (
-	l0Compaction = 8
+	l0Compaction = 16
 	l0StopWrites = 3 * l0Compaction
 )
 
