@@ -58,12 +58,15 @@ func BenchmarkListByRecipient(b *testing.B) {
 // 100 KB, into a new store as SMTP deliveries (fillLikeSMTP: prose, where
 // make bench's 100 KB row sends an attachment), and reports the bytes
 // Pebble's compactions wrote per email once they and the flushes are
-// done: the work memTableSize and l0Compaction trade against memory. It
+// done, to tables and, when a table would refer to more than
+// MaxBlobReferenceDepth overlapping blob files, to bodies rewritten into
+// new blob files: the work memTableSize and l0Compaction trade against
+// memory. It
 // stops with the last memtable unflushed and up to l0Compaction/2
 // sublevels waiting, so runs a few per cent apart compact about the same.
 // An iteration takes about half a minute: run it with -benchtime 1x.
 func BenchmarkIngestCompactions(b *testing.B) {
-	var compacted, flushes, emails int64
+	var compacted, blobs, flushes, emails int64
 	for b.Loop() {
 		s, err := Open(filepath.Join(b.TempDir(), "store"))
 		if err != nil {
@@ -78,12 +81,14 @@ func BenchmarkIngestCompactions(b *testing.B) {
 		emails += 65000
 		m := settled(b, s)
 		compacted += int64(m.Total().TableBytesCompacted)
+		blobs += int64(m.Total().BlobBytesCompacted)
 		flushes += m.Flush.Count
 		if err := s.Close(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(compacted)/float64(emails), "compacted-B/email")
+	b.ReportMetric(float64(blobs)/float64(emails), "blob-rewritten-B/email")
 	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
 }
 

@@ -168,7 +168,7 @@ func (r *Report) Markdown() string {
 	if len(r.Footprints) > 0 || r.Fsync != nil {
 		b.WriteString("Storage per email, each store on a mailsink of its own (`footprint-2k`: 2 KB plain messages, one recipient each, 8 reused connections; " +
 			"Redis: `used_memory` from `INFO memory` right before and right after the ingest, and the sum of `MEMORY USAGE key SAMPLES 0` over the server's key prefix; " +
-			"embedded: mailsink stopped, every file of the data directory added up, and again without Pebble's log files, which it keeps for reuse, at most six memtables' worth):\n\n")
+			"embedded: mailsink stopped, every file of the data directory added up, and again without Pebble's log files, which it keeps for reuse, up to ten memtables' worth or more after large messages):\n\n")
 		b.WriteString("| store | emails × raw bytes | measure | per email |\n|---|---|---|---:|\n")
 		for _, f := range r.Footprints {
 			if f.Emails == 0 {
