@@ -524,9 +524,10 @@ func checkFullStore(t *testing.T, b testenv.Backend, big string) {
 		}
 		ids = append(ids, resp.JSON(t)["item"].(map[string]any)["id"].(string))
 	}
-	// The message's text must not compress: the Redis store keeps raw
-	// sources compressed, and 200 KB of one letter would fit.
-	noise := make([]byte, 100_000)
+	// The message is as large as the creates that filled the store, and
+	// its text must not compress: the Redis store keeps raw sources
+	// compressed, and 200 KB of one letter would fit.
+	noise := make([]byte, max(len(big)/2, 100_000))
 	_, _ = rand.Read(noise)
 	c := dialSMTP(t, e.SMTP)
 	err := c.SendMail("app@example.com", []string{"r@acme.test"}, strings.NewReader("Subject: x\r\n\r\n"+hex.EncodeToString(noise)+"\r\n"))
