@@ -135,9 +135,10 @@ const DefaultReserve = 128 << 20
 // the one being written and a spent one it keeps to reuse, and charges
 // each to the block cache's budget (Options.CacheSize), whose rest holds
 // blocks: after make bench's ingest rows they were most of Pebble's part of
-// the heap, and 8 MiB ones kept RSS above 100 MiB (docs/benchmarks.md). A
-// batch of more than half of it (a message over 2 MiB) is written to the
-// log and queued for its flush as it is, with no copy in a memtable.
+// the heap, and with 8 MiB ones RSS was 105.8 MiB in its run of 2026-11-28
+// 20:56 UTC, 98.5 MiB with 4 MiB (docs/benchmarks.md). A batch of more
+// than half of it (a message over about 2 MiB) is written to the log and
+// queued for its flush as it is, with no copy in a memtable.
 const memTableSize = 4 << 20
 
 // l0Compaction sets when Pebble compacts level 0 into the next level: once
@@ -172,10 +173,12 @@ const queuedWrites = 32 << 20
 const blockCache = 32 << 20
 
 // valueSeparation has Pebble keep values of separateValues bytes or more
-// (message bodies) in blob files that compactions do not rewrite: they
-// carry only the keys and a reference, where they rewrote every body each
-// time its table moved down a level (most of the CPU of storing 25 MB
-// messages, and copies of them in memory, docs/benchmarks.md). Records
+// (message bodies) in blob files, which compactions rewrite only when a
+// table would refer to more than MaxBlobReferenceDepth overlapping ones
+// (BenchmarkIngestCompactions reports the bytes): they carry the keys and
+// a reference, where they rewrote every body each time its table moved
+// down a level (most of the CPU of storing 25 MB messages, and copies of
+// them in memory, docs/benchmarks.md). Records
 // and index entries stay in the tables, next to their keys, for lists. A
 // blob file is dropped once none of its values is referenced, and
 // rewritten without the deleted ones once garbageRatio of it is garbage
