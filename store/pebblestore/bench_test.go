@@ -61,19 +61,39 @@ func BenchmarkListByRecipient(b *testing.B) {
 // done, to tables and, when a table would refer to more than
 // MaxBlobReferenceDepth overlapping blob files, to bodies rewritten into
 // new blob files: the work memTableSize and l0Compaction trade against
-// memory. It
-// stops with the last memtable unflushed and up to l0Compaction/2
-// sublevels waiting, so runs a few per cent apart compact about the same.
-// An iteration takes about half a minute: run it with -benchtime 1x.
+// memory. It also reports the most level-0 sublevels seen during the fill
+// (sampled every 10 ms), which a list merges. It stops with the last
+// memtable unflushed and up to l0Compaction/2 sublevels waiting, so runs a
+// few per cent apart compact about the same. An iteration takes about half
+// a minute: run it with -benchtime 1x.
 func BenchmarkIngestCompactions(b *testing.B) {
 	var compacted, blobs, flushes, emails int64
+	var sublevels int32
 	for b.Loop() {
 		s, err := Open(filepath.Join(b.TempDir(), "store"))
 		if err != nil {
 			b.Fatal(err)
 		}
+		stop := make(chan struct{})
+		sampled := make(chan int32)
+		go func() {
+			most := int32(0)
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					sampled <- most
+					return
+				case <-tick.C:
+					most = max(most, s.db.Metrics().Levels[0].Sublevels)
+				}
+			}
+		}()
 		fillLikeSMTP(b, s, "acc-bench", 60000, 2048)
 		fillLikeSMTP(b, s, "acc-bench", 5000, 100<<10)
+		close(stop)
+		sublevels = max(sublevels, <-sampled)
 		if b.Failed() {
 			_ = s.Close()
 			b.FailNow()
@@ -90,6 +110,7 @@ func BenchmarkIngestCompactions(b *testing.B) {
 	b.ReportMetric(float64(compacted)/float64(emails), "compacted-B/email")
 	b.ReportMetric(float64(blobs)/float64(emails), "blob-rewritten-B/email")
 	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+	b.ReportMetric(float64(sublevels), "most-l0-sublevels")
 }
 
 // settled waits until no flush or compaction runs, nor starts within
