@@ -11,7 +11,7 @@ BENCH_FLAGS ?=
 # the newest release whose engines match this Node.js, not the newest)
 CANIEMAIL_VERSION ?= latest
 
-.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads bench-search fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads bench-search bench-redis-instructions fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -105,6 +105,12 @@ bench-reads:
 ## body words are found, digest CPU and size, a restart's load and RSS; results and targets go into $(BENCH_DOC)
 bench-search:
 	$(GO) run ./tools/mailsink-bench search -doc $(BENCH_DOC) -command 'make bench-search' $(BENCH_FLAGS)
+
+## bench-redis-instructions: redis-server's instructions per 2 KB message of an SMTP ingest, and the commands and
+## script work they go to, counted by valgrind's callgrind on a redis-server of its own (needs valgrind): counts that
+## hardly move with the machine's load, for comparing two builds (MESSAGES=2000 by default)
+bench-redis-instructions:
+	scripts/callgrind-redis.sh $(or $(MESSAGES),2000)
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:
