@@ -107,10 +107,11 @@ bench-search:
 	$(GO) run ./tools/mailsink-bench search -doc $(BENCH_DOC) -command 'make bench-search' $(BENCH_FLAGS)
 
 ## bench-redis-instructions: redis-server's instructions per 2 KB message of an SMTP ingest, and the commands and
-## script work they go to, counted by valgrind's callgrind on a redis-server of its own (needs valgrind): counts that
-## hardly move with the machine's load, for comparing two builds (MESSAGES=2000 by default)
+## script work they go to, counted by valgrind's callgrind on a redis-server of its own (needs valgrind,
+## redis-server and redis-cli): counts that hardly move with the machine's load, for comparing two builds at one
+## MESSAGES (2000 by default); CALLGRIND_BIN counts a mailsink binary built elsewhere rather than this tree's
 bench-redis-instructions:
-	scripts/callgrind-redis.sh $(or $(MESSAGES),2000)
+	GO='$(GO)' scripts/callgrind-redis.sh $(or $(MESSAGES),2000) $(CALLGRIND_BIN)
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:

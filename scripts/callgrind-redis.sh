@@ -14,14 +14,17 @@
 #
 # A first ingest of 200 messages loads the scripts; the count covers a
 # second one of MESSAGES, its mailsink's start and stop and the load tool's
-# cleanup of its keys included. Needs go, valgrind, redis-server and
-# redis-cli. Without a binary it builds ./cmd/mailsink; it always builds the
+# cleanup of its keys included. Needs go (or $GO), valgrind, redis-server
+# and redis-cli. Without a binary it builds ./cmd/mailsink; it always builds the
 # load tool.
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
 messages=${1:-2000}
 bin=${2:-}
+if [ -n "$bin" ]; then
+	bin=$(realpath "$bin")
+fi
+cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 vpid=
 cleanup() {
@@ -37,9 +40,10 @@ fail() {
 	exit 1
 }
 
-go build -o "$tmp/bench" ./tools/mailsink-bench
+go=${GO:-go}
+"$go" build -o "$tmp/bench" ./tools/mailsink-bench
 if [ -z "$bin" ]; then
-	CGO_ENABLED=0 go build -o "$tmp/mailsink" ./cmd/mailsink
+	CGO_ENABLED=0 "$go" build -o "$tmp/mailsink" ./cmd/mailsink
 	bin=$tmp/mailsink
 fi
 

@@ -62,9 +62,11 @@ func BenchmarkListByRecipient(b *testing.B) {
 // MaxBlobReferenceDepth overlapping blob files, to bodies rewritten into
 // new blob files: the work memTableSize and l0Compaction trade against
 // memory. It also reports the most level-0 sublevels seen during the fill
-// (sampled every 10 ms), which a list merges. It stops with the last
-// memtable unflushed and up to l0Compaction/2 sublevels waiting, so runs a
-// few per cent apart compact about the same. An iteration takes about half
+// (sampled every 10 ms), which a list merges: how many depends on whether
+// compactions keep up, so on the machine's load. It stops with the last
+// memtable unflushed and up to about l0Compaction/2 sublevels waiting
+// after the last compaction, so runs a few per cent apart compact about
+// the same. An iteration takes about half
 // a minute: run it with -benchtime 1x.
 func BenchmarkIngestCompactions(b *testing.B) {
 	var compacted, blobs, flushes, emails int64
