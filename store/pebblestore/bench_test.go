@@ -66,8 +66,7 @@ func BenchmarkListByRecipient(b *testing.B) {
 // compactions keep up, so on the machine's load. It stops with the last
 // memtable unflushed and up to about l0Compaction/2 sublevels waiting
 // after the last compaction, so runs a few per cent apart compact about
-// the same. An iteration takes about half
-// a minute: run it with -benchtime 1x.
+// the same. An iteration takes 10 to 30 s: run it with -benchtime 1x.
 func BenchmarkIngestCompactions(b *testing.B) {
 	var compacted, blobs, flushes, emails int64
 	var sublevels int32

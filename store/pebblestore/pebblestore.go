@@ -178,13 +178,12 @@ const blockCache = 32 << 20
 // (BenchmarkIngestCompactions reports the bytes): they carry the keys and
 // a reference, where they rewrote every body each time its table moved
 // down a level (most of the CPU of storing 25 MB messages, and copies of
-// them in memory, docs/benchmarks.md). Records
-// and index entries stay in the tables, next to their keys, for lists. A
-// blob file is dropped once none of its values is referenced, and
-// rewritten without the deleted ones once garbageRatio of it is garbage
-// and it is older than rewriteAge: the space of deleted mail comes back
-// about rewriteAge after the deletes, but for less than garbageRatio of
-// each blob file.
+// them in memory, docs/benchmarks.md). Records and index entries stay in
+// the tables, next to their keys, for lists. A blob file is dropped once
+// none of its values is referenced, and rewritten without the deleted ones
+// once garbageRatio of it is garbage and it is older than rewriteAge: the
+// space of deleted mail comes back about rewriteAge after the deletes, but
+// for less than garbageRatio of each blob file.
 func valueSeparation(rewriteAge time.Duration) pebble.ValueSeparationPolicy {
 	return pebble.ValueSeparationPolicy{
 		Enabled:               true,
