@@ -11,7 +11,7 @@ BENCH_FLAGS ?=
 # the newest release whose engines match this Node.js, not the newest)
 CANIEMAIL_VERSION ?= latest
 
-.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads bench-search bench-redis-instructions fuzz cluster-up cluster-down failover-test clean
+.PHONY: all build run release test test-go test-node openapi caniemail test-short install-check lint vet fmt bench bench-go bench-large bench-reads bench-search bench-redis-instructions bench-redis-floor fuzz cluster-up cluster-down failover-test clean
 
 all: lint test build
 
@@ -112,6 +112,13 @@ bench-search:
 ## MESSAGES (2000 by default); CALLGRIND_BIN counts a mailsink binary built elsewhere rather than this tree's
 bench-redis-instructions:
 	GO='$(GO)' scripts/callgrind-redis.sh $(or $(MESSAGES),2000) $(CALLGRIND_BIN)
+
+## bench-redis-floor: redis-server's instructions per 2 KB create as mailsink sends it (the create script, search's
+## digests) and as plain commands would (MULTI/EXEC, no script): what a Redis layout without Lua could save at
+## most (needs python3, valgrind and redis-server; MESSAGES, 2000 by default); CPU=1 measures redis-server's CPU
+## time instead (20000 messages by default)
+bench-redis-floor:
+	python3 scripts/redis-create-floor.py $(if $(CPU),-cpu) $(or $(MESSAGES),$(if $(CPU),20000,2000))
 
 ## fuzz: every fuzz target of the module (each `func Fuzz...` in a _test.go file) for FUZZTIME
 fuzz:
