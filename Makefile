@@ -115,8 +115,8 @@ bench-redis-instructions:
 
 ## bench-redis-floor: redis-server's instructions per 2 KB create as mailsink sends it (the create script, search's
 ## digests) and as plain commands would (MULTI/EXEC, no script): what a Redis layout without Lua could save at
-## most (needs python3, valgrind and redis-server; MESSAGES, 2000 by default); CPU=1 measures redis-server's CPU
-## time instead (20000 messages by default)
+## most (needs python3, valgrind and redis-server; MESSAGES, 2000 by default). CPU=1 (any value but empty)
+## measures redis-server's CPU time instead, without valgrind (20000 messages by default)
 bench-redis-floor:
 	python3 scripts/redis-create-floor.py $(if $(CPU),-cpu) $(or $(MESSAGES),$(if $(CPU),20000,2000))
 
