@@ -543,3 +543,64 @@ func TestBodyStructureOfBrokenMultipart(t *testing.T) {
 		})
 	}
 }
+
+// TestSequenceSets: a set naming no message the door has, or "$" (the
+// door does not announce SEARCHRES), is refused with BAD and changes
+// nothing; a UID no message has is ignored (RFC 9051, 6.4.9). Sets that
+// do not parse ("0", "1:x") are refused by imapserver before the door
+// sees them: v2.0.0-beta.8 answers those NO [SERVERBUG] (docs/mail-clients.md),
+// so for them the test asks only for a refusal and a session that goes on.
+func TestSequenceSets(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			d := start(t, b, nil)
+			first := testenv.PutRaw(t, d.st, d.account, plain)
+			second := testenv.PutRaw(t, d.st, d.account, withBareLF)
+			c := dial(t, d.addr)
+			c.ok("LOGIN anyone %s", key)
+			c.ok("SELECT INBOX")
+			for _, tc := range []struct{ command, want string }{
+				{"FETCH $ FLAGS", "BAD [CLIENTBUG]"},
+				{"UID FETCH $ FLAGS", "BAD [CLIENTBUG]"},
+				{`STORE $ +FLAGS (\Seen)`, "BAD [CLIENTBUG]"},
+				{`UID STORE $ +FLAGS (\Deleted)`, "BAD [CLIENTBUG]"},
+				{"UID EXPUNGE $", "BAD [CLIENTBUG]"},
+				{"SEARCH $", "BAD [CLIENTBUG]"},
+				{"UID SEARCH UID $", "BAD [CLIENTBUG]"},
+				{"FETCH 3 FLAGS", "BAD [CLIENTBUG]"},
+				{`STORE 1:3 +FLAGS (\Seen)`, "BAD [CLIENTBUG]"},
+				{"SEARCH 2:5", "BAD [CLIENTBUG]"},
+				{"UID FETCH 99 FLAGS", "OK"},
+				{`UID STORE 99:100 +FLAGS (\Seen)`, "OK"},
+				// imapserver's: any refusal.
+				{"FETCH 0 FLAGS", ""},
+				{"FETCH 1:x FLAGS", ""},
+				{"FETCH 1,,2 FLAGS", ""},
+				{`STORE 0 +FLAGS (\Deleted)`, ""},
+				{"SEARCH 0", ""},
+				{"UID EXPUNGE 0", ""},
+			} {
+				u, st := c.cmd("%s", tc.command)
+				switch {
+				case tc.want == "" && strings.HasPrefix(st, "OK"):
+					t.Errorf("%s: %q, want a refusal", tc.command, st)
+				case tc.want != "" && !strings.HasPrefix(st, tc.want):
+					t.Errorf("%s: %q, want %q...", tc.command, st, tc.want)
+				case len(u) > 0:
+					t.Errorf("%s: untagged %q, want none", tc.command, u)
+				}
+			}
+			if u := c.ok("FETCH 1:* (FLAGS)"); len(u) != 2 || strings.Contains(strings.Join(u, ""), `\`) {
+				t.Errorf("flags after the refused commands: %q, want two messages without flags", u)
+			}
+			c.ok("EXPUNGE")
+			for _, e := range []*store.Email{first, second} {
+				if got, err := d.st.GetEmail(context.Background(), d.account, e.ID); err != nil || got.Read {
+					t.Errorf("after the refused commands %s is %+v, %v; want it there, unread", e.ID, got, err)
+				}
+			}
+		})
+	}
+}

@@ -414,6 +414,9 @@ func (m *mailbox) remove(i int) {
 // expunge deletes the messages marked \Deleted (among uids, when given)
 // from the store, and from the view.
 func (m *mailbox) expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error {
+	if uids != nil && imap.IsSearchRes(*uids) {
+		return errSearchRes
+	}
 	if m.readOnly {
 		return nil // CLOSE after EXAMINE deletes nothing
 	}
@@ -437,13 +440,25 @@ func (m *mailbox) expunge(w *imapserver.ExpungeWriter, uids *imap.UIDSet) error 
 	return nil
 }
 
-var errSeqRange = &imap.Error{Type: imap.StatusResponseTypeBad, Code: imap.ResponseCodeClientBug,
-	Text: "A message sequence number is past the last message"}
+var (
+	errSeqRange = &imap.Error{Type: imap.StatusResponseTypeBad, Code: imap.ResponseCodeClientBug,
+		Text: "A message sequence number is past the last message"}
+	// errSearchRes refuses "$": without SEARCHRES, which the door does not
+	// announce, it is not in the grammar. imapserver hands it on as an
+	// empty set (imap.SearchRes), which would otherwise name no message
+	// and answer OK having done nothing.
+	errSearchRes = &imap.Error{Type: imap.StatusResponseTypeBad, Code: imap.ResponseCodeClientBug,
+		Text: "$ (SEARCHRES) is not supported"}
+)
 
 // resolve returns the indexes in msgs of the messages numSet names,
 // ascending. A sequence number past the last message is an error (RFC
-// 3501, 6.4.8); a UID no message has is not.
+// 9051, section 9, seq-number), and so is "$"; a UID no message has is
+// not (RFC 9051, 6.4.9).
 func (m *mailbox) resolve(numSet imap.NumSet) ([]int, error) {
+	if imap.IsSearchRes(numSet) {
+		return nil, errSearchRes
+	}
 	picked := make([]bool, len(m.msgs))
 	switch set := numSet.(type) {
 	case imap.SeqSet:

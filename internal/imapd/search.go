@@ -152,9 +152,6 @@ func (m *mailbox) eval(c *imap.SearchCriteria) ([]bool, error) {
 
 // intersect keeps in match the messages set names.
 func (m *mailbox) intersect(match []bool, set imap.NumSet) error {
-	if imap.IsSearchRes(set) {
-		return &imap.Error{Type: imap.StatusResponseTypeBad, Code: imap.ResponseCodeClientBug, Text: "$ (SEARCHRES) is not supported"}
-	}
 	in := make([]bool, len(match))
 	idxs, err := m.resolve(set)
 	if err != nil {
