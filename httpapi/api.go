@@ -751,6 +751,12 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (_ [
 	return body, release, status == 0
 }
 
+// bodyTooLarge is the answer to a request body over limit bytes; it names
+// the limit, as create's answer for a too large email does.
+func bodyTooLarge(limit int64) string {
+	return fmt.Sprintf("request body too large: over the limit of %d bytes", limit)
+}
+
 // readBodyAs is readBody answering a body too large or broken with refuse
 // instead of 413 and 400, and one that found no room in time with 503
 // instead of 429, when refuse is not 0 (a provider's status that stops its
@@ -764,7 +770,7 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		tooLarge, broken, busy = refuse, refuse, http.StatusServiceUnavailable
 	}
 	if r.ContentLength > limit {
-		writeRefusal(w, tooLarge, "request body too large")
+		writeRefusal(w, tooLarge, bodyTooLarge(limit))
 		return nil, nil, tooLarge
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
@@ -822,7 +828,7 @@ func (a *API) readBodyAs(w http.ResponseWriter, r *http.Request, limit int64, re
 		release()
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
-			writeRefusal(w, tooLarge, "request body too large")
+			writeRefusal(w, tooLarge, bodyTooLarge(limit))
 			return nil, nil, tooLarge
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {

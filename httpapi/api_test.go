@@ -668,7 +668,11 @@ func TestSizeLimits(t *testing.T) {
 			if resp := e.Send(t, req(msg(1000))); resp.Status != http.StatusCreated {
 				t.Errorf("inbound of exactly the limit: %d %s", resp.Status, resp.Body)
 			}
-			wantError(t, e.Send(t, req(msg(1001))), http.StatusRequestEntityTooLarge)
+			tooLarge := e.Send(t, req(msg(1001)))
+			wantError(t, tooLarge, http.StatusRequestEntityTooLarge)
+			if got, want := tooLarge.JSON(t)["error"], "request body too large: over the limit of 1000 bytes"; got != want {
+				t.Errorf("inbound over the limit: %q, want %q", got, want)
+			}
 			ok := map[string]any{"recipient": "r@acme.test", "sender": "s@example.com", "raw": msg(1000)}
 			create(t, e, acme, ok)
 			ok["raw"] = msg(1001)

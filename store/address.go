@@ -109,6 +109,9 @@ func AddressProblem(s string) string {
 	if last := local[len(local)-1]; last == '.' || last == '\'' {
 		return fmt.Sprintf("the local part ends in %q", last)
 	}
+	if strings.HasPrefix(domain, "[") {
+		return fmt.Sprintf("the domain %q is an IP literal: mailsink accepts domain names only, like example.com", domain)
+	}
 	dot := strings.LastIndexByte(domain, '.')
 	if dot <= 0 {
 		return fmt.Sprintf("the domain %q has no dot: it needs a top-level label, like example.com (IP literals are not accepted)", domain)

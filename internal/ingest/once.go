@@ -54,7 +54,7 @@ func (s *Service) reserve(ctx context.Context, key, digest string, emails []*sto
 		return fresh, nil
 	}
 	if got.Digest != digest || len(got.IDs) != len(emails) {
-		return fresh, store.Errorf(store.Conflict, "this Idempotency-Key was used for a different request in the last %s", store.IdempotencyTTL)
+		return fresh, store.Errorf(store.Conflict, "this Idempotency-Key was used for a different request in the last %d hours", int(store.IdempotencyTTL/time.Hour))
 	}
 	for i, e := range emails {
 		e.ID = got.IDs[i]

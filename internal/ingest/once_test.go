@@ -120,6 +120,9 @@ func TestDeliveryWithKeyIsStoredOnce(t *testing.T) {
 	// The same key for another message is a conflict, and stores nothing.
 	_, err = svc.Deliver(context.Background(), message("Subject: other", "", "body"), env)
 	wantCode(t, err, store.Conflict)
+	if got, want := err.Error(), "in the last 24 hours"; !strings.Contains(got, want) {
+		t.Errorf("conflict %q, want it to say %q", got, want)
+	}
 	// The same message without a key is a new delivery: tests may send a
 	// message twice on purpose.
 	if _, err := svc.Deliver(context.Background(), raw, twoAccounts); err != nil {
