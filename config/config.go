@@ -388,6 +388,15 @@ func (c *Config) checkTLS() []error {
 		if c.SMTP.RequireTLS {
 			errs = append(errs, errors.New("MAILSINK_SMTP_REQUIRE_TLS needs a certificate for STARTTLS: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
 		}
+		// IMAP and POP3 have no use without a login, and with insecure
+		// logins refused there would be none without STARTTLS.
+		if !c.SMTP.AllowInsecureAuth {
+			for _, door := range []struct{ name, addr string }{{"MAILSINK_IMAP_ADDR", c.Mailbox.IMAPAddr}, {"MAILSINK_POP3_ADDR", c.Mailbox.POP3Addr}} {
+				if door.addr != "" {
+					errs = append(errs, fmt.Errorf("%s with MAILSINK_SMTP_AUTH_ALLOW_INSECURE=false needs a certificate for STARTTLS, or no login could succeed: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO", door.name))
+				}
+			}
+		}
 	}
 	return errs
 }

@@ -18,6 +18,8 @@ func TestTLSSettingsMustFitTogether(t *testing.T) {
 		{map[string]string{"MAILSINK_SMTPS_ADDR": ":1465"}, "MAILSINK_SMTPS_ADDR needs a certificate"},
 		{map[string]string{"MAILSINK_HTTPS_ADDR": ":8443"}, "MAILSINK_HTTPS_ADDR needs a certificate"},
 		{map[string]string{"MAILSINK_SMTP_REQUIRE_TLS": "true"}, "MAILSINK_SMTP_REQUIRE_TLS needs a certificate"},
+		{map[string]string{"MAILSINK_IMAP_ADDR": ":1143", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE": "false"}, "MAILSINK_IMAP_ADDR with MAILSINK_SMTP_AUTH_ALLOW_INSECURE=false needs a certificate"},
+		{map[string]string{"MAILSINK_POP3_ADDR": ":1110", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE": "false"}, "MAILSINK_POP3_ADDR with MAILSINK_SMTP_AUTH_ALLOW_INSECURE=false needs a certificate"},
 		{map[string]string{"MAILSINK_SMTP_TLS_AUTO": "bad name!"}, "MAILSINK_SMTP_TLS_AUTO"},
 		{map[string]string{"MAILSINK_SMTP_TLS_AUTO": " , "}, "MAILSINK_SMTP_TLS_AUTO"},
 		{map[string]string{"MAILSINK_SMTPS_ADDR": "x"}, "MAILSINK_SMTPS_ADDR"},
@@ -29,7 +31,8 @@ func TestTLSSettingsMustFitTogether(t *testing.T) {
 		}
 	}
 	c, err := load(t, map[string]string{"MAILSINK_API_KEY": "k", "MAILSINK_SMTP_TLS_AUTO": "mailsink, mailsink.test,10.0.0.5,my_mailsink",
-		"MAILSINK_SMTPS_ADDR": ":1465", "MAILSINK_HTTPS_ADDR": ":8443", "MAILSINK_SMTP_REQUIRE_TLS": "true"})
+		"MAILSINK_SMTPS_ADDR": ":1465", "MAILSINK_HTTPS_ADDR": ":8443", "MAILSINK_SMTP_REQUIRE_TLS": "true",
+		"MAILSINK_IMAP_ADDR": ":1143", "MAILSINK_POP3_ADDR": ":1110", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE": "false"})
 	if err != nil {
 		t.Fatal(err)
 	}
