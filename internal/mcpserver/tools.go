@@ -617,6 +617,9 @@ func (t *tools) delete(ctx context.Context, _ *mcp.CallToolRequest, in deleteInp
 		out.IDs = append(out.IDs, id)
 	}
 	summary := fmt.Sprintf("Deleted %d emails.", out.Deleted)
+	if out.Deleted == 1 {
+		summary = "Deleted 1 email."
+	}
 	if more {
 		summary += " The filter may select more: call again to delete them."
 	}

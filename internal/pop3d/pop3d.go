@@ -688,8 +688,16 @@ func (ss *session) quit() {
 		}
 	}
 	if failed > 0 {
-		ss.reply("-ERR [SYS/TEMP] %d messages deleted, %d could not be: the store is unavailable", deleted, failed)
+		ss.reply("-ERR [SYS/TEMP] %s deleted, %d could not be: the store is unavailable", messages(deleted), failed)
 		return
 	}
-	ss.reply("+OK %d messages deleted, bye", deleted)
+	ss.reply("+OK %s deleted, bye", messages(deleted))
+}
+
+// messages is "1 message" or "n messages".
+func messages(n int) string {
+	if n == 1 {
+		return "1 message"
+	}
+	return fmt.Sprintf("%d messages", n)
 }

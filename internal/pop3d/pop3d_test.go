@@ -222,7 +222,7 @@ func TestSession(t *testing.T) {
 			c.expectCmd("RSET", "+OK")
 			c.expectCmd("DELE 2", "+OK")
 			c.expectCmd("NOOP", "+OK")
-			c.expectCmd("QUIT", "+OK")
+			c.expectCmd("QUIT", "+OK 1 message deleted")
 
 			ctx := context.Background()
 			if _, err := d.st.GetEmail(ctx, d.account, older.ID); !store.IsCode(err, store.NotFound) {
