@@ -372,6 +372,13 @@ func (c *Config) checkTLS() []error {
 	case t.CertFile != "" && len(t.AutoHosts) > 0:
 		errs = append(errs, errors.New("MAILSINK_SMTP_TLS_AUTO and MAILSINK_SMTP_TLS_CERT are both set: choose one certificate"))
 	}
+	// A door starts with its plain listener, the implicit-TLS one beside it.
+	if c.Mailbox.IMAPSAddr != "" && c.Mailbox.IMAPAddr == "" {
+		errs = append(errs, errors.New("MAILSINK_IMAPS_ADDR is set but MAILSINK_IMAP_ADDR is not: the IMAP door listens on both, set MAILSINK_IMAP_ADDR too"))
+	}
+	if c.Mailbox.POP3SAddr != "" && c.Mailbox.POP3Addr == "" {
+		errs = append(errs, errors.New("MAILSINK_POP3S_ADDR is set but MAILSINK_POP3_ADDR is not: the POP3 door listens on both, set MAILSINK_POP3_ADDR too"))
+	}
 	if !t.Enabled() {
 		if c.SMTP.TLSAddr != "" {
 			errs = append(errs, errors.New("MAILSINK_SMTPS_ADDR needs a certificate: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO"))
@@ -391,7 +398,11 @@ func (c *Config) checkTLS() []error {
 		// IMAP and POP3 have no use without a login, and with insecure
 		// logins refused there would be none without STARTTLS.
 		if !c.SMTP.AllowInsecureAuth {
-			for _, door := range []struct{ name, addr string }{{"MAILSINK_IMAP_ADDR", c.Mailbox.IMAPAddr}, {"MAILSINK_POP3_ADDR", c.Mailbox.POP3Addr}} {
+			doors := []struct{ name, addr string }{
+				{"MAILSINK_IMAP_ADDR", c.Mailbox.IMAPAddr},
+				{"MAILSINK_POP3_ADDR", c.Mailbox.POP3Addr},
+			}
+			for _, door := range doors {
 				if door.addr != "" {
 					errs = append(errs, fmt.Errorf("%s with MAILSINK_SMTP_AUTH_ALLOW_INSECURE=false needs a certificate for STARTTLS, or no login could succeed: set MAILSINK_SMTP_TLS_CERT and MAILSINK_SMTP_TLS_KEY, or MAILSINK_SMTP_TLS_AUTO", door.name))
 				}

@@ -20,6 +20,8 @@ func TestTLSSettingsMustFitTogether(t *testing.T) {
 		{map[string]string{"MAILSINK_SMTP_REQUIRE_TLS": "true"}, "MAILSINK_SMTP_REQUIRE_TLS needs a certificate"},
 		{map[string]string{"MAILSINK_IMAP_ADDR": ":1143", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE": "false"}, "MAILSINK_IMAP_ADDR with MAILSINK_SMTP_AUTH_ALLOW_INSECURE=false needs a certificate"},
 		{map[string]string{"MAILSINK_POP3_ADDR": ":1110", "MAILSINK_SMTP_AUTH_ALLOW_INSECURE": "false"}, "MAILSINK_POP3_ADDR with MAILSINK_SMTP_AUTH_ALLOW_INSECURE=false needs a certificate"},
+		{map[string]string{"MAILSINK_SMTP_TLS_AUTO": "mailsink", "MAILSINK_IMAPS_ADDR": ":1993"}, "MAILSINK_IMAPS_ADDR is set but MAILSINK_IMAP_ADDR is not"},
+		{map[string]string{"MAILSINK_SMTP_TLS_AUTO": "mailsink", "MAILSINK_POP3S_ADDR": ":1995"}, "MAILSINK_POP3S_ADDR is set but MAILSINK_POP3_ADDR is not"},
 		{map[string]string{"MAILSINK_SMTP_TLS_AUTO": "bad name!"}, "MAILSINK_SMTP_TLS_AUTO"},
 		{map[string]string{"MAILSINK_SMTP_TLS_AUTO": " , "}, "MAILSINK_SMTP_TLS_AUTO"},
 		{map[string]string{"MAILSINK_SMTPS_ADDR": "x"}, "MAILSINK_SMTPS_ADDR"},

@@ -109,7 +109,7 @@ func AddressProblem(s string) string {
 	if last := local[len(local)-1]; last == '.' || last == '\'' {
 		return fmt.Sprintf("the local part ends in %q", last)
 	}
-	if strings.HasPrefix(domain, "[") {
+	if strings.HasPrefix(domain, "[") && strings.HasSuffix(domain, "]") {
 		return fmt.Sprintf("the domain %q is an IP literal: mailsink accepts domain names only, like example.com", domain)
 	}
 	dot := strings.LastIndexByte(domain, '.')

@@ -568,6 +568,8 @@ func TestSequenceSets(t *testing.T) {
 				{`UID STORE $ +FLAGS (\Deleted)`, "BAD [CLIENTBUG]"},
 				{"UID EXPUNGE $", "BAD [CLIENTBUG]"},
 				{"SEARCH $", "BAD [CLIENTBUG]"},
+				{"SEARCH NOT $", "BAD [CLIENTBUG]"},
+				{"SEARCH OR $ 1", "BAD [CLIENTBUG]"},
 				{"UID SEARCH UID $", "BAD [CLIENTBUG]"},
 				{"FETCH 3 FLAGS", "BAD [CLIENTBUG]"},
 				{`STORE 1:3 +FLAGS (\Seen)`, "BAD [CLIENTBUG]"},
@@ -592,6 +594,12 @@ func TestSequenceSets(t *testing.T) {
 					t.Errorf("%s: untagged %q, want none", tc.command, u)
 				}
 			}
+			// "$" with a message marked \Deleted: refused, and nothing goes.
+			c.ok(`STORE 1 +FLAGS.SILENT (\Deleted)`)
+			if _, st := c.cmd("UID EXPUNGE $"); !strings.HasPrefix(st, "BAD [CLIENTBUG]") {
+				t.Errorf("UID EXPUNGE $ with a message marked \\Deleted: %q, want BAD [CLIENTBUG]", st)
+			}
+			c.ok(`STORE 1 -FLAGS.SILENT (\Deleted)`)
 			if u := c.ok("FETCH 1:* (FLAGS)"); len(u) != 2 || strings.Contains(strings.Join(u, ""), `\`) {
 				t.Errorf("flags after the refused commands: %q, want two messages without flags", u)
 			}

@@ -453,8 +453,8 @@ var (
 
 // resolve returns the indexes in msgs of the messages numSet names,
 // ascending. A sequence number past the last message is an error (RFC
-// 9051, section 9, seq-number), and so is "$"; a UID no message has is
-// not (RFC 9051, 6.4.9).
+// 3501, 6.4.8 and section 9; RFC 9051 keeps the rule), and so is "$"; a
+// UID no message has is not.
 func (m *mailbox) resolve(numSet imap.NumSet) ([]int, error) {
 	if imap.IsSearchRes(numSet) {
 		return nil, errSearchRes

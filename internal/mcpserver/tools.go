@@ -341,7 +341,7 @@ func (t *tools) search(ctx context.Context, _ *mcp.CallToolRequest, in searchInp
 		return nil, listOutput{}, t.failure(ctx, err, q.Before)
 	}
 	out := listOutput{Items: orEmpty(items)}
-	summary := fmt.Sprintf("%d emails, newest first.", len(items))
+	summary := emails(len(items)) + ", newest first."
 	if len(items) == q.Limit {
 		summary += fmt.Sprintf(" There may be more: call again with before set to the last id (%s).", items[len(items)-1].ID)
 	}
@@ -616,10 +616,7 @@ func (t *tools) delete(ctx context.Context, _ *mcp.CallToolRequest, in deleteInp
 		out.Deleted++
 		out.IDs = append(out.IDs, id)
 	}
-	summary := fmt.Sprintf("Deleted %d emails.", out.Deleted)
-	if out.Deleted == 1 {
-		summary = "Deleted 1 email."
-	}
+	summary := "Deleted " + emails(out.Deleted) + "."
 	if more {
 		summary += " The filter may select more: call again to delete them."
 	}
@@ -743,4 +740,12 @@ func schemaFor[T any](edit func(p map[string]*jsonschema.Schema)) *jsonschema.Sc
 	}
 	edit(s.Properties)
 	return s
+}
+
+// emails is "1 email" or "n emails".
+func emails(n int) string {
+	if n == 1 {
+		return "1 email"
+	}
+	return fmt.Sprintf("%d emails", n)
 }

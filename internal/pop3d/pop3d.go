@@ -403,7 +403,7 @@ func (ss *session) pass(key string) {
 	}
 	doors.Login(protocol, "ok")
 	ss.account, ss.release, ss.drop = acc, release, drop
-	ss.reply("+OK %d messages", len(drop))
+	ss.reply("+OK %s", messages(len(drop)))
 }
 
 // maildrop returns the account's newest emails, newest first, at most
@@ -465,7 +465,7 @@ func (ss *session) transaction(name, arg string) {
 		for _, m := range ss.drop {
 			m.deleted = false
 		}
-		ss.reply("+OK %d messages", len(ss.drop))
+		ss.reply("+OK %s", messages(len(ss.drop)))
 	case "STAT":
 		var n, size int64
 		for _, m := range ss.drop {
